@@ -1,0 +1,198 @@
+"""The grading engine: the only place that awaits the judge.
+
+`grade_sample` applies the official MM-Vet policy to one sample and one run: a call at temperature 0; when the
+answer is unparsable, the same prompt plus the official suffix at temperatures 0.0, 0.5, 1.0, 1.5 and 2.0 in
+turn; the answer of that last call is never read and the score becomes 0.0 (flagged ``fallback``). With MM-Vet
+v2 a 400 Bad Request scores 0.0 as the official v2 script does (flagged ``bad_request_zero``).
+
+`grade_run` grades every missing (sample, run) of a stored run with a bounded number of concurrent calls. Each
+judge answer goes through the store's cache first and is committed as soon as it arrives; a `JudgeError` that
+survived the SDK's retries leaves that sample ``error`` (visible, retried on resume) and never a silent 0.
+Errors that will fail every call (bad key, unknown model, unreachable endpoint) stop the run with a message.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .benchmark import Benchmark, Sample
+from .judge import Judge, JudgeError, JudgeReply, describe_judge_error
+from .prompt import RETRY_TEMPERATURES, parse_score, render_prompt
+from .steering import detect_steering
+from .store import GradeRow, Store
+
+#: Statuses of a stored grade that count as graded (everything else is retried on resume).
+GRADED = frozenset({"ok", "fallback", "bad_request_zero"})
+#: Judge failures that would fail every other call too: the run stops instead of erroring each sample.
+FATAL_KINDS = frozenset({"auth", "permission", "not_found", "connection"})
+
+
+class BudgetExceeded(Exception):
+    """Raised by a budget hook when no more judge calls are allowed (the run stops, nothing is lost)."""
+
+
+@dataclass
+class CallStats:
+    calls: int = 0          # judge calls made (paid)
+    cached: int = 0         # answers reused from the store
+
+
+@dataclass
+class RunOutcome:
+    status: str             # done, incomplete, stopped, failed
+    message: str
+    graded: int
+    errored: int
+    stats: CallStats = field(default_factory=CallStats)
+
+
+def prompt_sha(prompt: str) -> str:
+    return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
+
+
+class CachedCaller:
+    """Calls the judge through the store's answer cache; counts calls; charges an optional budget hook."""
+
+    def __init__(self, judge: Judge, store: Store, *, budget: Callable[[], None] | None = None):
+        self.judge, self.store, self.budget = judge, store, budget
+        self.fingerprint = judge.settings.fingerprint()
+        self.stats = CallStats()
+
+    async def __call__(self, prompt: str, temperature: float, k: int, sample: Sample,
+                       prediction: str) -> tuple[JudgeReply, bool]:
+        sha = prompt_sha(prompt)
+        hit = self.store.get_answer(self.fingerprint, sha, temperature, k)
+        if hit is not None:
+            self.stats.cached += 1
+            return JudgeReply(**hit), True
+        if self.budget is not None:
+            self.budget()
+        reply = await self.judge.complete(prompt, temperature, sample=sample, prediction=prediction)
+        self.stats.calls += 1
+        self.store.put_answer(self.fingerprint, sha, temperature, k, content=reply.content, model=reply.model,
+                              prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
+                              sent=reply.sent)
+        return reply, False
+
+
+def _attempt(reply: JudgeReply, temperature: float, retry: bool, cached: bool, score: float | None) -> dict:
+    return {"temperature": temperature, "retry_prompt": retry, "content": reply.content, "score": score,
+            "model": reply.model, "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens, "sent": reply.sent, "cached": cached}
+
+
+async def grade_sample(call: CachedCaller, version: str, sample: Sample, prediction: str, run_index: int,
+                       run_id: str = "") -> GradeRow:
+    """Grade one sample for one run with the official policy. Raises `JudgeError` on API failure."""
+    attempts: list[dict] = []
+    flags = detect_steering(prediction)
+    prompt = render_prompt(version, sample.question, sample.answer, prediction)
+    try:
+        reply, cached = await call(prompt, 0.0, run_index, sample, prediction)
+        score = parse_score(reply.content)
+        attempts.append(_attempt(reply, 0.0, False, cached, score))
+        status, content = "ok", None
+        if score is not None:
+            content = (reply.content or "").split(" ")[0].strip()   # the official 'content' is the parsed token
+        else:
+            retry_prompt = render_prompt(version, sample.question, sample.answer, prediction, retry=True)
+            for i, temperature in enumerate(RETRY_TEMPERATURES):
+                reply, cached = await call(retry_prompt, temperature, run_index, sample, prediction)
+                last = i == len(RETRY_TEMPERATURES) - 1
+                score = None if last else parse_score(reply.content)   # official: the last answer is never read
+                attempts.append(_attempt(reply, temperature, True, cached, score))
+                if score is not None:
+                    content = (reply.content or "").split(" ")[0].strip()
+                    break
+            else:
+                status, score, content = "fallback", 0.0, reply.content
+                flags = ["fallback"] + flags
+    except JudgeError as err:
+        if version == "v2" and err.kind == "bad_request":
+            # Official v2 behaviour: a 400 Bad Request scores 0.0 with content "BadRequestError".
+            return GradeRow(run_id, sample.id, run_index, "bad_request_zero", 0.0, "BadRequestError",
+                            call.judge.settings.model, attempts, describe_judge_error(err),
+                            ["bad_request_zero"] + flags, time.time())
+        raise
+    return GradeRow(run_id, sample.id, run_index, status, score, content, reply.model, attempts, None, flags,
+                    time.time())
+
+
+async def grade_run(store: Store, run_id: str, benchmark: Benchmark, judge: Judge, *, concurrency: int = 16,
+                    on_grade: Callable[[GradeRow], None] | None = None, stop: asyncio.Event | None = None,
+                    budget: Callable[[], None] | None = None) -> RunOutcome:
+    """Grade every (sample, run) of `run_id` not yet graded. Returns how the run ended; never raises for
+    judge failures (they are stored and reported). Cancelling the task stops the run cleanly ("stopped")."""
+    run = store.get_run(run_id)
+    if run is None:
+        raise KeyError(f"no run {run_id!r} in {store.path}")
+    done = {(g.sample_id, g.run_index) for g in store.grades(run_id) if g.status in GRADED}
+    todo: asyncio.Queue = asyncio.Queue()
+    for r in range(run.n_runs):          # run-major order, as the official script
+        for sid in benchmark.ids:
+            if (sid, r) not in done:
+                todo.put_nowait((sid, r))
+    call = CachedCaller(judge, store, budget=budget)
+    state = {"graded": 0, "errored": 0, "fatal": None, "budget": None}
+    halt = asyncio.Event()
+
+    async def worker() -> None:
+        while not halt.is_set() and not (stop is not None and stop.is_set()):
+            try:
+                sid, r = todo.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            sample, prediction = benchmark.samples[sid], run.predictions.get(sid, "")
+            try:
+                row = await grade_sample(call, benchmark.version, sample, prediction, r, run_id)
+                state["graded"] += 1
+            except BudgetExceeded as e:
+                state["budget"] = str(e)
+                halt.set()
+                return
+            except JudgeError as err:
+                row = GradeRow(run_id, sid, r, "error", None, None, None, [], describe_judge_error(err),
+                               ["error"], time.time())
+                state["errored"] += 1
+                if err.kind in FATAL_KINDS:
+                    state["fatal"] = describe_judge_error(err)
+                    halt.set()
+            store.put_grade(row)
+            if on_grade is not None:
+                on_grade(row)
+
+    store.set_status(run_id, "running")
+    n_workers = max(1, min(concurrency, todo.qsize()))
+    tasks = [asyncio.create_task(worker()) for _ in range(n_workers)]
+    try:
+        await asyncio.gather(*tasks)
+    except asyncio.CancelledError:
+        for t in tasks:
+            t.cancel()
+        store.set_status(run_id, "stopped", "stopped by the user; resume continues without paying again")
+        raise
+    outcome = _outcome(store, run_id, benchmark, run.n_runs, state, stop, call.stats)
+    store.set_status(run_id, outcome.status, outcome.message)
+    return outcome
+
+
+def _outcome(store: Store, run_id: str, benchmark: Benchmark, n_runs: int, state: dict,
+             stop: asyncio.Event | None, stats: CallStats) -> RunOutcome:
+    counts = store.count_grades(run_id)
+    graded = sum(n for s, n in counts.items() if s in GRADED)
+    errored = counts.get("error", 0)
+    expected = len(benchmark) * n_runs
+    if state["fatal"]:
+        status, msg = "failed", f"stopped: {state['fatal']}"
+    elif state["budget"]:
+        status, msg = "stopped", state["budget"]
+    elif stop is not None and stop.is_set():
+        status, msg = "stopped", "stopped by the user; resume continues without paying again"
+    elif graded >= expected:
+        status, msg = "done", f"{graded} grades"
+    else:
+        status, msg = "incomplete", f"{errored} grade(s) failed after retries; resume retries them"
+    return RunOutcome(status, msg, graded, errored, stats)

@@ -1,0 +1,269 @@
+"""SQLite persistence: runs, grades, overrides, the judge-answer cache and judge-call budgets.
+
+Every judge answer is committed the moment it arrives (`Store.put_answer`), so a process killed at any moment
+(kill -9) loses nothing it paid for. The cache is keyed by (judge fingerprint, sha256 of the prompt, temperature,
+k): the k-th run of an identical prompt under an identical judge configuration reuses the k-th stored answer.
+No API key is ever passed to this module.
+
+One `Store` may be shared by threads (a lock serialises its single connection); WAL mode lets other processes
+(the CLI beside the app) read and write the same file.
+"""
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    model_name TEXT NOT NULL,
+    benchmark TEXT NOT NULL,          -- JSON: spec, name, version, subset, n_samples
+    n_runs INTEGER NOT NULL,
+    judge TEXT NOT NULL,              -- JSON JudgeSettings (never a key)
+    status TEXT NOT NULL,             -- created, running, stopped, done, failed
+    message TEXT NOT NULL DEFAULT '',
+    results_format TEXT NOT NULL DEFAULT '',
+    predictions TEXT NOT NULL,        -- JSON id -> prediction text
+    owner TEXT NOT NULL DEFAULT '',   -- opaque visitor id (app), '' for the CLI
+    fingerprint TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS grades (
+    run_id TEXT NOT NULL,
+    sample_id TEXT NOT NULL,
+    run_index INTEGER NOT NULL,
+    status TEXT NOT NULL,             -- ok, fallback, bad_request_zero, error
+    score REAL,
+    content TEXT,
+    judge_model TEXT,
+    attempts TEXT NOT NULL,           -- JSON list of attempts (raw answer, temperature, params sent, tokens)
+    error TEXT,
+    flags TEXT NOT NULL DEFAULT '[]',
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (run_id, sample_id, run_index)
+);
+CREATE TABLE IF NOT EXISTS overrides (
+    run_id TEXT NOT NULL,
+    sample_id TEXT NOT NULL,
+    score REAL NOT NULL,
+    reason TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (run_id, sample_id)
+);
+CREATE TABLE IF NOT EXISTS judge_cache (
+    fingerprint TEXT NOT NULL,
+    prompt_sha TEXT NOT NULL,
+    temperature REAL NOT NULL,
+    k INTEGER NOT NULL,
+    content TEXT,
+    model TEXT,
+    prompt_tokens INTEGER,
+    completion_tokens INTEGER,
+    sent TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (fingerprint, prompt_sha, temperature, k)
+);
+CREATE TABLE IF NOT EXISTS usage (
+    day TEXT NOT NULL,
+    visitor TEXT NOT NULL,
+    calls INTEGER NOT NULL,
+    PRIMARY KEY (day, visitor)
+);
+"""
+
+
+def new_run_id() -> str:
+    """An unguessable run id: 144 random bits, URL-safe."""
+    return secrets.token_urlsafe(18)
+
+
+@dataclass
+class RunRecord:
+    id: str
+    created_at: float
+    updated_at: float
+    model_name: str
+    benchmark: dict
+    n_runs: int
+    judge: dict
+    status: str
+    message: str
+    results_format: str
+    predictions: dict[str, str]
+    owner: str
+    fingerprint: str
+
+
+@dataclass
+class GradeRow:
+    run_id: str
+    sample_id: str
+    run_index: int
+    status: str
+    score: float | None
+    content: str | None
+    judge_model: str | None
+    attempts: list[dict]
+    error: str | None
+    flags: list[str]
+    updated_at: float
+
+
+class Store:
+    """The SQLite database at `path` (created with its parent folder when missing)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30, isolation_level=None)
+        self._conn.row_factory = sqlite3.Row
+        with self._lock:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute("PRAGMA busy_timeout=30000")
+            self._conn.executescript(SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def _exec(self, sql: str, args: tuple = ()) -> sqlite3.Cursor:
+        with self._lock:
+            return self._conn.execute(sql, args)
+
+    def _query(self, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._conn.execute(sql, args).fetchall()
+
+    # --- runs --------------------------------------------------------------------------------------------
+    def create_run(self, *, model_name: str, benchmark: dict, n_runs: int, judge: dict,
+                   predictions: dict[str, str], results_format: str = "", owner: str = "",
+                   fingerprint: str = "", run_id: str | None = None) -> str:
+        assert "api_key" not in judge, "keys are never stored"
+        run_id = run_id or new_run_id()
+        now = time.time()
+        self._exec(
+            "INSERT INTO runs (id, created_at, updated_at, model_name, benchmark, n_runs, judge, status, message,"
+            " results_format, predictions, owner, fingerprint) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (run_id, now, now, model_name, json.dumps(benchmark), n_runs, json.dumps(judge), "created", "",
+             results_format, json.dumps(predictions, ensure_ascii=False), owner, fingerprint))
+        return run_id
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        rows = self._query("SELECT * FROM runs WHERE id = ?", (run_id,))
+        return _run_record(rows[0]) if rows else None
+
+    def find_run(self, fingerprint: str) -> RunRecord | None:
+        """The most recent run with this fingerprint (the CLI resumes it)."""
+        rows = self._query("SELECT * FROM runs WHERE fingerprint = ? ORDER BY created_at DESC LIMIT 1",
+                           (fingerprint,))
+        return _run_record(rows[0]) if rows else None
+
+    def list_runs(self, owner: str) -> list[RunRecord]:
+        """Runs of one owner only (no page lists other visitors' runs)."""
+        rows = self._query("SELECT * FROM runs WHERE owner = ? ORDER BY created_at DESC", (owner,))
+        return [_run_record(r) for r in rows]
+
+    def set_status(self, run_id: str, status: str, message: str = "") -> None:
+        self._exec("UPDATE runs SET status = ?, message = ?, updated_at = ? WHERE id = ?",
+                   (status, message, time.time(), run_id))
+
+    # --- grades ------------------------------------------------------------------------------------------
+    def put_grade(self, row: GradeRow) -> None:
+        self._exec(
+            "INSERT OR REPLACE INTO grades (run_id, sample_id, run_index, status, score, content, judge_model,"
+            " attempts, error, flags, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (row.run_id, row.sample_id, row.run_index, row.status, row.score, row.content, row.judge_model,
+             json.dumps(row.attempts, ensure_ascii=False), row.error, json.dumps(row.flags), row.updated_at))
+
+    def grades(self, run_id: str) -> list[GradeRow]:
+        rows = self._query("SELECT * FROM grades WHERE run_id = ? ORDER BY rowid", (run_id,))
+        return [_grade_row(r) for r in rows]
+
+    def grades_since(self, run_id: str, since: float) -> list[GradeRow]:
+        rows = self._query("SELECT * FROM grades WHERE run_id = ? AND updated_at > ? ORDER BY updated_at",
+                           (run_id, since))
+        return [_grade_row(r) for r in rows]
+
+    def count_grades(self, run_id: str) -> dict[str, int]:
+        rows = self._query("SELECT status, COUNT(*) AS n FROM grades WHERE run_id = ? GROUP BY status", (run_id,))
+        return {r["status"]: r["n"] for r in rows}
+
+    # --- overrides ---------------------------------------------------------------------------------------
+    def set_override(self, run_id: str, sample_id: str, score: float, reason: str) -> None:
+        self._exec("INSERT OR REPLACE INTO overrides (run_id, sample_id, score, reason, created_at)"
+                   " VALUES (?,?,?,?,?)", (run_id, sample_id, score, reason, time.time()))
+        self._exec("UPDATE runs SET updated_at = ? WHERE id = ?", (time.time(), run_id))
+
+    def clear_override(self, run_id: str, sample_id: str) -> None:
+        self._exec("DELETE FROM overrides WHERE run_id = ? AND sample_id = ?", (run_id, sample_id))
+        self._exec("UPDATE runs SET updated_at = ? WHERE id = ?", (time.time(), run_id))
+
+    def overrides(self, run_id: str) -> dict[str, tuple[float, str]]:
+        rows = self._query("SELECT sample_id, score, reason FROM overrides WHERE run_id = ?", (run_id,))
+        return {r["sample_id"]: (r["score"], r["reason"]) for r in rows}
+
+    # --- judge-answer cache ------------------------------------------------------------------------------
+    def get_answer(self, fingerprint: str, prompt_sha: str, temperature: float, k: int) -> dict | None:
+        rows = self._query(
+            "SELECT content, model, prompt_tokens, completion_tokens, sent FROM judge_cache"
+            " WHERE fingerprint = ? AND prompt_sha = ? AND temperature = ? AND k = ?",
+            (fingerprint, prompt_sha, temperature, k))
+        if not rows:
+            return None
+        r = rows[0]
+        return {"content": r["content"], "model": r["model"], "prompt_tokens": r["prompt_tokens"],
+                "completion_tokens": r["completion_tokens"], "sent": json.loads(r["sent"])}
+
+    def put_answer(self, fingerprint: str, prompt_sha: str, temperature: float, k: int, *, content: str | None,
+                   model: str | None, prompt_tokens: int | None, completion_tokens: int | None,
+                   sent: dict) -> None:
+        """Commit one judge answer at once (autocommit mode: durable as soon as this returns)."""
+        self._exec(
+            "INSERT OR IGNORE INTO judge_cache (fingerprint, prompt_sha, temperature, k, content, model,"
+            " prompt_tokens, completion_tokens, sent, created_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (fingerprint, prompt_sha, temperature, k, content, model, prompt_tokens, completion_tokens,
+             json.dumps(sent), time.time()))
+
+    def cache_size(self) -> int:
+        return self._query("SELECT COUNT(*) AS n FROM judge_cache")[0]["n"]
+
+    # --- judge-call budgets (hosting) --------------------------------------------------------------------
+    def add_usage(self, day: str, visitor: str, calls: int = 1) -> None:
+        self._exec("INSERT INTO usage (day, visitor, calls) VALUES (?,?,?) ON CONFLICT(day, visitor)"
+                   " DO UPDATE SET calls = calls + excluded.calls", (day, visitor, calls))
+
+    def usage(self, day: str, visitor: str | None = None) -> int:
+        if visitor is None:
+            rows = self._query("SELECT COALESCE(SUM(calls), 0) AS n FROM usage WHERE day = ?", (day,))
+        else:
+            rows = self._query("SELECT calls AS n FROM usage WHERE day = ? AND visitor = ?", (day, visitor))
+        return int(rows[0]["n"]) if rows else 0
+
+    def iter_tables(self) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+        """Every table's rows (used by tests that check no secret was written)."""
+        for (name,) in self._query("SELECT name FROM sqlite_master WHERE type = 'table'"):
+            yield name, [dict(r) for r in self._query(f"SELECT * FROM {name}")]
+
+
+def _run_record(r: sqlite3.Row) -> RunRecord:
+    return RunRecord(id=r["id"], created_at=r["created_at"], updated_at=r["updated_at"],
+                     model_name=r["model_name"], benchmark=json.loads(r["benchmark"]), n_runs=r["n_runs"],
+                     judge=json.loads(r["judge"]), status=r["status"], message=r["message"],
+                     results_format=r["results_format"], predictions=json.loads(r["predictions"]),
+                     owner=r["owner"], fingerprint=r["fingerprint"])
+
+
+def _grade_row(r: sqlite3.Row) -> GradeRow:
+    return GradeRow(run_id=r["run_id"], sample_id=r["sample_id"], run_index=r["run_index"], status=r["status"],
+                    score=r["score"], content=r["content"], judge_model=r["judge_model"],
+                    attempts=json.loads(r["attempts"]), error=r["error"], flags=json.loads(r["flags"]),
+                    updated_at=r["updated_at"])

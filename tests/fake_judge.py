@@ -1,0 +1,185 @@
+"""A small OpenAI-compatible judge server for tests and benchmarks (real HTTP on 127.0.0.1).
+
+The answer is a deterministic function of the filled prompt's last row (question | ground truth | prediction),
+so the same prediction always gets the same grade. Faults are injectable at run time through `FakeState`:
+latency, 429 with ``retry-after``, 500s, slow answers (client timeouts), garbage answers, a wrong key, a model
+the endpoint does not serve, and reasoning-model parameter rejections.
+
+Use in-process: ``with FakeJudgeServer() as srv: srv.url, srv.state.calls``; or as a process:
+``python -m tests.fake_judge --port 8765 --latency 0.1``.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+RETRY_MARK = "Predict the correctness of the answer (digit):"
+
+
+def deterministic_answer(prompt: str, temperature: float) -> str:
+    """The fake judge's answer. Rows hash to: 10% always garbage (official fallback), 10% garbage only on the
+    first call (then a valid score on the retry), 10% a score followed by words, the rest a bare score."""
+    is_retry = RETRY_MARK in prompt
+    row = prompt.replace(RETRY_MARK, "").rstrip().rsplit("\n", 1)[-1]
+    h = int(hashlib.sha256(row.encode("utf-8")).hexdigest()[:8], 16)
+    score = f"{(h // 10) % 11 / 10:.1f}"
+    kind = h % 10
+    if kind == 0:
+        return "I cannot" if temperature < 1.0 else "Sorry, no"
+    if kind == 1:
+        return score if is_retry and temperature >= 0.5 else "Score:"
+    if kind == 2:
+        return f"{score} because"
+    return score
+
+
+@dataclass
+class FakeState:
+    latency: float = 0.0                 # seconds before every answer
+    model_reported: str = "gpt-4-0613"
+    served_models: set[str] | None = None    # None: any model
+    api_key: str | None = None           # when set, other keys get 401
+    fail_429: int = 0                    # the next N calls answer 429
+    retry_after: float = 0.05
+    fail_500: int = 0                    # the next N calls answer 500
+    slow_calls: int = 0                  # the next N calls sleep `slow_seconds` (client timeouts)
+    slow_seconds: float = 5.0
+    reject_max_tokens: bool = False      # 400 like reasoning models
+    reject_temperature: bool = False
+    answer_fn: object = None             # callable(prompt, temperature) -> str, overrides the default
+    calls: list[dict] = field(default_factory=list)   # every request that reached the server
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def take(self, name: str) -> bool:
+        with self.lock:
+            n = getattr(self, name)
+            if n > 0:
+                setattr(self, name, n - 1)
+                return True
+            return False
+
+    def completed_calls(self) -> list[dict]:
+        return [c for c in self.calls if c.get("status") == 200]
+
+
+def _error(status: int, message: str, *, param: str | None = None, code: str | None = None,
+           headers: dict | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": "invalid_request_error", "param": param,
+                                   "code": code}}, status_code=status, headers=headers or {})
+
+
+def make_app(state: FakeState) -> FastAPI:
+    app = FastAPI()
+    app.state.fake = state
+
+    @app.get("/v1/models")
+    async def models():
+        names = sorted(state.served_models or {state.model_reported})
+        return {"object": "list", "data": [{"id": n, "object": "model"} for n in names]}
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request):
+        body = await request.json()
+        record = {"model": body.get("model"), "prompt": body["messages"][-1]["content"],
+                  "temperature": body.get("temperature"), "max_tokens": body.get("max_tokens"),
+                  "max_completion_tokens": body.get("max_completion_tokens"),
+                  "auth": request.headers.get("authorization", ""), "t": time.time()}
+        with state.lock:
+            state.calls.append(record)
+        if state.api_key is not None and record["auth"] != f"Bearer {state.api_key}":
+            record["status"] = 401
+            return _error(401, "Incorrect API key provided.", code="invalid_api_key")
+        if state.served_models is not None and body.get("model") not in state.served_models:
+            record["status"] = 404
+            return _error(404, f"The model `{body.get('model')}` does not exist.", code="model_not_found")
+        if state.reject_max_tokens and "max_tokens" in body:
+            record["status"] = 400
+            return _error(400, "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                               "Use 'max_completion_tokens' instead.", param="max_tokens",
+                          code="unsupported_parameter")
+        if state.reject_temperature and "temperature" in body:
+            record["status"] = 400
+            return _error(400, "Unsupported value: 'temperature' does not support 0 with this model.",
+                          param="temperature", code="unsupported_value")
+        if state.take("fail_429"):
+            record["status"] = 429
+            return _error(429, "Rate limit reached", headers={"retry-after": str(state.retry_after)})
+        if state.take("fail_500"):
+            record["status"] = 500
+            return _error(500, "The server had an error while processing your request.",
+                          headers={"retry-after": "0.01"})
+        if state.take("slow_calls"):
+            await asyncio.sleep(state.slow_seconds)
+        if state.latency:
+            await asyncio.sleep(state.latency)
+        fn = state.answer_fn or deterministic_answer
+        content = fn(record["prompt"], body.get("temperature", 1.0))
+        record["status"] = 200
+        record["answer"] = content
+        return {"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
+                "model": state.model_reported,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                             "finish_reason": "length"}],
+                "usage": {"prompt_tokens": len(record["prompt"]) // 4, "completion_tokens": 2,
+                          "total_tokens": len(record["prompt"]) // 4 + 2}}
+
+    return app
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class FakeJudgeServer:
+    """Runs the fake judge with uvicorn in a daemon thread on 127.0.0.1 (a real HTTP server)."""
+
+    def __init__(self, state: FakeState | None = None, port: int | None = None):
+        self.state = state or FakeState()
+        self.port = port or free_port()
+        config = uvicorn.Config(make_app(self.state), host="127.0.0.1", port=self.port, log_level="warning",
+                                access_log=False)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def __enter__(self) -> "FakeJudgeServer":
+        self._thread.start()
+        deadline = time.time() + 10
+        while not self._server.started:
+            if time.time() > deadline:
+                raise RuntimeError("fake judge server did not start")
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=5)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--latency", type=float, default=0.0)
+    args = parser.parse_args()
+    state = FakeState(latency=args.latency)
+    print(json.dumps({"url": f"http://127.0.0.1:{args.port}/v1"}), flush=True)
+    uvicorn.run(make_app(state), host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
+
+
+if __name__ == "__main__":
+    main()
