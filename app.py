@@ -1,0 +1,581 @@
+"""MM-Vet Grader: drop a model's results file, watch it graded live, inspect every grade, share a link.
+
+A Hugging Face Space style Gradio Blocks app over `mmvet_core` (which holds all the logic). Run `python app.py`.
+Configuration comes from the environment only (see README "Configuration" and "Hosting a public Space").
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import tempfile
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import gradio as gr
+
+from mmvet_core.archive import ArchiveError
+from mmvet_core.benchmark import ASSETS_DIR, Benchmark, BenchmarkError, CAPABILITY_LABELS
+from mmvet_core.budget import BudgetLimits, HostBudget, visitor_id
+from mmvet_core.charts import make_radar, paper_model_names, paper_series
+from mmvet_core.estimate import estimate_cost
+from mmvet_core.export import GradeFileError, load_official_grades
+from mmvet_core.jobs import JobManager
+from mmvet_core.judge import BASELINE_NAME, DEFAULT_JUDGE_MODEL, JudgeSettings, make_judge
+from mmvet_core.results import ResultsError, read_results, select_predictions, validate_results
+from mmvet_core.runs import create_run, export_run, import_official_grades, load_run_view, RunView
+from mmvet_core.sources import load_benchmark, load_subset
+from mmvet_core.store import Store
+from mmvet_core import views
+
+EXAMPLE_RESULTS = ASSETS_DIR / "example_results_llava_llama2_13b_chat.json"
+JUDGE_BASELINE = "Offline keyword baseline (not the MM-Vet metric)"
+JUDGE_HOST = "Server's judge"
+JUDGE_OWN = "My own key / endpoint"
+BENCH_BUNDLED = "MM-Vet v1 (bundled, 218 samples)"
+BENCH_UPLOAD = "Upload: official zip or metadata JSON"
+BENCH_HUB = "Hugging Face hub dataset"
+SUBSETS = {"All samples": None, "Bard set (168)": "bard"}
+ATTRIBUTION = ("MM-Vet © Yu et al., *MM-Vet: Evaluating Large Multimodal Models for Integrated Capabilities* "
+               "(ICML 2024), licensed [CC BY-NC 4.0](https://creativecommons.org/licenses/by-nc/4.0/). "
+               "Scores follow the official evaluator (Apache-2.0).")
+
+
+# --- configuration (read once, at the edge) ---------------------------------------------------------------
+def _default_data_dir() -> Path:
+    data = Path("/data")
+    if data.is_dir() and os.access(data, os.W_OK):
+        return data / "mmvet-grader"
+    return Path("data")
+
+
+def _int_env(name: str, default: int) -> int:
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+@dataclass
+class AppSettings:
+    data_dir: Path = field(default_factory=_default_data_dir)
+    host_key: str | None = None
+    host_provider: str = "openai"
+    host_base_url: str | None = None
+    host_api_version: str | None = None
+    judge_model: str = DEFAULT_JUDGE_MODEL
+    max_upload_mb: int = 50
+    run_concurrency: int = 16
+    max_active_runs: int = 64
+    max_runs_per_job: int = 5
+    limits: BudgetLimits = field(default_factory=BudgetLimits)
+    public_url: str | None = None
+
+    @classmethod
+    def from_env(cls) -> "AppSettings":
+        env = os.environ
+        azure = bool(env.get("AZURE_OPENAI_API_KEY") and env.get("AZURE_OPENAI_ENDPOINT"))
+        space_host = (env.get("SPACE_HOST") or "").split(",")[0].strip()
+        return cls(
+            data_dir=Path(env["MMVET_DATA_DIR"]) if env.get("MMVET_DATA_DIR") else _default_data_dir(),
+            host_key=env.get("AZURE_OPENAI_API_KEY") if azure else (env.get("OPENAI_API_KEY") or None),
+            host_provider="azure" if azure else "openai",
+            host_base_url=env.get("AZURE_OPENAI_ENDPOINT") if azure else (env.get("OPENAI_BASE_URL") or None),
+            host_api_version=env.get("OPENAI_API_VERSION"),
+            judge_model=env.get("MMVET_JUDGE_MODEL", DEFAULT_JUDGE_MODEL),
+            max_upload_mb=_int_env("MMVET_MAX_UPLOAD_MB", 50),
+            run_concurrency=_int_env("MMVET_RUN_CONCURRENCY", 16),
+            max_active_runs=_int_env("MMVET_MAX_ACTIVE_RUNS", 64),
+            limits=BudgetLimits(per_visitor_daily=_int_env("MMVET_BUDGET_PER_VISITOR", 2000),
+                                global_daily=_int_env("MMVET_BUDGET_GLOBAL", 20000)),
+            public_url=env.get("MMVET_PUBLIC_URL") or (f"https://{space_host}" if space_host else None),
+        )
+
+    def host_settings(self) -> JudgeSettings:
+        return JudgeSettings(model=self.judge_model, provider=self.host_provider, base_url=self.host_base_url,
+                             api_version=self.host_api_version)
+
+
+@dataclass
+class Services:
+    """Long-lived objects of one app instance (no module-level mutable state)."""
+
+    settings: AppSettings
+    store: Store
+    jobs: JobManager
+    budget: HostBudget
+    work_dir: Path
+
+
+def make_services(settings: AppSettings) -> Services:
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    store = Store(settings.data_dir / "mmvet-grader.db")
+    work = settings.data_dir / "uploads"
+    work.mkdir(exist_ok=True)
+    return Services(settings, store, JobManager(store), HostBudget(store, settings.limits), work)
+
+
+# --- pure-ish helpers used by the handlers ----------------------------------------------------------------
+def _file_path(f) -> str | None:
+    if f is None:
+        return None
+    return f if isinstance(f, str) else getattr(f, "path", None) or getattr(f, "name", None)
+
+
+def _check_size(path: str, settings: AppSettings) -> None:
+    size = Path(path).stat().st_size
+    if size > settings.max_upload_mb * 1024 * 1024:
+        raise gr.Error(f"{Path(path).name} is {size / 1e6:.1f} MB; the limit here is {settings.max_upload_mb} MB.")
+
+
+def _resolve_benchmark(svc: Services, choice: str, bench_file, hub_id: str, subset_label: str) -> tuple[Benchmark, str]:
+    """The benchmark (and its spec) the user picked; `gr.Error` with a clear message when it cannot load."""
+    try:
+        if choice == BENCH_UPLOAD:
+            path = _file_path(bench_file)
+            if not path:
+                raise gr.Error("Upload the official mm-vet.zip or a metadata JSON, or pick the bundled MM-Vet v1.")
+            _check_size(path, svc.settings)
+            work = Path(tempfile.mkdtemp(dir=svc.work_dir))
+            bench, spec = load_benchmark(path, work_dir=work), Path(path).name
+        elif choice == BENCH_HUB:
+            repo = (hub_id or "").strip()
+            if not repo:
+                raise gr.Error("Enter a hub dataset id such as whyu/mm-vet or lmms-lab/MMVet.")
+            bench, spec = load_benchmark(f"hf:{repo}", work_dir=Path(tempfile.mkdtemp(dir=svc.work_dir))), f"hf:{repo}"
+        else:
+            bench, spec = load_benchmark("mmvet-v1"), "mmvet-v1"
+        return load_subset(bench, SUBSETS.get(subset_label)), spec
+    except (BenchmarkError, ArchiveError, FileNotFoundError) as e:
+        raise gr.Error(f"Benchmark: {e}")
+
+
+def _judge_choice(svc: Services, choice: str, base_url: str, model: str, api_key: str):
+    """(JudgeSettings, key, uses_host_key) for the judge the user picked. A visitor cannot point the host's key
+    at another base URL: the host judge always uses the server's endpoint and model."""
+    if choice == JUDGE_HOST:
+        if not svc.settings.host_key:
+            raise gr.Error("This server has no judge key of its own: enter your own API key, or use the baseline.")
+        return svc.settings.host_settings(), svc.settings.host_key, True
+    if choice == JUDGE_OWN:
+        key = (api_key or "").strip()
+        url = (base_url or "").strip() or None
+        if not key and not url:
+            raise gr.Error("Enter your API key (or the base URL of a local OpenAI-compatible server).")
+        return JudgeSettings(model=(model or "").strip() or DEFAULT_JUDGE_MODEL, base_url=url), key or None, False
+    return JudgeSettings(model=BASELINE_NAME, provider="baseline"), None, False
+
+
+def _visitor(request: gr.Request | None) -> str:
+    if request is None:
+        return "local"
+    fwd = (request.headers.get("x-forwarded-for") or "").split(",")[0].strip()
+    host = fwd or (request.client.host if request.client else "unknown")
+    return visitor_id(host)
+
+
+def _share_url(svc: Services, request: gr.Request | None, run_id: str) -> str:
+    base = svc.settings.public_url
+    if not base and request is not None:
+        base = str(request.request.base_url).rstrip("/") if getattr(request, "request", None) else None
+        if not base:
+            host = request.headers.get("host", "localhost:7860")
+            base = f"http://{host}"
+    return f"{(base or '').rstrip('/')}/?run={run_id}"
+
+
+def _radar_figures(view: RunView, overlays: list[str], svc: Services, owner: str):
+    cap_axes = [c.name for c in view.scores.capabilities]
+    int_axes = [c.name for c in view.scores.integrations]
+    label = f"{view.run.model_name} (this run)"
+    caps = [(label, {c.name: c.mean for c in view.scores.capabilities})]
+    ints = [(label, {c.name: c.mean for c in view.scores.integrations})]
+    subset = view.benchmark.subset_name
+    paper = [o for o in overlays or [] if not o.startswith("run:")]
+    if paper and view.benchmark.version == "v1":
+        caps += paper_series(paper, "capabilities", subset)
+        ints += paper_series(paper, "integrations", subset)
+    for o in overlays or []:
+        if o.startswith("run:"):
+            other = load_run_view(svc.store, o.split(":", 1)[1].split(" ")[0])
+            if other is not None and other.run.owner == owner:
+                name = f"{other.run.model_name} ({other.run.id[:6]})"
+                caps.append((name, {c.name: c.mean for c in other.scores.capabilities}))
+                ints.append((name, {c.name: c.mean for c in other.scores.integrations}))
+    labels = {c: CAPABILITY_LABELS.get(c, c) for c in cap_axes}
+    return (make_radar(caps, cap_axes, "Core capabilities", labels=labels),
+            make_radar(ints, int_axes, "Capability integrations"))
+
+
+def _filter(capability: str, lo: float, hi: float, flagged: bool) -> views.SampleFilter:
+    return views.SampleFilter(capability=capability or "all", min_score=float(lo if lo is not None else 0),
+                              max_score=float(hi if hi is not None else 1), flagged_only=bool(flagged))
+
+
+def _downloads(svc: Services, view: RunView) -> list[str]:
+    out = svc.settings.data_dir / "exports" / view.run.id
+    if out.exists():
+        shutil.rmtree(out)
+    paths = export_run(view, out)
+    files = [str(p) for p in paths.values()]
+    zpath = out / f"{view.run.model_name}_mmvet-grades.zip"
+    with zipfile.ZipFile(zpath, "w", zipfile.ZIP_DEFLATED) as z:
+        for p in paths.values():
+            z.write(p, arcname=Path(p).name)
+    return files + [str(zpath)]
+
+
+# --- the app --------------------------------------------------------------------------------------------
+def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
+    settings = settings or AppSettings.from_env()
+    svc = make_services(settings)
+    default_judge = JUDGE_HOST if settings.host_key else JUDGE_BASELINE
+    judge_choices = ([JUDGE_HOST] if settings.host_key else []) + [JUDGE_OWN, JUDGE_BASELINE]
+    owner_secret = _owner_secret(settings.data_dir)
+
+    with gr.Blocks(title="MM-Vet Grader") as demo:
+        demo.svc = svc  # for tests and the launcher
+        owner_store = gr.BrowserState("", storage_key="mmvet-grader-owner", secret=owner_secret)
+        owner = gr.Textbox(visible=False, elem_id="owner-token")
+        run_state = gr.Textbox(visible=False, elem_id="run-id")
+        readonly = gr.Checkbox(value=False, visible=False, elem_id="read-only")
+
+        gr.Markdown("# MM-Vet Grader\nGrade a multimodal model's MM-Vet results with an LLM judge, exactly as the "
+                    "official evaluator does, with live progress, radar charts and every grade inspectable.")
+        with gr.Row():
+            with gr.Column(scale=1, elem_id="setup-column") as setup_col:
+                results_file = gr.File(label="Results file (official JSON, LLaVA JSONL, lmms-eval logs, "
+                                             "VLMEvalKit xlsx/tsv/csv)", elem_id="results-file",
+                                       file_types=[".json", ".jsonl", ".xlsx", ".tsv", ".csv"])
+                example_btn = gr.Button("Load the official example (LLaVA-13B, LLaMA-2)", size="sm",
+                                        elem_id="example-button")
+                report = gr.Textbox(label="What was found", lines=4, interactive=False, elem_id="validation-report")
+                with gr.Accordion("Benchmark", open=False):
+                    bench_choice = gr.Radio([BENCH_BUNDLED, BENCH_UPLOAD, BENCH_HUB], value=BENCH_BUNDLED,
+                                            label="Benchmark", elem_id="benchmark-choice")
+                    bench_file = gr.File(label="Official mm-vet.zip or metadata JSON", elem_id="benchmark-file",
+                                         file_types=[".zip", ".json"])
+                    hub_id = gr.Textbox(label="Hub dataset id", placeholder="whyu/mm-vet", elem_id="hub-id")
+                    subset = gr.Radio(list(SUBSETS), value="All samples", label="Subset", elem_id="subset")
+                runs = gr.Slider(1, settings.max_runs_per_job, value=1, step=1, label="Judge runs (the paper uses 5)",
+                                 elem_id="runs")
+                with gr.Accordion("Judge", open=True):
+                    judge_choice = gr.Radio(judge_choices, value=default_judge, label="Judge", elem_id="judge-choice")
+                    base_url = gr.Textbox(label="Base URL (OpenAI-compatible; empty = OpenAI)",
+                                          placeholder="http://localhost:8000/v1", elem_id="base-url")
+                    judge_model = gr.Textbox(value=DEFAULT_JUDGE_MODEL, label="Judge model", elem_id="judge-model")
+                    api_key = gr.Textbox(label="API key (used for this run only, never stored)", type="password",
+                                         elem_id="api-key")
+                estimate = gr.Textbox(label="Before you spend", interactive=False, elem_id="estimate")
+                with gr.Row():
+                    grade_btn = gr.Button("Grade", variant="primary", elem_id="grade-button")
+                    stop_btn = gr.Button("Stop", variant="stop", elem_id="stop-button")
+                    resume_btn = gr.Button("Resume", elem_id="resume-button")
+                grade_json_file = gr.File(label="…or view an official grade JSON (no judge call)",
+                                          elem_id="grade-json-file", file_types=[".json"])
+            with gr.Column(scale=2):
+                progress = gr.HTML(elem_id="progress")
+                total = gr.Textbox(label="Score", interactive=False, elem_id="total-score")
+                flags_box = gr.Textbox(label="Flags", interactive=False, elem_id="flag-counts")
+                share = gr.Textbox(label="Share link (read-only view)", interactive=False, elem_id="share-link",
+                                   buttons=["copy"])
+                overlays = gr.Dropdown(choices=paper_model_names(), multiselect=True, value=[],
+                                       label="Overlay models of the paper (Tables 2-3) or your other runs",
+                                       elem_id="overlays")
+                with gr.Row():
+                    radar_caps = gr.Plot(label="Core capabilities", elem_id="radar-capabilities")
+                    radar_ints = gr.Plot(label="Capability integrations", elem_id="radar-integrations")
+                with gr.Row():
+                    cap_table = gr.Dataframe(headers=views.CAPABILITY_COLUMNS, label="Capabilities",
+                                             interactive=False, elem_id="capabilities-table", type="array")
+                    int_table = gr.Dataframe(headers=views.INTEGRATION_COLUMNS, label="Capability integrations",
+                                             interactive=False, elem_id="integrations-table", type="array")
+                downloads = gr.File(label="Downloads: official grade JSON, both CSVs, and a zip of all",
+                                    file_count="multiple", interactive=False, elem_id="downloads")
+
+        gr.Markdown("## Samples\nClick a row to inspect it.")
+        with gr.Row():
+            f_cap = gr.Dropdown(["all"], value="all", label="Capability or integration", elem_id="filter-capability")
+            f_min = gr.Number(0.0, minimum=0, maximum=1, step=0.1, label="Min score", elem_id="filter-min")
+            f_max = gr.Number(1.0, minimum=0, maximum=1, step=0.1, label="Max score", elem_id="filter-max")
+            f_flag = gr.Checkbox(False, label="Flagged only", elem_id="filter-flagged")
+        samples = gr.Dataframe(headers=views.SAMPLE_COLUMNS, interactive=False, elem_id="samples-table",
+                               type="array", max_height=420)
+        with gr.Group(elem_id="sample-detail"):
+            d_id = gr.Textbox(label="Sample", interactive=False, elem_id="detail-id")
+            with gr.Row():
+                d_image = gr.Image(label="Image", interactive=False, elem_id="detail-image", height=240)
+                with gr.Column():
+                    d_question = gr.Textbox(label="Question", interactive=False, elem_id="detail-question")
+                    d_truth = gr.Textbox(label="Ground truth", interactive=False, elem_id="detail-truth")
+            d_pred = gr.Textbox(label="Model's answer", interactive=False, lines=3, elem_id="detail-prediction")
+            d_flags = gr.Textbox(label="Flags", interactive=False, elem_id="detail-flags")
+            d_attempts = gr.Dataframe(headers=views.ATTEMPT_COLUMNS, interactive=False, type="array",
+                                      label="Judge answers (every run and attempt)", elem_id="detail-attempts")
+            with gr.Row(elem_id="override-row") as override_row:
+                o_score = gr.Number(label="Override score (0-1)", minimum=0, maximum=1, step=0.1,
+                                    elem_id="override-score")
+                o_reason = gr.Textbox(label="Reason", elem_id="override-reason")
+                o_btn = gr.Button("Override", elem_id="override-button")
+                o_clear = gr.Button("Clear override", elem_id="override-clear")
+        gr.Markdown(ATTRIBUTION)
+        timer = gr.Timer(1.0, active=False)
+
+        # ---- handlers ---------------------------------------------------------------------------------
+        def check(results, bench_c, bench_f, hub, sub, n_runs, judge_c, model):
+            path = _file_path(results)
+            if not path:
+                return "Drop a results file, or load the official example.", ""
+            _check_size(path, settings)
+            try:
+                rf = read_results(path, max_bytes=settings.max_upload_mb * 1024 * 1024)
+            except ResultsError as e:
+                raise gr.Error(str(e))
+            bench, _ = _resolve_benchmark(svc, bench_c, bench_f, hub, sub)
+            rep = validate_results(rf, bench)
+            preds = select_predictions(rf, bench, allow_missing=True) if not rep.wrong_benchmark else {}
+            name = BASELINE_NAME if judge_c == JUDGE_BASELINE else (
+                settings.judge_model if judge_c == JUDGE_HOST else (model or DEFAULT_JUDGE_MODEL))
+            est = estimate_cost(bench, preds, int(n_runs), name).summary(name) if preds else ""
+            if judge_c == JUDGE_BASELINE:
+                est = "Offline keyword baseline: no calls, no cost. NOT the MM-Vet metric (an LLM judge is)."
+            return rep.summary(), est
+
+        check_inputs = [results_file, bench_choice, bench_file, hub_id, subset, runs, judge_choice, judge_model]
+        results_file.upload(check, check_inputs, [report, estimate], api_name="validate")
+        for comp in (bench_choice, bench_file, subset, runs, judge_choice):
+            comp.change(check, check_inputs, [report, estimate], api_visibility="private")
+
+        def load_example():
+            return str(EXAMPLE_RESULTS)
+
+        example_btn.click(load_example, None, results_file, api_visibility="private").then(
+            check, check_inputs, [report, estimate], api_visibility="private")
+
+        def start(results, bench_c, bench_f, hub, sub, n_runs, judge_c, url, model, key, owner_tok,
+                  request: gr.Request):
+            path = _file_path(results)
+            if not path:
+                raise gr.Error("Drop a results file first (or load the official example).")
+            if not owner_tok:
+                raise gr.Error("Your session has no id yet; reload the page.")
+            _check_size(path, settings)
+            if svc.jobs.running_count() >= settings.max_active_runs:
+                raise gr.Error("The server is grading as many runs as it can; try again in a minute.")
+            try:
+                rf = read_results(path, max_bytes=settings.max_upload_mb * 1024 * 1024)
+                bench, spec = _resolve_benchmark(svc, bench_c, bench_f, hub, sub)
+                preds = select_predictions(rf, bench)
+            except ResultsError as e:
+                raise gr.Error(str(e))
+            jset, jkey, host = _judge_choice(svc, judge_c, url, model, key)
+            run_id = create_run(svc.store, benchmark=bench, spec=spec, predictions=preds, n_runs=int(n_runs),
+                                settings=jset, model_name=rf.model_name or Path(path).stem,
+                                results_format=rf.format, owner=owner_tok)
+            budget = svc.budget.hook(_visitor(request)) if host else None
+            svc.jobs.start(run_id, bench, make_judge(jset, jkey), concurrency=settings.run_concurrency,
+                           budget=budget)
+            return run_id, _share_url(svc, request, run_id), gr.Timer(active=True)
+
+        grade_inputs = [results_file, bench_choice, bench_file, hub_id, subset, runs, judge_choice, base_url,
+                        judge_model, api_key, owner]
+        grade_btn.click(start, grade_inputs, [run_state, share, timer], api_name="grade")
+
+        def _own(run_id: str, owner_tok: str):
+            run = svc.store.get_run(run_id or "")
+            if run is None:
+                raise gr.Error("No run is selected (or this run id does not exist).")
+            if not owner_tok or run.owner != owner_tok:
+                raise gr.Error("This is a read-only shared view: only the run's owner can change it.")
+            return run
+
+        def stop(run_id, owner_tok):
+            _own(run_id, owner_tok)
+            if not svc.jobs.stop(run_id):
+                return "This run is not running."
+            return "Stopping after the calls in flight (they are paid for and will be stored)…"
+
+        stop_btn.click(stop, [run_state, owner], [flags_box], api_name="stop")
+
+        def resume(run_id, judge_c, url, model, key, owner_tok, request: gr.Request):
+            run = _own(run_id, owner_tok)
+            if svc.jobs.is_running(run_id):
+                return gr.Timer(active=True)
+            view = load_run_view(svc.store, run_id)
+            stored = JudgeSettings(**run.judge)
+            if stored.provider == "baseline":
+                jset, jkey, host = stored, None, False
+            elif stored.base_url == (settings.host_base_url) and stored.model == settings.judge_model \
+                    and settings.host_key and judge_c == JUDGE_HOST:
+                jset, jkey, host = stored, settings.host_key, True
+            else:
+                jkey = (key or "").strip() or None
+                if not jkey and not stored.base_url:
+                    raise gr.Error("Resuming needs the API key of this run's judge: enter it in the Judge box.")
+                jset, host = stored, False
+            budget = svc.budget.hook(_visitor(request)) if host else None
+            svc.jobs.start(run_id, view.benchmark, make_judge(jset, jkey), concurrency=settings.run_concurrency,
+                           budget=budget)
+            return gr.Timer(active=True)
+
+        resume_btn.click(resume, [run_state, judge_choice, base_url, judge_model, api_key, owner], [timer],
+                         api_name="resume")
+
+        def refresh(run_id, overlay_sel, cap_f, lo, hi, flagged, owner_tok):
+            view = load_run_view(svc.store, run_id) if run_id else None
+            if view is None:
+                return (gr.skip(),) * 10 + (gr.Timer(active=False),)
+            prog = views.progress_of(view)
+            rc, ri = _radar_figures(view, overlay_sel, svc, owner_tok)
+            running = svc.jobs.is_running(run_id) or view.run.status == "running" and svc.jobs.is_running(run_id)
+            flags = view.flag_counts()
+            flag_text = ", ".join(f"{k}: {v}" for k, v in sorted(flags.items())) or "none"
+            files = _downloads(svc, view) if not running and view.n_graded else None
+            cap_choices = ["all"] + view.benchmark.capabilities + view.benchmark.integrations
+            return (prog.html(), views.total_text(view), f"Flagged samples — {flag_text}", rc, ri,
+                    views.capability_rows(view), views.integration_rows(view),
+                    views.sample_rows(view, _filter(cap_f, lo, hi, flagged)), files,
+                    gr.Dropdown(choices=cap_choices), gr.Timer(active=running))
+
+        view_outputs = [progress, total, flags_box, radar_caps, radar_ints, cap_table, int_table, samples,
+                        downloads, f_cap, timer]
+        view_inputs = [run_state, overlays, f_cap, f_min, f_max, f_flag, owner]
+        timer.tick(refresh, view_inputs, view_outputs, api_visibility="private", show_progress="hidden")
+        run_state.change(refresh, view_inputs, view_outputs, api_visibility="private", show_progress="hidden")
+        overlays.change(refresh, view_inputs, view_outputs, api_visibility="private", show_progress="hidden")
+
+        def filter_rows(run_id, cap_f, lo, hi, flagged):
+            view = load_run_view(svc.store, run_id) if run_id else None
+            return views.sample_rows(view, _filter(cap_f, lo, hi, flagged)) if view else []
+
+        for comp in (f_cap, f_min, f_max, f_flag):
+            comp.change(filter_rows, [run_state, f_cap, f_min, f_max, f_flag], samples, api_visibility="private")
+
+        def show_sample(run_id, sample_id):
+            view = load_run_view(svc.store, run_id) if run_id else None
+            if view is None or sample_id not in view.benchmark.samples:
+                raise gr.Error(f"No sample {sample_id!r} in this run.")
+            d = views.sample_detail(view, sample_id)
+            flags = " ".join(d["flags"]) or "none"
+            if d["override"]:
+                flags += f" — override {d['override']['score']} ({d['override']['reason']})"
+            return (sample_id, d["image"], d["question"], d["ground_truth"], d["prediction"], flags,
+                    views.attempt_rows(d))
+
+        detail_outputs = [d_id, d_image, d_question, d_truth, d_pred, d_flags, d_attempts]
+
+        def select_row(run_id, evt: gr.SelectData):
+            row = evt.row_value or []
+            if not row:
+                return (gr.skip(),) * len(detail_outputs)
+            return show_sample(run_id, str(row[0]))
+
+        samples.select(select_row, [run_state], detail_outputs, api_visibility="private")
+        def sample(run_id: str, sample_id: str) -> dict:
+            """Everything about one sample of a run: texts, every judge attempt, flags, override."""
+            view = load_run_view(svc.store, run_id or "")
+            if view is None or sample_id not in view.benchmark.samples:
+                raise gr.Error(f"No sample {sample_id!r} in this run.")
+            return views.sample_detail(view, sample_id)
+
+        gr.api(sample, api_name="sample")
+
+        def override(run_id, sample_id, score, reason, owner_tok, overlay_sel, cap_f, lo, hi, flagged):
+            _own(run_id, owner_tok)
+            if not sample_id:
+                raise gr.Error("Open a sample first (click its row).")
+            if score is None or not 0.0 <= float(score) <= 1.0:
+                raise gr.Error("An override score must be between 0 and 1.")
+            if not (reason or "").strip():
+                raise gr.Error("Give a short reason for the override.")
+            svc.store.set_override(run_id, sample_id, float(score), reason.strip()[:500])
+            return refresh(run_id, overlay_sel, cap_f, lo, hi, flagged, owner_tok) + show_sample(run_id, sample_id)
+
+        def clear_override(run_id, sample_id, owner_tok, overlay_sel, cap_f, lo, hi, flagged):
+            _own(run_id, owner_tok)
+            svc.store.clear_override(run_id, sample_id)
+            return refresh(run_id, overlay_sel, cap_f, lo, hi, flagged, owner_tok) + show_sample(run_id, sample_id)
+
+        filters = [overlays, f_cap, f_min, f_max, f_flag]
+        o_btn.click(override, [run_state, d_id, o_score, o_reason, owner] + filters, view_outputs + detail_outputs,
+                    api_name="override")
+        o_clear.click(clear_override, [run_state, d_id, owner] + filters, view_outputs + detail_outputs,
+                      api_name="clear_override")
+
+        def view_grade_file(f, bench_c, bench_f, hub, sub, owner_tok):
+            path = _file_path(f)
+            if not path:
+                return gr.skip(), gr.skip()
+            _check_size(path, settings)
+            bench, spec = _resolve_benchmark(svc, bench_c, bench_f, hub, sub)
+            try:
+                grades = load_official_grades(path, allow_partial=True)
+            except GradeFileError as e:
+                raise gr.Error(f"Grade file: {e}")
+            known = [i for i in grades.scores if i in bench.samples]
+            if not known:
+                raise gr.Error(f"None of the grade file's ids belong to {bench.name}.")
+            judge = sorted(grades.judge_models)[0] if grades.judge_models else "judge"
+            name = Path(path).name.split("-grade-")[0].rpartition("_")[0] or Path(path).stem
+            run_id = create_run(svc.store, benchmark=bench, spec=spec, predictions={}, n_runs=grades.n_runs,
+                                settings=JudgeSettings(model=judge), model_name=name,
+                                results_format="official-grade-json", owner=owner_tok)
+            import_official_grades(svc.store, run_id, grades)
+            svc.store.set_status(run_id, "done", "imported from an official grade file (no judge call)")
+            return run_id, _share_url(svc, None, run_id)
+
+        grade_json_file.upload(view_grade_file, [grade_json_file, bench_choice, bench_file, hub_id, subset, owner],
+                               [run_state, share], api_name="view_grades")
+
+        def status(run_id: str) -> dict:
+            """Progress and scores of a run (what a script polls after /grade)."""
+            view = load_run_view(svc.store, run_id or "")
+            if view is None:
+                raise gr.Error("No such run.")
+            p = views.progress_of(view)
+            return {"run_id": run_id, "status": view.run.status, "message": view.run.message, "done": p.done,
+                    "errored": p.errored, "total": p.total, "total_score": view.scores.total.mean,
+                    "total_std": view.scores.total.std, "complete": view.scores.complete,
+                    "scores": view.scores.to_dict(), "flags": view.flag_counts()}
+
+        gr.api(status, api_name="status")
+
+        def on_load(stored_owner, request: gr.Request):
+            tok = stored_owner or secrets.token_urlsafe(18)
+            params = dict(request.query_params) if request else {}
+            run_id = params.get("run", "")
+            run = svc.store.get_run(run_id) if run_id else None
+            if run_id and run is None:
+                gr.Warning("This link's run does not exist (or was removed).")
+            is_readonly = run is not None and run.owner != tok
+            mine = [f"run:{r.id} {r.model_name}" for r in svc.store.list_runs(tok) if r.id != run_id][:20]
+            return (tok, tok, run.id if run else "", is_readonly,
+                    gr.Column(visible=not is_readonly), gr.Row(visible=not is_readonly),
+                    gr.Dropdown(choices=paper_model_names() + mine),
+                    _share_url(svc, request, run.id) if run else "")
+
+        demo.load(on_load, [owner_store], [owner_store, owner, run_state, readonly, setup_col, override_row,
+                                           overlays, share], api_visibility="private")
+    return demo
+
+
+def _owner_secret(data_dir: Path) -> str:
+    """A stable secret for the browser-side owner token (kept in the data dir, created once)."""
+    path = data_dir / ".browser-state-secret"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(32))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+if __name__ == "__main__":
+    app_settings = AppSettings.from_env()
+    demo = build_demo(app_settings)
+    demo.queue(default_concurrency_limit=32)
+    demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
+                server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")), ssr_mode=False,
+                max_file_size=f"{app_settings.max_upload_mb}mb",
+                allowed_paths=[str(app_settings.data_dir / "exports"), str(app_settings.data_dir / "uploads")],
+                footer_links=["api"])

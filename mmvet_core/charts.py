@@ -1,0 +1,123 @@
+"""Plotly figures (pure: data in, figure out; no Gradio) and the paper's published scores as chart series.
+
+The paper's scores live in ``assets/paper-scores.json`` (Tables 2-5 for the full set, 9-10 for the Bard set,
+transcribed from the MM-Vet paper, Yu et al., ICML 2024).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Mapping
+
+import plotly.graph_objects as go
+
+from mmvet_core.benchmark import ASSETS_DIR
+
+PAPER_SCORES_PATH = ASSETS_DIR / "paper-scores.json"
+KINDS: tuple[str, ...] = ("capabilities", "integrations")
+
+#: Which tables of paper-scores.json hold which subset (full set first so its model order wins).
+_SUBSET_TABLES: dict[str, tuple[str, ...]] = {
+    "all": ("table2_capabilities_full", "table5_capabilities_gpt4v",
+            "table3_integrations_full", "table4_integrations_gpt4v"),
+    "bard": ("table9_capabilities_bard_set", "table10_integrations_bard_set"),
+}
+# Table 10 calls the two LLaVA rows "Vicuna-13B (...)" where Table 9 says "LLaVA-13B (...)": a naming slip in
+# the paper (see the notes in paper-scores.json), so both tables' rows are merged under Table 9's names.
+_ROW_ALIASES: dict[str, str] = {"Vicuna-13B (LLaMA-2)": "LLaVA-13B (LLaMA-2)",
+                                "Vicuna-13B (V1.3, 336px)": "LLaVA-13B (V1.3, 336px)"}
+
+
+def _fmt(value: float | None, missing_text: str) -> str:
+    return missing_text if value is None else f"{value:.1f}"
+
+
+def make_radar(series: list[tuple[str, Mapping[str, float | None]]], axes: list[str], title: str, *,
+               labels: Mapping[str, str] | None = None, missing_text: str = "not graded") -> go.Figure:
+    """A radar chart with one `go.Scatterpolar` trace per ``(name, {axis: value})`` in `series`.
+
+    The first series is filled (``fill="toself"``), the others are drawn as lines over it. Axes appear in the
+    order of `axes`, shown through `labels` (axis -> display label) when given. The radial axis spans 0-100.
+    A missing or ``None`` value is drawn at 0 and its hover says `missing_text`. The polygon is closed by
+    repeating the first axis. Raises `ValueError` when `axes` is empty.
+    """
+    if not axes:
+        raise ValueError("a radar chart needs at least one axis")
+    labels = labels or {}
+    theta = [labels.get(a, a) for a in axes]
+    theta_closed = theta + theta[:1]
+    fig = go.Figure()
+    for index, (name, values) in enumerate(series):
+        raw = [values.get(a) for a in axes]
+        r = [0.0 if v is None else float(v) for v in raw]
+        text = [_fmt(v, missing_text) for v in raw]
+        fig.add_trace(go.Scatterpolar(
+            r=r + r[:1],
+            theta=theta_closed,
+            text=text + text[:1],
+            name=name,
+            fill="toself" if index == 0 else "none",
+            mode="lines+markers" if index == 0 else "lines",
+            opacity=0.85 if index == 0 else 1.0,
+            hovertemplate="%{theta}: %{text}<extra>%{fullData.name}</extra>",
+        ))
+    fig.update_layout(
+        title=title,
+        polar={"radialaxis": {"range": [0, 100], "visible": True}},
+        showlegend=True,
+        legend={"orientation": "h", "yanchor": "top", "y": -0.1},
+        margin={"l": 60, "r": 60, "t": 70, "b": 60},
+    )
+    return fig
+
+
+def _subset_key(subset: str | None) -> str:
+    if subset in (None, "", "all", "full"):
+        return "all"
+    if subset.lower() in ("bard", "bardset", "bard_set"):
+        return "bard"
+    raise ValueError(f"the paper reports the full set and the Bard set only, not {subset!r}")
+
+
+def load_paper_scores(path: str | Path = PAPER_SCORES_PATH, subset: str | None = None) -> dict[str, dict]:
+    """The paper's published scores for `subset` (``None`` = all 218 samples, ``"bard"`` = the Bard set).
+
+    Returns model -> ``{"capabilities": {code: score}, "integrations": {canonical name: score | None},
+    "total": float, "total_std": float}`` in the paper's row order; the capability and integration tables of a
+    subset are merged per model (a model only in one table lacks the other key's entries: an empty dict).
+    Raises `ValueError` for an unknown subset and `OSError` / `json.JSONDecodeError` for an unreadable file.
+    """
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    models: dict[str, dict] = {}
+    for table_name in _SUBSET_TABLES[_subset_key(subset)]:
+        table = data["tables"].get(table_name)
+        if table is None:
+            continue
+        for row in table["rows"]:
+            name = _ROW_ALIASES.get(row["model"], row["model"])
+            entry = models.setdefault(name, {"capabilities": {}, "integrations": {}, "total": row.get("total"),
+                                             "total_std": row.get("total_std")})
+            for kind in KINDS:
+                for key, value in (row.get(kind) or {}).items():
+                    entry[kind].setdefault(key, value)
+    return models
+
+
+def paper_model_names(subset: str | None = None) -> list[str]:
+    """Models the paper reports for `subset`, in table order."""
+    return list(load_paper_scores(subset=subset))
+
+
+def paper_series(models: list[str], kind: str, subset: str | None = None) -> list[tuple[str, dict]]:
+    """``[(model, {axis: score})]`` for `make_radar`, from the paper's tables.
+
+    `kind` is ``"capabilities"`` or ``"integrations"``. Raises `ValueError` for an unknown kind or model (the
+    message lists the known models).
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
+    scores = load_paper_scores(subset=subset)
+    unknown = [m for m in models if m not in scores]
+    if unknown:
+        raise ValueError(f"no paper scores for {', '.join(unknown)}; known: {', '.join(scores)}")
+    return [(m, dict(scores[m][kind])) for m in models]

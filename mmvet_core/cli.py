@@ -1,0 +1,218 @@
+"""Command line: ``python -m mmvet_core grade|aggregate|validate ...``.
+
+Exit codes: 0 success; 1 grading finished incomplete or failed (grades so far are stored, rerun to resume);
+2 bad input (file, benchmark, options, missing key); 130 interrupted (rerun to resume).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from .benchmark import BenchmarkError
+from .export import GradeFileError, load_official_grades, write_official_files
+from .aggregate import aggregate_scores
+from .grading import grade_run
+from .judge import BASELINE_NAME, DEFAULT_JUDGE_MODEL, JudgeSettings, make_judge
+from .results import ResultsError, read_results, select_predictions, validate_results
+from .runs import create_run, export_run, import_official_grades, load_run_view
+from .sources import load_benchmark, load_subset
+from .store import Store
+
+DEFAULT_DB = Path("data") / "mmvet-grader.db"
+
+
+class UsageError(Exception):
+    """Bad input the user must fix (exit code 2)."""
+
+
+def _add_benchmark_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--benchmark", default="mmvet-v1",
+                   help="mmvet-v1 (bundled), mmvet-v2 (hub), a folder / mm-vet.zip / metadata JSON, or hf:OWNER/NAME")
+    p.add_argument("--subset", default=None, help="'bard' for the official Bard set, or a file of ids")
+    p.add_argument("--out", default="results", help="folder for the official output files (default: results)")
+    p.add_argument("--model-name", default=None, help="model name in file names (default: the file's stem)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m mmvet_core",
+                                     description="MM-Vet grading with an LLM judge, identical to the official "
+                                                 "evaluator when the judge answers the same.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    g = sub.add_parser("grade", help="grade a results file with the judge and write the official files")
+    g.add_argument("results", help="results file: official JSON, LLaVA JSONL, lmms-eval logs, VLMEvalKit table")
+    _add_benchmark_args(g)
+    g.add_argument("--runs", type=int, default=1, help="independent judge runs (the paper uses 5)")
+    g.add_argument("--judge-model", default=None, help=f"judge model (default {DEFAULT_JUDGE_MODEL})")
+    g.add_argument("--base-url", default=None, help="OpenAI-compatible base URL (vLLM, Ollama, ...); "
+                                                    "default OPENAI_BASE_URL or OpenAI")
+    g.add_argument("--azure", action="store_true", help="use Azure OpenAI (AZURE_OPENAI_ENDPOINT, "
+                                                        "AZURE_OPENAI_API_KEY, OPENAI_API_VERSION)")
+    g.add_argument("--baseline", action="store_true",
+                   help="offline keyword-matching judge (no key; NOT the MM-Vet metric)")
+    g.add_argument("--max-tokens", type=int, default=3, help="judge answer limit (official: 3)")
+    g.add_argument("--timeout", type=float, default=60.0, help="seconds per judge call before a retry")
+    g.add_argument("--concurrency", type=int, default=16, help="judge calls in flight at once")
+    g.add_argument("--db", default=None, help=f"SQLite database (default {DEFAULT_DB}, or $MMVET_DATA_DIR)")
+    g.add_argument("--allow-missing", action="store_true", help="grade missing predictions as empty answers")
+    g.add_argument("--import-grades", default=None,
+                   help="an official grade JSON whose grades are reused (continue it without paying again)")
+
+    a = sub.add_parser("aggregate", help="official CSVs from an official grade JSON, without any judge call")
+    a.add_argument("grade_json")
+    _add_benchmark_args(a)
+    a.add_argument("--judge-name", default=None, help="judge name in file names (default: from the file name)")
+
+    v = sub.add_parser("validate", help="check a results file against the benchmark (no judge call)")
+    v.add_argument("results")
+    v.add_argument("--benchmark", default="mmvet-v1")
+    v.add_argument("--subset", default=None)
+    return parser
+
+
+def _benchmark(args) -> object:
+    try:
+        return load_subset(load_benchmark(args.benchmark), args.subset)
+    except (BenchmarkError, FileNotFoundError, ValueError) as e:
+        raise UsageError(f"benchmark: {e}") from e
+
+
+def _default_db() -> Path:
+    data_dir = os.environ.get("MMVET_DATA_DIR")
+    return Path(data_dir) / "mmvet-grader.db" if data_dir else DEFAULT_DB
+
+
+def _judge_settings(args) -> tuple[JudgeSettings, str | None]:
+    if args.baseline:
+        return JudgeSettings(model=BASELINE_NAME, provider="baseline"), None
+    model = args.judge_model or DEFAULT_JUDGE_MODEL
+    common = dict(model=model, max_tokens=args.max_tokens, timeout=args.timeout)
+    if args.azure:
+        endpoint = args.base_url or os.environ.get("AZURE_OPENAI_ENDPOINT")
+        key = os.environ.get("AZURE_OPENAI_API_KEY")
+        version = os.environ.get("OPENAI_API_VERSION")
+        if not (endpoint and key and version):
+            raise UsageError("Azure needs AZURE_OPENAI_ENDPOINT (or --base-url), AZURE_OPENAI_API_KEY and "
+                             "OPENAI_API_VERSION in the environment")
+        return JudgeSettings(provider="azure", base_url=endpoint, api_version=version, **common), key
+    base_url = args.base_url or os.environ.get("OPENAI_BASE_URL") or None
+    key = os.environ.get("OPENAI_API_KEY")
+    if not key and not base_url:
+        raise UsageError("no judge key: set OPENAI_API_KEY (or pass --base-url for a local server, "
+                         "or --baseline for the offline keyword baseline, which is not the MM-Vet metric)")
+    return JudgeSettings(base_url=base_url, **common), key
+
+
+def _print_scores(view) -> None:
+    s = view.scores
+    total = "n/a" if s.total.mean is None else f"{s.total.mean:.1f}"
+    spread = "" if s.total.std is None else f" ± {s.total.std:.1f}"
+    print(f"\nTotal: {total}{spread}  (runs: {', '.join(f'{x:.1f}' for x in s.runs if x is not None)})")
+    caps = "  ".join(f"{c.name} {c.mean:.1f}" if c.mean is not None else f"{c.name} n/a" for c in s.capabilities)
+    print(f"Capabilities: {caps}")
+
+
+def cmd_grade(args) -> int:
+    try:
+        results = read_results(args.results)
+    except ResultsError as e:
+        raise UsageError(str(e)) from e
+    benchmark = _benchmark(args)
+    report = validate_results(results, benchmark)
+    print(report.summary())
+    try:
+        predictions = select_predictions(results, benchmark, allow_missing=args.allow_missing)
+    except ResultsError as e:
+        raise UsageError(str(e)) from e
+    if args.runs < 1:
+        raise UsageError("--runs must be at least 1")
+    settings, key = _judge_settings(args)
+    model_name = args.model_name or Path(args.results).stem.removesuffix(".answers")
+    store = Store(args.db or _default_db())
+    run_id = create_run(store, benchmark=benchmark, spec=str(args.benchmark), predictions=predictions,
+                        n_runs=args.runs, settings=settings, model_name=model_name,
+                        results_format=results.format, reuse=True)
+    if args.import_grades:
+        try:
+            n = import_official_grades(store, run_id, load_official_grades(args.import_grades, allow_partial=True))
+        except (GradeFileError, OSError) as e:
+            raise UsageError(f"--import-grades: {e}") from e
+        print(f"Imported {n} grades from {args.import_grades}")
+    total = len(benchmark) * args.runs
+    print(f"Run {run_id}: {len(benchmark)} samples x {args.runs} run(s) with judge {settings.model}"
+          + ("  [offline keyword baseline: NOT the MM-Vet metric]" if not settings.is_official else ""))
+    outcome = asyncio.run(_grade(store, run_id, benchmark, settings, key, args.concurrency, total))
+    view = load_run_view(store, run_id)
+    print(f"\n{outcome.status}: {outcome.message}. Judge calls: {outcome.stats.calls} made, "
+          f"{outcome.stats.cached} reused from {store.path}")
+    _print_scores(view)
+    paths = export_run(view, args.out)
+    for p in paths.values():
+        print(f"wrote {p}")
+    return 0 if outcome.status == "done" else 1
+
+
+async def _grade(store, run_id, benchmark, settings, key, concurrency, total):
+    from tqdm import tqdm
+
+    judge = make_judge(settings, key)
+    already = sum(n for s, n in store.count_grades(run_id).items() if s != "error")
+    bar = tqdm(total=total, initial=already, unit="grade", desc="Grading", file=sys.stderr)
+    try:
+        def on_grade(row):
+            bar.update(1)
+            if row.status == "error":
+                bar.write(f"{row.sample_id} run {row.run_index + 1}: {row.error}")
+        return await grade_run(store, run_id, benchmark, judge, concurrency=concurrency, on_grade=on_grade)
+    finally:
+        bar.close()
+        await judge.aclose()
+
+
+def cmd_aggregate(args) -> int:
+    benchmark = _benchmark(args)
+    try:
+        grades = load_official_grades(args.grade_json)
+    except (GradeFileError, OSError) as e:
+        raise UsageError(str(e)) from e
+    missing = [i for i in benchmark.ids if i not in grades.scores]
+    if missing:
+        raise UsageError(f"the grade file has no grade for {len(missing)} sample(s) of {benchmark.name}: "
+                         + ", ".join(missing[:10]))
+    # official name: {model}_{judge}-grade-{N}runs.json (the judge name has no underscore)
+    head = Path(args.grade_json).name.split("-grade-")[0]
+    file_model, _, file_judge = head.rpartition("_") if "_" in head else (head, "", "judge")
+    model = args.model_name or file_model or head
+    judge = args.judge_name or file_judge or "judge"
+    scores = aggregate_scores(benchmark, grades.scores, grades.n_runs)
+    subset = "bardset" if benchmark.subset_name == "bard" else benchmark.subset_name
+    paths = write_official_files(args.out, model, judge, scores, None, subset=subset)
+    print(f"Total: {scores.total.mean:.1f} ± {scores.total.std:.1f} over {grades.n_runs} run(s)")
+    for p in paths.values():
+        print(f"wrote {p}")
+    return 0
+
+
+def cmd_validate(args) -> int:
+    try:
+        results = read_results(args.results)
+    except ResultsError as e:
+        raise UsageError(str(e)) from e
+    report = validate_results(results, _benchmark(args))
+    print(report.summary())
+    return 0 if report.ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return {"grade": cmd_grade, "aggregate": cmd_aggregate, "validate": cmd_validate}[args.command](args)
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted: every grade so far is stored; rerun the same command to resume", file=sys.stderr)
+        return 130

@@ -1,0 +1,50 @@
+"""What a grading run will cost before anything is spent (pure).
+
+Tokens are estimated from characters (about 4 per token for English text; the few-shot prompt dominates).
+The call count is the minimum (one call per sample and run); unparsable answers add up to five retries each.
+Prices are list prices in USD per million tokens, as published by OpenAI; unknown models get no price.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .benchmark import Benchmark
+from .prompt import render_prompt
+
+#: USD per 1M (input, output) tokens, OpenAI list prices (checked 2026-12).
+PRICES: dict[str, tuple[float, float]] = {
+    "gpt-4-0613": (30.0, 60.0),
+    "gpt-4": (30.0, 60.0),
+    "gpt-4-turbo": (10.0, 30.0),
+    "gpt-4-1106-preview": (10.0, 30.0),
+    "gpt-4o": (2.5, 10.0),
+    "gpt-4o-mini": (0.15, 0.6),
+    "gpt-4.1": (2.0, 8.0),
+    "gpt-4.1-mini": (0.4, 1.6),
+}
+CHARS_PER_TOKEN = 4.0
+
+
+@dataclass
+class Estimate:
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None
+
+    def summary(self, model: str) -> str:
+        cost = f"≈ ${self.cost_usd:.2f}" if self.cost_usd is not None else "cost unknown for this model"
+        return (f"{self.calls} judge calls (at least; unparsable answers add retries) · "
+                f"≈ {self.prompt_tokens:,} prompt tokens · {cost} with {model}")
+
+
+def estimate_cost(benchmark: Benchmark, predictions: dict[str, str], n_runs: int, model: str,
+                  max_tokens: int = 3) -> Estimate:
+    chars = sum(len(render_prompt(benchmark.version, s.question, s.answer, predictions.get(s.id, "")))
+                for s in benchmark.samples.values())
+    calls = len(benchmark) * n_runs
+    prompt_tokens = int(chars / CHARS_PER_TOKEN) * n_runs
+    completion_tokens = calls * max_tokens
+    price = PRICES.get(model)
+    cost = None if price is None else (prompt_tokens * price[0] + completion_tokens * price[1]) / 1e6
+    return Estimate(calls, prompt_tokens, completion_tokens, cost)

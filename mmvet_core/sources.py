@@ -1,0 +1,668 @@
+"""Load an MM-Vet benchmark from any source, and restrict it to a subset.
+
+`load_benchmark` accepts the bundled v1 metadata, the official folder / zip / metadata JSON (v1 and v2), a
+Hugging Face hub dataset (``whyu/mm-vet``, ``lmms-lab/MMVet``, ``whyu/mm-vet-v2`` and look-alikes) and local
+parquet files in a hub dataset's layout. Hub rows and local parquet rows go through the same code
+(`benchmark_from_table`), which is how the hub path is tested offline.
+
+The hub is often unreachable (offline machines, firewalled Spaces), and `datasets` then retries for about 23 s.
+So the hub path looks in the local caches first, then makes one quick TCP probe, and only then calls
+`datasets.load_dataset`; every failure becomes a `BenchmarkError` that says what to do instead.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import socket
+import tempfile
+import threading
+import uuid
+import zipfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+from urllib.parse import urlsplit
+
+from .archive import ArchiveError, safe_extract_zip
+from .benchmark import (
+    Benchmark,
+    BenchmarkError,
+    detect_version,
+    load_bundled_v1,
+    make_samples_from_metadata,
+)
+
+__all__ = [
+    "ACCEPTED_SPECS",
+    "HUB_ALIASES",
+    "benchmark_from_table",
+    "hub_reachable",
+    "load_benchmark",
+    "load_hub",
+    "load_metadata_json",
+    "load_parquet",
+    "load_subset",
+    "read_subset_ids",
+]
+
+#: What `load_benchmark` accepts, for error messages and the UI.
+ACCEPTED_SPECS: tuple[str, ...] = (
+    "'mmvet-v1' (the bundled MM-Vet v1 metadata, 218 questions)",
+    "'mmvet-v2' (the Hugging Face dataset whyu/mm-vet-v2)",
+    "'hf:OWNER/NAME' (a Hugging Face dataset, e.g. hf:whyu/mm-vet or hf:lmms-lab/MMVet)",
+    "the official folder (mm-vet.json or mm-vet-v2.json next to images/, or one level down)",
+    "the official mm-vet.zip",
+    "a metadata JSON file in the mm-vet.json / mm-vet-v2.json format",
+    "a .parquet file, or a folder of .parquet files, in a hub dataset's layout",
+)
+HUB_ALIASES: dict[str, str] = {"mmvet-v2": "whyu/mm-vet-v2"}
+METADATA_FILENAMES: tuple[str, ...] = ("mm-vet.json", "mm-vet-v2.json")
+IMAGE_EXTENSIONS: tuple[str, ...] = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp")
+
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_IMAGE_TOKEN = re.compile(r"<image_(\d+)>")
+_INDEXED_IMAGE_COLUMN = re.compile(r"^image_(\d+)$")
+_SAFE_FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,200}$")
+_TRUE = {"1", "ON", "YES", "TRUE"}
+_WHAT_TO_DO = ("Instead, download the official mm-vet.zip from https://github.com/yuweihao/MM-Vet and load it by "
+               "its path, or use the bundled 'mmvet-v1'.")
+
+_ID_COLUMNS = ("question_id", "id", "qid", "sample_id", "index")
+_QUESTION_COLUMNS = ("question", "prompt", "query", "text")
+_ANSWER_COLUMNS = ("answer", "gt_answer", "ground_truth", "answers")
+_CAPABILITY_COLUMNS = ("capability", "capabilities", "cap")
+_SOURCE_COLUMNS = ("image_source", "imagesource")
+_IMAGENAME_COLUMNS = ("imagename", "image_name", "image_file", "file_name", "filename")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Entry point
+
+
+def load_benchmark(spec: str | Path, *, work_dir: Path | None = None, hf_offline: bool | None = None) -> Benchmark:
+    """Load a benchmark from `spec` (one of `ACCEPTED_SPECS`).
+
+    `work_dir` receives what has to be written (an extracted zip, images decoded from a hub dataset or parquet);
+    by default a fresh temporary directory is used when needed. `hf_offline` forces (True) or forbids (False) the
+    hub's offline mode; None follows ``HF_HUB_OFFLINE`` / ``HF_DATASETS_OFFLINE``. Raises `BenchmarkError` with a
+    message for the user on any failure, including an unreachable hub and an unsafe archive.
+    """
+    if isinstance(spec, str):
+        text = spec.strip()
+        key = text.lower()
+        if key == "mmvet-v1":
+            return load_bundled_v1()
+        if key in HUB_ALIASES:
+            return load_hub(HUB_ALIASES[key], work_dir=work_dir, offline=hf_offline, name=key, source=key)
+        if key.startswith("hf:"):
+            return load_hub(text[3:].strip(), work_dir=work_dir, offline=hf_offline)
+        if not text:
+            raise _unknown_spec(spec)
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return _load_folder(path, work_dir=work_dir)
+    if path.is_file():
+        return _load_file(path, work_dir=work_dir)
+    if isinstance(spec, Path) or os.sep in str(spec) or "/" in str(spec) or path.suffix.lower() in (
+            ".zip", ".json", ".parquet"):
+        raise BenchmarkError(f"benchmark file or folder not found: {spec}")
+    raise _unknown_spec(spec)
+
+
+def _unknown_spec(spec: object) -> BenchmarkError:
+    forms = "\n".join(f"  - {form}" for form in ACCEPTED_SPECS)
+    return BenchmarkError(f"unknown benchmark {str(spec)!r}; accepted forms:\n{forms}")
+
+
+def _load_file(path: Path, *, work_dir: Path | None) -> Benchmark:
+    suffix = path.suffix.lower()
+    with path.open("rb") as fh:
+        head = fh.read(4)
+    if suffix == ".zip" or zipfile.is_zipfile(path):
+        return _load_zip(path, work_dir=work_dir)
+    if suffix == ".parquet" or head == b"PAR1":
+        return load_parquet(path, work_dir=work_dir)
+    if suffix == ".json" or head.lstrip()[:1] in (b"{", b"[") or head.startswith(b"\xef\xbb\xbf"):
+        images = path.parent / "images"
+        return load_metadata_json(path, images_dir=images if images.is_dir() else None)
+    raise BenchmarkError(f"{path.name}: not a benchmark file (expected a .zip, .json or .parquet file)")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Official folder, zip and metadata JSON
+
+
+def _find_metadata(folder: Path) -> Path | None:
+    """The official metadata file in `folder` or one level down (as in the official zip: ``mm-vet/mm-vet.json``)."""
+    candidates = [folder] + sorted(
+        d for d in folder.iterdir() if d.is_dir() and not d.name.startswith((".", "__MACOSX")))
+    for directory in candidates:
+        for name in METADATA_FILENAMES:
+            if (directory / name).is_file():
+                return directory / name
+    return None
+
+
+def _load_folder(folder: Path, *, work_dir: Path | None, source: str | None = None) -> Benchmark:
+    metadata = _find_metadata(folder)
+    if metadata is not None:
+        images = metadata.parent / "images"
+        return load_metadata_json(metadata, images_dir=images if images.is_dir() else None,
+                                  source=source or str(folder))
+    if any(folder.rglob("*.parquet")):
+        return load_parquet(folder, work_dir=work_dir)
+    raise BenchmarkError(f"{folder.name}: no {' or '.join(METADATA_FILENAMES)} found in this folder or one level "
+                         "down, and no .parquet files")
+
+
+def _load_zip(path: Path, *, work_dir: Path | None) -> Benchmark:
+    base = _work_dir(work_dir)
+    dest = base / f"{path.stem}-{uuid.uuid4().hex[:8]}"
+    try:
+        safe_extract_zip(path, dest)
+    except ArchiveError as exc:
+        raise BenchmarkError(str(exc)) from exc
+    try:
+        return _load_folder(dest, work_dir=base, source=str(path))
+    except BenchmarkError as exc:
+        raise BenchmarkError(f"{path.name}: {exc}") from exc
+
+
+def load_metadata_json(path: str | Path, *, images_dir: Path | None = None, source: str | None = None) -> Benchmark:
+    """Load an official metadata file (``mm-vet.json``: v1, ``mm-vet-v2.json``: v2) or a JSON list of records.
+
+    v2 questions keep their ``<IMG>`` segments exactly; a v2 sample's `image` is the first image file named in its
+    question. Raises `BenchmarkError` on unreadable or malformed JSON.
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BenchmarkError(f"{path.name}: not readable JSON ({exc})") from None
+    source = source or str(path)
+    if isinstance(data, list):
+        # A list of records ({"id", "question", "answer", "capability", ...}): same mapping as hub rows.
+        if not data or not all(isinstance(r, Mapping) for r in data):
+            raise BenchmarkError(f"{path.name}: expected an object of id -> sample or a list of sample records")
+        return _benchmark_from_rows([dict(r) for r in data], name=path.stem, source=source)
+    try:
+        samples = _with_question_images(make_samples_from_metadata(data))
+    except BenchmarkError as exc:
+        raise BenchmarkError(f"{path.name} is not MM-Vet benchmark metadata: {exc}") from None
+    version = detect_version(samples)
+    name = f"mmvet-{version}" if path.name in METADATA_FILENAMES else path.stem
+    bench = Benchmark(name=name, version=version, samples=samples, source=source, images_dir=images_dir)
+    return _with_bard_set(bench)
+
+
+def _with_question_images(samples: dict) -> dict:
+    """Give samples without an image the first image file named in their question (v2), for display."""
+    out = {}
+    for sid, sample in samples.items():
+        if sample.image is None and "<IMG>" in sample.question:
+            names = [seg.strip() for seg in sample.question.split("<IMG>")
+                     if seg.strip().lower().endswith(IMAGE_EXTENSIONS)]
+            if names:
+                sample = replace(sample, image=names[0])
+        out[sid] = sample
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Bard set
+
+
+def _bundled_bard_for(bench: Benchmark) -> tuple[str, ...] | None:
+    """The bundled Bard set when `bench` is MM-Vet v1 content: every Bard id present, with the same question."""
+    if bench.version != "v1":
+        return None
+    bundled = load_bundled_v1()
+    for sid in bundled.bard_set or ():
+        mine = bench.samples.get(sid)
+        if mine is None or " ".join(mine.question.split()) != " ".join(bundled.samples[sid].question.split()):
+            return None
+    return bundled.bard_set
+
+
+def _with_bard_set(bench: Benchmark) -> Benchmark:
+    if bench.bard_set is None:
+        bard = _bundled_bard_for(bench)
+        if bard is not None:
+            return replace(bench, bard_set=bard)
+    return bench
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Subsets
+
+
+def read_subset_ids(path: str | Path) -> list[str]:
+    """Ids listed in a subset file: a JSON list of ids (or a JSON object, whose keys are used), or text with one
+    id per line (commas and blank lines are ignored, ``#`` starts a comment line). Raises `BenchmarkError`."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BenchmarkError(f"subset file {path.name} is not readable ({exc})") from None
+    stripped = text.strip()
+    if stripped[:1] in ("[", "{"):
+        try:
+            data = json.loads(stripped)
+        except json.JSONDecodeError as exc:
+            raise BenchmarkError(f"subset file {path.name} is not valid JSON ({exc})") from None
+        items = list(data) if isinstance(data, (list, dict)) else None
+        if items is None or not all(isinstance(i, (str, int)) and not isinstance(i, bool) for i in items):
+            raise BenchmarkError(f"subset file {path.name} must hold a JSON list of sample ids")
+        ids = [str(i).strip() for i in items if str(i).strip()]
+    else:
+        ids = [tok for line in text.splitlines() if not line.strip().startswith("#")
+               for tok in re.split(r"[,\s]+", line.strip()) if tok]
+    if not ids:
+        raise BenchmarkError(f"subset file {path.name} names no sample ids")
+    return ids
+
+
+def load_subset(benchmark: Benchmark, spec: str | Path | None) -> Benchmark:
+    """Restrict `benchmark` to a subset.
+
+    `spec`: None, ``"all"`` or ``""`` -> unchanged; ``"bard"`` -> the official Bard set (MM-Vet v1 only; the
+    bundled set is used for other v1 sources whose ids and questions match it); a path -> the ids listed in that
+    file (see `read_subset_ids`), named after the file's stem. Raises `BenchmarkError` (unknown ids included).
+    """
+    if spec is None:
+        return benchmark
+    if isinstance(spec, str) and spec.strip().lower() in ("", "all"):
+        return benchmark
+    if isinstance(spec, str) and spec.strip().lower() == "bard":
+        if benchmark.version != "v1":
+            raise BenchmarkError(f"the Bard set is defined only for MM-Vet v1, not for {benchmark.name} "
+                                 f"({benchmark.version})")
+        bard = benchmark.bard_set or _bundled_bard_for(benchmark)
+        if bard is None:
+            raise BenchmarkError(f"{benchmark.name} does not contain the official Bard-set questions (its ids or "
+                                 "questions differ from MM-Vet v1's), so the Bard set cannot be applied")
+        return benchmark.subset(bard, name="bard")
+    path = Path(spec).expanduser()
+    if not path.is_file():
+        raise BenchmarkError(f"unknown subset {str(spec)!r}: use 'all', 'bard', or the path of a file listing "
+                             "sample ids (a JSON list or one id per line)")
+    return benchmark.subset(read_subset_ids(path), name=path.stem)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Hugging Face hub
+
+
+def _env_offline() -> bool:
+    return any(os.environ.get(var, "").strip().upper() in _TRUE for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+
+
+def _hub_address() -> tuple[str, int]:
+    """Host and port a hub request would connect to first (the HTTPS proxy when one is configured)."""
+    proxy = os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy") or os.environ.get("ALL_PROXY") \
+        or os.environ.get("all_proxy")
+    url = urlsplit(proxy if proxy else os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    default_port = 80 if url.scheme == "http" else 443
+    return url.hostname or "huggingface.co", url.port or default_port
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """One TCP connect to the hub (or the HTTPS proxy), bounded by `timeout` seconds including DNS."""
+    host, port = _hub_address()
+    result: list[bool] = []
+
+    def probe() -> None:
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                result.append(True)
+        except OSError:
+            result.append(False)
+
+    thread = threading.Thread(target=probe, name="hf-hub-probe", daemon=True)
+    thread.start()
+    thread.join(timeout + 0.5)          # getaddrinfo ignores the socket timeout; don't wait for it
+    return bool(result and result[0])
+
+
+def _cache_dirs() -> tuple[Path, Path]:
+    """(datasets' cache, the hub file cache), read from the environment at call time."""
+    hf_home = Path(os.environ.get("HF_HOME") or Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")) / "huggingface")
+    datasets_cache = Path(os.environ.get("HF_DATASETS_CACHE") or hf_home / "datasets").expanduser()
+    hub_cache = Path(os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE")
+                     or hf_home / "hub").expanduser()
+    return datasets_cache, hub_cache
+
+
+def _snake_case(name: str) -> str:
+    """datasets' cache folder spelling of a dataset name (``MMVet`` -> ``mm_vet``)."""
+    name = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
+    return re.sub(r"([a-z\d])([A-Z])", r"\1_\2", name).lower()
+
+
+def _prefer_test(files: list[Path]) -> list[Path]:
+    test = [f for f in files if re.search(r"(^|[-_.])test([-_.]|$)", f.name)]
+    return test or files
+
+
+def _read_hub_cache(repo_id: str) -> Any | None:
+    """The dataset's rows from a local cache as a pyarrow Table, or None when it is not cached.
+
+    Looks at datasets' Arrow cache (``<owner>___<name>/<config>/<version>/<hash>/*.arrow``, written by an earlier
+    ``load_dataset``) and at the hub file cache (``datasets--<owner>--<name>/snapshots/*/**/*.parquet``, written by
+    ``huggingface-cli download``). Reads files directly, so it never touches the network.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    owner, name = repo_id.split("/", 1)
+    datasets_cache, hub_cache = _cache_dirs()
+    try:
+        root = datasets_cache / f"{owner}___{_snake_case(name)}"
+        builds = [d for d in root.glob("*/*/*")
+                  if d.is_dir() and any(not f.name.startswith("cache-") for f in d.glob("*.arrow"))]
+        if builds:
+            newest = max(builds, key=lambda d: d.stat().st_mtime)
+            tables = []
+            for f in _prefer_test(sorted(f for f in newest.glob("*.arrow") if not f.name.startswith("cache-"))):
+                with pa.memory_map(str(f)) as source:
+                    tables.append(pa.ipc.open_stream(source).read_all())
+            return pa.concat_tables(tables, promote_options="default")
+        snapshots = [d for d in (hub_cache / f"datasets--{owner}--{name}" / "snapshots").glob("*")
+                     if d.is_dir() and any(d.rglob("*.parquet"))]
+        if snapshots:
+            newest = max(snapshots, key=lambda d: d.stat().st_mtime)
+            files = _prefer_test(sorted(newest.rglob("*.parquet")))
+            return pa.concat_tables([pq.read_table(f) for f in files], promote_options="default")
+    except (OSError, ValueError, pa.ArrowException):
+        return None                       # a broken cache is treated as no cache
+    return None
+
+
+def _hub_error(repo_id: str, why: str) -> BenchmarkError:
+    return BenchmarkError(f"Could not load the Hugging Face dataset '{repo_id}': {why}. {_WHAT_TO_DO}")
+
+
+def _download_hub_table(repo_id: str) -> Any:
+    try:
+        import datasets
+
+        loaded = datasets.load_dataset(repo_id)
+        split = "test" if "test" in loaded else next(iter(loaded))
+        # Arrow format: image columns stay undecoded {bytes, path} structs.
+        return loaded[split].with_format("arrow")[:]
+    except ConnectionError as exc:
+        raise _hub_error(repo_id, f"the hub could not be reached ({exc})") from exc
+    except Exception as exc:  # datasets raises many types (not found, gated, auth, parsing ...)
+        raise _hub_error(repo_id, f"{type(exc).__name__}: {exc}") from exc
+
+
+def load_hub(repo_id: str, *, work_dir: Path | None = None, offline: bool | None = None,
+             name: str | None = None, source: str | None = None, probe_timeout: float = 3.0) -> Benchmark:
+    """Load the hub dataset `repo_id` (``OWNER/NAME``), from a local cache when possible.
+
+    Order: local caches (no network); then, unless offline (`offline`, else ``HF_HUB_OFFLINE`` /
+    ``HF_DATASETS_OFFLINE``), a TCP probe of the hub bounded by `probe_timeout` seconds, and only if it answers
+    ``datasets.load_dataset``. Images are written to ``work_dir/images``. Raises `BenchmarkError`, saying the hub
+    could not be reached and what to load instead, in well under `probe_timeout` + 1 s when the hub is down.
+    """
+    if not _REPO_ID.match(repo_id or ""):
+        raise BenchmarkError(f"not a Hugging Face dataset id: {repo_id!r} (expected hf:OWNER/NAME)")
+    offline = _env_offline() if offline is None else offline
+    table = _read_hub_cache(repo_id)
+    if table is None:
+        if offline:
+            raise _hub_error(repo_id, "offline mode is on (HF_HUB_OFFLINE) and the dataset is not in the local "
+                                      "cache, so the hub could not be reached")
+        if not hub_reachable(probe_timeout):
+            host, port = _hub_address()
+            raise _hub_error(repo_id, f"the hub could not be reached (no connection to {host}:{port} within "
+                                      f"{probe_timeout:g} s)")
+        table = _download_hub_table(repo_id)
+    return benchmark_from_table(table, name=name or repo_id, source=source or f"hf:{repo_id}",
+                                work_dir=work_dir, version_hint="v2" if "v2" in repo_id.lower() else None)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Parquet and hub rows
+
+
+def load_parquet(path: str | Path, *, work_dir: Path | None = None) -> Benchmark:
+    """Load a ``.parquet`` file, or every ``.parquet`` file under a folder (the ``test`` split when the names say
+    so), laid out like one of the hub datasets; see `benchmark_from_table`. Raises `BenchmarkError`."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    files = [path] if path.is_file() else _prefer_test(sorted(path.rglob("*.parquet")))
+    if not files:
+        raise BenchmarkError(f"{path.name}: no .parquet files found")
+    try:
+        table = pa.concat_tables([pq.read_table(f) for f in files], promote_options="default")
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise BenchmarkError(f"{path.name}: not a readable parquet dataset ({exc})") from None
+    return benchmark_from_table(table, name=path.stem if path.is_file() else path.name, source=str(path),
+                                work_dir=work_dir)
+
+
+def _pick(columns: Iterable[str], names: Iterable[str]) -> str | None:
+    lower = {c.lower(): c for c in columns}
+    return next((lower[n] for n in names if n in lower), None)
+
+
+def _is_image_type(t: Any) -> bool:
+    """A datasets ``Image`` column stored as struct<bytes, path>, or raw binary."""
+    import pyarrow as pa
+
+    if pa.types.is_struct(t):
+        return {"bytes", "path"} <= {t.field(i).name for i in range(t.num_fields)}
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t)
+
+
+def _image_bytes(value: Any) -> bytes | None:
+    if isinstance(value, Mapping):
+        value = value.get("bytes")      # never read value["path"]: a file path named by untrusted data
+    return bytes(value) if isinstance(value, (bytes, bytearray, memoryview)) and len(value) else None
+
+
+def _image_path_name(value: Any) -> str | None:
+    if isinstance(value, Mapping) and isinstance(value.get("path"), str):
+        return value["path"]
+    return None
+
+
+def _sniff_extension(data: bytes) -> str:
+    if data.startswith(b"\x89PNG"):
+        return ".png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return ".jpg"
+    if data.startswith(b"GIF8"):
+        return ".gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return ".webp"
+    if data.startswith(b"BM"):
+        return ".bmp"
+    return ".png"
+
+
+def _safe_filename(name: Any) -> str | None:
+    """`name`'s last path component when it is a plain image file name, else None."""
+    if not isinstance(name, str):
+        return None
+    base = name.replace("\\", "/").rsplit("/", 1)[-1].strip()
+    if _SAFE_FILENAME.match(base) and base.lower().endswith(IMAGE_EXTENSIONS):
+        return base
+    return None
+
+
+def _sample_id(value: Any, index: int, prefix: str) -> str:
+    if value is None:
+        return f"{prefix}_{index}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{prefix}_{value}"
+    text = str(value).strip()
+    return f"{prefix}_{text}" if text.isdigit() else text
+
+
+def _parse_capabilities(value: Any) -> list[str]:
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError:
+                try:
+                    value = ast.literal_eval(text)
+                except (ValueError, SyntaxError):
+                    value = text.strip("[]").replace("'", "").replace('"', "")
+        if isinstance(value, str):
+            value = value.split(",")
+    if isinstance(value, (list, tuple)):
+        return [str(c).strip().lower() for c in value if str(c).strip()]
+    return []
+
+
+class _ImageWriter:
+    """Writes image bytes under ``work_dir/images`` (created on first use)."""
+
+    def __init__(self, work_dir: Path | None):
+        self._work_dir = work_dir
+        self.directory: Path | None = None
+
+    def write(self, name: str, data: bytes) -> None:
+        if self.directory is None:
+            self.directory = _work_dir(self._work_dir) / "images"
+            self.directory.mkdir(parents=True, exist_ok=True)
+        target = self.directory / name
+        if not target.exists():
+            target.write_bytes(data)
+
+
+def _work_dir(work_dir: Path | None) -> Path:
+    if work_dir is None:
+        return Path(tempfile.mkdtemp(prefix="mmvet-"))
+    work_dir = Path(work_dir)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    return work_dir
+
+
+def benchmark_from_table(table: Any, *, name: str, source: str, work_dir: Path | None = None,
+                         version_hint: str | None = None) -> Benchmark:
+    """Build a benchmark from a pyarrow Table of hub-style rows (the hub path and local parquet both end here).
+
+    Columns are matched leniently: id (``question_id``/``id``; integers n become ``v1_n``, or ``v2_n`` for v2),
+    ``question``, ``answer``, ``capability`` (a list, or a comma-separated string such as ``"rec,know,gen"``),
+    ``image_source``, ``imagename``. Image columns (datasets ``Image``: struct<bytes, path>) are written to
+    ``work_dir/images`` without decoding: ``image`` under the row's image name (or ``<id>.<ext>``); v2's
+    ``image_<N>`` columns under ``<id>_<N>.<ext>``, and the question's ``<image_N>`` placeholders are replaced by
+    those file names so the question reads like the official ``mm-vet-v2.json``; a column named after an image
+    file in the question is written under that name.
+    """
+    import pyarrow as pa
+
+    if not isinstance(table, pa.Table) or table.num_rows == 0:
+        raise BenchmarkError(f"{name}: the dataset has no rows")
+    columns = table.column_names
+    image_columns = [c for c in columns if _is_image_type(table.schema.field(c).type)]
+    id_col = _pick(columns, _ID_COLUMNS)
+    text_columns = [c for c in columns if c not in image_columns]
+    required = {"question": _pick(text_columns, _QUESTION_COLUMNS), "answer": _pick(text_columns, _ANSWER_COLUMNS),
+                "capability": _pick(text_columns, _CAPABILITY_COLUMNS)}
+    missing = [what for what, col in required.items() if col is None]
+    if missing:
+        raise BenchmarkError(f"{name}: no {', '.join(missing)} column (found columns: {', '.join(columns)})")
+    rows = table.select(text_columns).to_pylist()
+    imagename_col = _pick(text_columns, _IMAGENAME_COLUMNS) or _pick(text_columns, ("image",))
+    source_col = _pick(text_columns, _SOURCE_COLUMNS)
+
+    is_v2 = version_hint == "v2" or any(
+        "<IMG>" in str(r[required["question"]]) or "seq" in _parse_capabilities(r[required["capability"]])
+        for r in rows)
+    prefix = "v2" if is_v2 else "v1"
+    records: list[dict] = []
+    for index, row in enumerate(rows):
+        records.append({
+            "id": _sample_id(row.get(id_col) if id_col else None, index, prefix),
+            "question": "" if row[required["question"]] is None else str(row[required["question"]]),
+            "answer": "" if row[required["answer"]] is None else str(row[required["answer"]]),
+            "capability": _parse_capabilities(row[required["capability"]]),
+            "imagename": row.get(imagename_col) if imagename_col else None,
+            "imagesource": row.get(source_col) if source_col else None,
+        })
+
+    writer = _ImageWriter(work_dir)
+    if image_columns:
+        index = 0
+        for batch in table.select(image_columns).to_batches(max_chunksize=32):
+            for images in batch.to_pylist():
+                _attach_images(records[index], images, writer)
+                index += 1
+    return _benchmark_from_rows(records, name=name, source=source, prefix=prefix, images_dir=writer.directory)
+
+
+def _attach_images(record: dict, images: Mapping[str, Any], writer: _ImageWriter) -> None:
+    """Write one row's images and point the record (imagename, question placeholders) at the files."""
+    sid = record["id"]
+    question = record["question"]
+    if "<IMG>" in question:
+        segments = question.split("<IMG>")
+        for k, segment in enumerate(segments):
+            token = segment.strip()
+            match = _IMAGE_TOKEN.fullmatch(token)
+            if match:
+                data = _image_bytes(images.get(f"image_{match.group(1)}"))
+                filename = f"{sid}_{match.group(1)}{_sniff_extension(data) if data else '.png'}"
+                if data:
+                    writer.write(filename, data)
+                segments[k] = segment.replace(token, filename)
+            elif token in images and _safe_filename(token):
+                data = _image_bytes(images[token])
+                if data:
+                    writer.write(token, data)
+        record["question"] = "<IMG>".join(segments)
+    main = images.get("image")
+    if main is None and len(images) == 1:
+        (column, main), = images.items()
+        if _INDEXED_IMAGE_COLUMN.match(column) or _safe_filename(column):
+            main = None                     # a v2 per-placeholder column, handled above
+    data = _image_bytes(main)
+    if data:
+        filename = (_safe_filename(record.get("imagename")) or _safe_filename(_image_path_name(main))
+                    or f"{sid}{_sniff_extension(data)}")
+        writer.write(filename, data)
+        record["imagename"] = filename
+
+
+def _benchmark_from_rows(records: list[dict], *, name: str, source: str, prefix: str | None = None,
+                         images_dir: Path | None = None) -> Benchmark:
+    """Records ``{"id"|"question_id", "question", "answer", "capability", "imagename", "imagesource"}`` -> Benchmark.
+
+    Integer ids n become ``<prefix>_n``; `prefix` defaults to ``v2`` when a question holds ``<IMG>`` or a sample
+    needs ``seq``, else ``v1``.
+    """
+    metadata: dict[str, dict] = {}
+    if prefix is None:
+        prefix = "v2" if any("<IMG>" in str(r.get("question", "")) or "seq" in _parse_capabilities(
+            r.get("capability")) for r in records) else "v1"
+    for index, record in enumerate(records):
+        raw_id = record.get("id") if record.get("id") is not None else record.get("question_id")
+        sid = _sample_id(raw_id, index, prefix)
+        if sid in metadata:
+            raise BenchmarkError(f"{name}: sample id {sid!r} appears more than once")
+        entry = {k: record.get(k) for k in ("question", "answer") if k in record}
+        if "capability" in record:
+            entry["capability"] = _parse_capabilities(record["capability"]) or record["capability"]
+        name_value = record.get("imagename")
+        if isinstance(name_value, str) and name_value.strip():
+            entry["imagename"] = name_value
+        if record.get("imagesource") is not None:
+            entry["imagesource"] = str(record["imagesource"])
+        metadata[sid] = entry
+    try:
+        samples = _with_question_images(make_samples_from_metadata(metadata))
+    except BenchmarkError as exc:
+        raise BenchmarkError(f"{name}: {exc}") from None
+    version = detect_version(samples)
+    bench = Benchmark(name=name, version=version, samples=samples, source=source, images_dir=images_dir)
+    return _with_bard_set(bench)

@@ -1,0 +1,153 @@
+"""What the app shows of a run, as plain data (pure; no Gradio): progress, score tables, sample rows, details.
+
+Untrusted text (predictions, questions, ground truths, judge answers) is returned as plain strings only; the UI
+puts it in text components, never in Markdown or HTML.
+"""
+from __future__ import annotations
+
+import html
+import time
+from dataclasses import dataclass
+
+from .benchmark import CAPABILITY_LABELS
+from .grading import GRADED
+from .runs import RunView, sample_flags
+
+SAMPLE_COLUMNS = ["id", "capabilities", "score", "runs", "flags"]
+CAPABILITY_COLUMNS = ["capability", "score", "± std", "samples"]
+INTEGRATION_COLUMNS = ["integration", "score", "± std", "samples"]
+
+
+def _fmt(x: float | None, digits: int = 1) -> str:
+    return "—" if x is None else f"{x:.{digits}f}"
+
+
+@dataclass
+class Progress:
+    done: int
+    errored: int
+    total: int
+    status: str
+    message: str
+    eta_seconds: float | None
+
+    @property
+    def fraction(self) -> float:
+        return self.done / self.total if self.total else 0.0
+
+    def text(self) -> str:
+        eta = "" if self.eta_seconds is None else f" · ETA {self.eta_seconds:.0f} s"
+        err = f" · {self.errored} errored" if self.errored else ""
+        msg = f" · {self.message}" if self.message and self.status not in ("running",) else ""
+        return f"{self.status}: {self.done} / {self.total} grades{err}{eta}{msg}"
+
+    def html(self) -> str:
+        """A progress bar; everything interpolated is ours or escaped."""
+        pct = round(100 * self.fraction, 1)
+        return (f'<div id="progress-box"><progress max="100" value="{pct}" style="width:100%"></progress>'
+                f'<div id="progress-text">{html.escape(self.text())}</div></div>')
+
+
+def progress_of(view: RunView, now: float | None = None) -> Progress:
+    done = view.n_graded
+    errored = sum(g.status == "error" for g in view.grades.values())
+    eta = None
+    if view.run.status == "running" and done:
+        stamps = sorted(g.updated_at for g in view.grades.values() if g.status in GRADED and g.updated_at > 0)
+        if len(stamps) >= 2 and stamps[-1] > stamps[0]:
+            rate = (len(stamps) - 1) / (stamps[-1] - stamps[0])
+            eta = max(0.0, (view.n_expected - done) / rate - ((now or time.time()) - stamps[-1]))
+    return Progress(done, errored, view.n_expected, view.run.status, view.run.message, eta)
+
+
+def total_text(view: RunView) -> str:
+    s = view.scores
+    if s.total.mean is None:
+        return "Total: — (nothing graded yet)"
+    partial = "" if s.complete else f" (partial: {s.n_graded} of {s.n_samples} samples fully graded)"
+    spread = f" ± {_fmt(s.total.std)}" if s.n_runs > 1 else ""
+    return f"Total: {_fmt(s.total.mean)}{spread} over {s.n_runs} run(s){partial}"
+
+
+def capability_rows(view: RunView) -> list[list]:
+    return [[f"{CAPABILITY_LABELS.get(c.name, c.name)} ({c.name})", _fmt(c.mean), _fmt(c.std), c.n_samples]
+            for c in view.scores.capabilities]
+
+
+def integration_rows(view: RunView) -> list[list]:
+    return [[c.name, _fmt(c.mean), _fmt(c.std), c.n_samples] for c in view.scores.integrations]
+
+
+@dataclass
+class SampleFilter:
+    capability: str = "all"          # a capability code, an integration name, or "all"
+    min_score: float = 0.0
+    max_score: float = 1.0
+    flagged_only: bool = False
+    graded_only: bool = True
+
+
+def sample_rows(view: RunView, flt: SampleFilter | None = None) -> list[list]:
+    """One row per sample: id, capabilities, mean score, per-run scores, flags (filtered)."""
+    flt = flt or SampleFilter()
+    effective = view.effective_scores()
+    rows = []
+    for sid in view.benchmark.ids:
+        sample = view.benchmark.samples[sid]
+        if flt.capability not in ("all", "", None) and flt.capability not in sample.capabilities \
+                and flt.capability != sample.integration:
+            continue
+        scores = effective[sid]
+        got = [x for x in scores if x is not None]
+        flags = sample_flags(view, sid)
+        if any(view.grades.get((sid, r)) is not None and view.grades[(sid, r)].status == "error"
+               for r in range(view.run.n_runs)) and "error" not in flags:
+            flags.append("error")
+        if flt.graded_only and not got and not flags:
+            continue
+        mean = sum(got) / len(got) if got else None
+        if mean is not None and not (flt.min_score - 1e-9 <= mean <= flt.max_score + 1e-9):
+            continue
+        if mean is None and (flt.min_score > 0 or flt.max_score < 1):
+            continue
+        if flt.flagged_only and not flags:
+            continue
+        rows.append([sid, ",".join(sample.capabilities), _fmt(mean, 2),
+                     " / ".join(_fmt(x) for x in scores), " ".join(flags)])
+    return rows
+
+
+def sample_detail(view: RunView, sample_id: str) -> dict:
+    """Everything about one sample: texts, per-run grades with every attempt, flags, override."""
+    sample = view.benchmark.samples[sample_id]
+    runs = []
+    for r in range(view.run.n_runs):
+        g = view.grades.get((sample_id, r))
+        runs.append({"run": r + 1, "status": g.status if g else "pending", "score": g.score if g else None,
+                     "content": g.content if g else None, "judge_model": g.judge_model if g else None,
+                     "error": g.error if g else None, "flags": g.flags if g else [],
+                     "attempts": g.attempts if g else []})
+    override = view.overrides.get(sample_id)
+    return {"id": sample_id, "question": sample.question, "ground_truth": sample.answer,
+            "prediction": view.run.predictions.get(sample_id, ""), "capabilities": list(sample.capabilities),
+            "integration": sample.integration, "flags": sample_flags(view, sample_id), "runs": runs,
+            "override": None if override is None else {"score": override[0], "reason": override[1]},
+            "image": str(view.benchmark.image_path(sample_id) or "") or None}
+
+
+ATTEMPT_COLUMNS = ["run", "attempt", "temperature", "retry prompt", "raw answer", "parsed", "judge model",
+                   "params sent", "cached"]
+
+
+def attempt_rows(detail: dict) -> list[list]:
+    rows = []
+    for run in detail["runs"]:
+        if not run["attempts"]:
+            rows.append([run["run"], "", "", "", run["error"] or run["status"], "", "", "", ""])
+        for i, a in enumerate(run["attempts"], 1):
+            sent = ", ".join(f"{k}={v}" for k, v in (a.get("sent") or {}).items())
+            rows.append([run["run"], i, a.get("temperature", ""), "yes" if a.get("retry_prompt") else "no",
+                         "" if a.get("content") is None else str(a.get("content")),
+                         _fmt(a.get("score")), a.get("model") or "", sent,
+                         "imported" if a.get("imported") else ("yes" if a.get("cached") else "no")])
+    return rows

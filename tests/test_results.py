@@ -1,0 +1,343 @@
+"""Specification of `mmvet_core.results`: every results-file format is read, detected and checked.
+
+Real files come from ../shared/data; the other formats are built in `tmp_path` from real predictions.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from mmvet_core.benchmark import Benchmark, Sample, load_bundled_v1
+from mmvet_core.results import (ResultsError, ResultsFile, read_results, select_predictions,
+                                validate_results)
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+RESULTS = DATA / "results"
+V2_RESULTS = DATA / "mmvet-v2-partial" / "gemini-1.5-pro.json"
+TRICKY = ["  leading and trailing  ", "a\r\nb", "None", "NA", "n/a", "", "1.50", "tab\there",
+          'say "hi", then, go', "line\u2028separator", "naïve ünïcode ✓"]
+
+
+@pytest.fixture(scope="module")
+def bench() -> Benchmark:
+    return load_bundled_v1()
+
+
+@pytest.fixture(scope="module")
+def real() -> dict[str, str]:
+    """LLaVA-v1.5-13B's published predictions, official format."""
+    return json.loads((RESULTS / "llava-v1.5-13b.json").read_text(encoding="utf-8"))
+
+
+def numbered(preds: dict[str, str]) -> list[tuple[int, str]]:
+    return [(int(k.split("_")[1]), v) for k, v in preds.items()]
+
+
+# --- writers of each format, from {"v1_N": prediction} ---------------------------------------------------
+
+def write_official(path: Path, preds: dict) -> Path:
+    path.write_text(json.dumps(preds, indent=2), encoding="utf-8")
+    return path
+
+
+def write_llava(path: Path, preds: dict) -> Path:
+    lines = [json.dumps({"question_id": n, "prompt": "q", "text": t, "model_id": "my-llava", "metadata": {}})
+             for n, t in numbered(preds)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def lmms_sample(sid: str, text: object, n: int) -> dict:
+    # lmms-eval writes filtered_resps either flat ["text"] or nested [["text"]]: alternate both
+    resps = [[text]] if n % 2 else [text]
+    return {"doc_id": n, "doc": {"question_id": sid, "question": "q"}, "target": "gt",
+            "resps": [[text]], "filtered_resps": resps, "gpt_eval_info": {}}
+
+
+def write_lmms_jsonl(path: Path, preds: dict) -> Path:
+    lines = [json.dumps(lmms_sample(k, v, n)) for n, (k, v) in enumerate(preds.items())]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def write_lmms_logs(path: Path, preds: dict) -> Path:
+    logs = [lmms_sample(k, v, n) for n, (k, v) in enumerate(preds.items())]
+    doc = {"args": {"model": "llava", "model_args": "pretrained=liuhaotian/llava-v1.5-13b,conv=x"},
+           "logs": logs, "time": "2024-05-01"}
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
+def table(preds: dict) -> pd.DataFrame:
+    rows = numbered(preds)
+    return pd.DataFrame({"index": [n for n, _ in rows], "question": "q", "answer": "gt", "category": "rec",
+                         "prediction": [t for _, t in rows]})
+
+
+def write_xlsx(path: Path, preds: dict) -> Path:
+    table(preds).to_excel(path, index=False)
+    return path
+
+
+def write_tsv(path: Path, preds: dict) -> Path:
+    table(preds).to_csv(path, sep="\t", index=False)
+    return path
+
+
+def write_csv(path: Path, preds: dict) -> Path:
+    table(preds).to_csv(path, index=False)
+    return path
+
+
+BUILT = [  # (format, writer, file name); names that lie about the content prove detection reads the content
+    pytest.param("official-json", write_official, "model.json", id="official-json"),
+    pytest.param("official-json", write_official, "model.txt", id="official-json-named-txt"),
+    pytest.param("llava-jsonl", write_llava, "answers.jsonl", id="llava-jsonl"),
+    pytest.param("lmms-eval-jsonl", write_lmms_jsonl, "20240501_samples_mmvet.jsonl", id="lmms-eval-jsonl"),
+    pytest.param("lmms-eval-json", write_lmms_logs, "llava_mmvet.json", id="lmms-eval-logs-json"),
+    pytest.param("vlmevalkit-xlsx", write_xlsx, "llava_MMVet.xlsx", id="vlmevalkit-xlsx"),
+    pytest.param("vlmevalkit-xlsx", write_xlsx, "workbook.bin", id="vlmevalkit-xlsx-named-bin"),
+    pytest.param("vlmevalkit-tsv", write_tsv, "llava_MMVet.tsv", id="vlmevalkit-tsv"),
+    pytest.param("vlmevalkit-csv", write_csv, "llava_MMVet.csv", id="vlmevalkit-csv"),
+    pytest.param("vlmevalkit-csv", write_csv, "llava_MMVet.tsv", id="vlmevalkit-csv-named-tsv"),
+]
+
+
+# --- detection and full coverage ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, fmt", [
+    pytest.param(name, fmt, id=name) for name, fmt in [
+        ("llava-v1.5-13b.json", "official-json"), ("llava-v1.5-7b.json", "official-json"),
+        ("llava-v1.5-7b-rerun.json", "official-json"), ("llava_llama2_13b_chat.json", "official-json"),
+        ("llava-v1.5-13b.answers.jsonl", "llava-jsonl")]])
+def test_real_results_files_are_detected_and_cover_all_218_samples(name, fmt, bench):
+    results = read_results(RESULTS / name)
+    report = validate_results(results, bench)
+    assert results.format == fmt
+    assert (report.ok, report.matched, report.n_expected) == (True, 218, 218)
+    assert not (report.missing or report.extra or report.duplicated or report.non_string)
+
+
+@pytest.mark.parametrize("fmt, write, name", BUILT)
+def test_every_format_is_detected_from_content_and_gives_the_real_predictions(fmt, write, name, tmp_path, bench,
+                                                                               real):
+    results = read_results(write(tmp_path / name, real))
+    report = validate_results(results, bench)
+    assert results.format == fmt
+    assert report.ok and report.matched == 218, report.summary()
+    assert select_predictions(results, bench) == real
+
+
+def test_llava_jsonl_and_official_json_of_the_same_run_give_identical_predictions(bench):
+    jsonl = read_results(RESULTS / "llava-v1.5-13b.answers.jsonl")
+    official = read_results(RESULTS / "llava-v1.5-13b.json")
+    assert set(jsonl.predictions) == {str(n) for n in range(218)}   # bare ids kept as read
+    assert select_predictions(jsonl, bench) == select_predictions(official, bench)
+    assert list(select_predictions(jsonl, bench)) == bench.ids        # benchmark order
+
+
+@pytest.mark.parametrize("write, name, expected", [
+    pytest.param(write_llava, "answers.jsonl", "my-llava", id="llava-model_id"),
+    pytest.param(write_lmms_logs, "logs.json", "liuhaotian/llava-v1.5-13b", id="lmms-eval-pretrained"),
+    pytest.param(write_official, "gpt-4o.json", "gpt-4o", id="official-file-stem"),
+    pytest.param(write_tsv, "qwen_MMVet.tsv", "qwen_MMVet", id="vlmevalkit-file-stem"),
+])
+def test_model_name_hint(write, name, expected, tmp_path, real):
+    assert read_results(write(tmp_path / name, real)).model_name == expected
+
+
+@pytest.mark.parametrize("fmt, write, name", [p for p in BUILT if "named" not in p.id and "xlsx" not in p.id])
+def test_predictions_are_kept_byte_exact(fmt, write, name, tmp_path, bench):
+    preds = {f"v1_{n}": text for n, text in enumerate(TRICKY)}
+    results = read_results(write(tmp_path / name, preds))
+    assert {k: v for k, v in select_predictions(results, bench, allow_missing=True).items() if k in preds} == preds
+
+
+def test_xlsx_keeps_text_exact_except_carriage_returns_which_excel_xml_cannot_store(tmp_path, bench):
+    preds = {f"v1_{n}": text for n, text in enumerate(TRICKY)}
+    got = select_predictions(read_results(write_xlsx(tmp_path / "t.xlsx", preds)), bench, allow_missing=True)
+    assert {k: got[k] for k in preds} == {k: v.replace("\r\n", "\n") for k, v in preds.items()}
+
+
+def crlf(write):
+    """A writer whose file has Windows line endings between records (JSON escapes newlines inside strings)."""
+    def write_crlf(path: Path, preds: dict) -> Path:
+        text = write(path, preds).read_bytes().decode("utf-8")
+        path.write_bytes(text.replace("\n", "\r\n").encode("utf-8"))
+        return path
+    return write_crlf
+
+
+def write_csv_crlf(path: Path, preds: dict) -> Path:
+    table(preds).to_csv(path, index=False, lineterminator="\r\n")   # rows end in CRLF, cells keep their "\n"
+    return path
+
+
+@pytest.mark.parametrize("write, name", [
+    pytest.param(crlf(write_llava), "a.jsonl", id="llava-jsonl"),
+    pytest.param(crlf(write_official), "r.json", id="official"),
+    pytest.param(write_csv_crlf, "t.csv", id="vlmevalkit-csv"),
+])
+def test_windows_line_endings_and_a_byte_order_mark_are_tolerated(write, name, tmp_path, bench, real):
+    path = write(tmp_path / name, real)
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert select_predictions(read_results(path), bench) == real
+
+
+def test_a_one_line_llava_file_is_still_llava(tmp_path, bench):
+    path = write_llava(tmp_path / "one.jsonl", {"v1_4": "x"})
+    results = read_results(path)
+    assert (results.format, results.predictions) == ("llava-jsonl", {"4": "x"})
+
+
+def test_vlmevalkit_tables_accept_v1_string_indexes(tmp_path, bench, real):
+    df = table(real).assign(index=list(real))
+    df.to_csv(tmp_path / "t.tsv", sep="\t", index=False)
+    assert select_predictions(read_results(tmp_path / "t.tsv"), bench) == real
+
+
+def test_bare_numeric_ids_map_to_the_benchmark_version(tmp_path):
+    v2 = Benchmark("mmvet-v2", "v2", {f"v2_{n}": Sample(f"v2_{n}", "q", "a", ("rec",)) for n in range(3)})
+    results = read_results(write_llava(tmp_path / "a.jsonl", {f"v1_{n}": f"p{n}" for n in range(3)}))
+    assert select_predictions(results, v2) == {"v2_0": "p0", "v2_1": "p1", "v2_2": "p2"}
+
+
+def test_a_subset_benchmark_expects_only_its_samples(bench):
+    bard = bench.subset(bench.bard_set, "bard")
+    report = validate_results(read_results(RESULTS / "llava-v1.5-13b.json"), bard)
+    assert (report.ok, report.n_expected, report.matched, len(report.extra)) == (True, 168, 168, 50)
+
+
+# --- problems are reported, not hidden ---------------------------------------------------------------------
+
+def test_missing_extra_duplicated_and_non_string_predictions_are_reported(tmp_path, bench, real):
+    kept = {k: v for k, v in real.items() if k not in ("v1_5", "v1_9")}
+    body = json.dumps({**kept, "v1_3": 42, "v1_4": ["a", "list"], "v1_6": None, "v1_999": "extra"})
+    # the same key twice: json would keep the last, we keep the first and say so
+    body = body[:-1] + ', "v1_0": "second copy"}'
+    (tmp_path / "r.json").write_text(body, encoding="utf-8")
+    results = read_results(tmp_path / "r.json")
+    report = validate_results(results, bench)
+    assert results.predictions["v1_0"] == real["v1_0"]
+    assert report.missing == ["v1_5", "v1_6", "v1_9"]          # None counts as missing
+    assert report.extra == ["v1_999"]
+    assert report.duplicated == ["v1_0"]
+    assert report.non_string == ["v1_3", "v1_4"]
+    assert report.matched == 218 - 3 and not report.ok
+    summary = report.summary()
+    for fragment in ("Format: official JSON · 215 of 218 samples matched", "v1_5, v1_6, v1_9", "v1_999",
+                     "Duplicated", "v1_4"):
+        assert fragment in summary
+    assert json.loads(json.dumps(report.to_dict()))["ok"] is False
+
+
+def test_duplicate_lines_in_jsonl_keep_the_first_and_are_reported(tmp_path, bench, real):
+    path = write_llava(tmp_path / "a.jsonl", real)
+    path.write_text(path.read_text() + json.dumps({"question_id": 0, "text": "again"}) + "\n")
+    results = read_results(path)
+    assert results.duplicates == ["0"] and results.predictions["0"] == real["v1_0"]
+    assert validate_results(results, bench).duplicated == ["0"]
+
+
+def test_a_bare_id_and_its_full_form_count_as_a_duplicate(tmp_path, bench):
+    results = ResultsFile("x.json", "official-json", {"v1_0": "full", "0": "bare"}, [], None)
+    assert validate_results(results, bench).duplicated == ["v1_0"]
+    assert select_predictions(results, bench, allow_missing=True)["v1_0"] == "full"
+
+
+def test_numbers_alone_do_not_block_grading_but_lists_do(bench, real):
+    with_number = ResultsFile("x.json", "official-json", {**real, "v1_3": 42}, [], None)
+    assert validate_results(with_number, bench).ok
+    with_list = ResultsFile("x.json", "official-json", {**real, "v1_3": ["42"]}, [], None)
+    assert not validate_results(with_list, bench).ok
+
+
+def test_a_results_file_of_another_benchmark_is_called_out(bench):
+    results = read_results(V2_RESULTS)
+    report = validate_results(results, bench)
+    assert report.wrong_benchmark and report.matched == 0
+    assert "none of the 517 ids match mmvet-v1 — wrong benchmark?" in report.summary().lower()
+    with pytest.raises(ResultsError, match="wrong benchmark"):
+        select_predictions(results, bench, allow_missing=True)   # 218 empty answers would be useless
+
+
+# --- select_predictions ------------------------------------------------------------------------------------
+
+def test_missing_predictions_raise_with_ids_and_the_allow_missing_hint(bench, real):
+    results = ResultsFile("x.json", "official-json", {k: v for k, v in real.items() if k != "v1_7"}, [], None)
+    with pytest.raises(ResultsError, match=r"1 of 218 .*v1_7.*allow-missing"):
+        select_predictions(results, bench)
+
+
+def test_allow_missing_grades_missing_predictions_as_empty_answers(bench, real):
+    partial = {k: v for k, v in real.items() if k not in ("v1_7", "v1_8")} | {"v1_8": None}
+    selected = select_predictions(ResultsFile("x.json", "official-json", partial, [], None), bench,
+                                  allow_missing=True)
+    assert list(selected) == bench.ids
+    assert selected["v1_7"] == selected["v1_8"] == "" and selected["v1_0"] == real["v1_0"]
+
+
+@pytest.mark.parametrize("value, expected", [
+    pytest.param(42, "42", id="int"), pytest.param(0.5, "0.5", id="float"),
+    pytest.param(True, "True", id="bool"), pytest.param(" x ", " x ", id="string-unchanged"),
+])
+def test_scalar_predictions_become_text_with_str(value, expected, bench, real):
+    results = ResultsFile("x.json", "official-json", {**real, "v1_1": value}, [], None)
+    assert select_predictions(results, bench)["v1_1"] == expected
+
+
+@pytest.mark.parametrize("value", [pytest.param(["a"], id="list"), pytest.param({"a": 1}, id="dict")])
+def test_list_or_object_predictions_raise_naming_the_ids(value, bench, real):
+    results = ResultsFile("x.json", "official-json", {**real, "v1_1": value}, [], None)
+    with pytest.raises(ResultsError, match="v1_1"):
+        select_predictions(results, bench, allow_missing=True)
+
+
+# --- unreadable files: a clear ResultsError, never a crash -------------------------------------------------
+
+GOOD_LINE = json.dumps({"question_id": 0, "text": "ok"})
+ERRORS = [  # (file content, expected message pattern)
+    pytest.param(b"", "empty", id="empty-file"),
+    pytest.param(b"  \n\n\t ", "empty", id="whitespace-only"),
+    pytest.param(f"{GOOD_LINE}\n{GOOD_LINE}\n{{\"question_id\": 2, \"text\": }}\n".encode(), "line 3",
+                 id="malformed-jsonl-says-line"),
+    pytest.param(b'{\n  "v1_0": "a",\n  "v1_1": "b"\n  "v1_2": "c"\n}', "line 4", id="malformed-json-says-line"),
+    pytest.param(b"[" * 100_000, "nested too deeply", id="deeply-nested-array"),
+    pytest.param(b'{"a":' * 100_000, "nested too deeply", id="deeply-nested-object"),
+    pytest.param(b'{"v1_0": ' + b"9" * 5000 + b"}", "malformed JSON", id="int-over-4300-digits"),
+    pytest.param(b'{"model": "x", "answers": []}', "supported formats", id="unknown-json-layout"),
+    pytest.param(b"[]", "supported formats", id="bare-json-array"),
+    pytest.param(b'{"a": 1}\n{"b": 2}\n', "supported formats", id="unknown-jsonl-layout"),
+    pytest.param(b"id,answer\n0,yes\n", "'index' and 'prediction'", id="table-without-columns"),
+    pytest.param(b"\xff\xfe\x00\x01 binary", "not UTF-8", id="binary"),
+    pytest.param(b"PK\x03\x04 not really a zip", "cannot read as a table", id="broken-xlsx"),
+    pytest.param(b'{"v1_0": {"question": "q", "answer": "a"}}', "metadata or a grade file", id="metadata-file"),
+    pytest.param(b'{"doc": {"q": 1}, "filtered_resps": ["x"]}\n{"doc": {}}\n', "doc.question_id",
+                 id="lmms-eval-sample-without-id"),
+]
+
+
+@pytest.mark.parametrize("content, message", ERRORS)
+def test_unreadable_files_raise_a_user_facing_results_error(content, message, tmp_path):
+    path = tmp_path / "results.json"
+    path.write_bytes(content)
+    with pytest.raises(ResultsError, match=message):
+        read_results(path)
+
+
+def test_a_file_over_the_size_limit_is_refused_naming_the_limit(tmp_path):
+    path = write_official(tmp_path / "big.json", {"v1_0": "x" * 2000})
+    with pytest.raises(ResultsError, match="limit of 1,000 bytes"):
+        read_results(path, max_bytes=1000)
+
+
+def test_a_missing_file_is_a_results_error(tmp_path):
+    with pytest.raises(ResultsError, match="no such results file"):
+        read_results(tmp_path / "nope.json")
+
+
+def test_results_error_is_a_value_error():
+    assert issubclass(ResultsError, ValueError)
