@@ -29,7 +29,7 @@ from mmvet_core.sources import load_benchmark, load_subset
 from mmvet_core.store import Store
 from mmvet_core import views
 
-EXAMPLE_RESULTS = ASSETS_DIR / "example_results_llava_llama2_13b_chat.json"
+EXAMPLE_RESULTS = ASSETS_DIR / "examples" / "llava_llama2_13b_chat.json"
 JUDGE_BASELINE = "Offline keyword baseline (not the MM-Vet metric)"
 JUDGE_HOST = "Server's judge"
 JUDGE_OWN = "My own key / endpoint"
@@ -393,10 +393,11 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
         def stop(run_id, owner_tok):
             _own(run_id, owner_tok)
             if not svc.jobs.stop(run_id):
-                return "This run is not running."
-            return "Stopping after the calls in flight (they are paid for and will be stored)…"
+                gr.Info("This run is not running.")
+                return
+            gr.Info("Stopping after the calls in flight (they are paid for and will be stored).")
 
-        stop_btn.click(stop, [run_state, owner], [flags_box], api_name="stop")
+        stop_btn.click(stop, [run_state, owner], None, api_name="stop")
 
         def resume(run_id, judge_c, url, model, key, owner_tok, request: gr.Request):
             run = _own(run_id, owner_tok)

@@ -15,7 +15,7 @@ import ast
 import json
 import os
 import re
-import socket
+import shutil
 import tempfile
 import threading
 import uuid
@@ -23,7 +23,8 @@ import zipfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
-from urllib.parse import urlsplit
+import urllib.error
+import urllib.request
 
 from .archive import ArchiveError, safe_extract_zip
 from .benchmark import (
@@ -49,7 +50,7 @@ __all__ = [
 
 #: What `load_benchmark` accepts, for error messages and the UI.
 ACCEPTED_SPECS: tuple[str, ...] = (
-    "'mmvet-v1' (the bundled MM-Vet v1 metadata, 218 questions)",
+    "'mmvet-v1' or 'bundled' (the bundled MM-Vet v1 metadata, 218 questions)",
     "'mmvet-v2' (the Hugging Face dataset whyu/mm-vet-v2)",
     "'hf:OWNER/NAME' (a Hugging Face dataset, e.g. hf:whyu/mm-vet or hf:lmms-lab/MMVet)",
     "the official folder (mm-vet.json or mm-vet-v2.json next to images/, or one level down)",
@@ -92,7 +93,7 @@ def load_benchmark(spec: str | Path, *, work_dir: Path | None = None, hf_offline
     if isinstance(spec, str):
         text = spec.strip()
         key = text.lower()
-        if key == "mmvet-v1":
+        if key in ("mmvet-v1", "bundled"):         # "bundled" is what `Benchmark.describe()` records as source
             return load_bundled_v1()
         if key in HUB_ALIASES:
             return load_hub(HUB_ALIASES[key], work_dir=work_dir, offline=hf_offline, name=key, source=key)
@@ -167,6 +168,7 @@ def _load_zip(path: Path, *, work_dir: Path | None) -> Benchmark:
     try:
         return _load_folder(dest, work_dir=base, source=str(path))
     except BenchmarkError as exc:
+        shutil.rmtree(dest, ignore_errors=True)
         raise BenchmarkError(f"{path.name}: {exc}") from exc
 
 
@@ -198,7 +200,9 @@ def load_metadata_json(path: str | Path, *, images_dir: Path | None = None, sour
 
 
 def _with_question_images(samples: dict) -> dict:
-    """Give samples without an image the first image file named in their question (v2), for display."""
+    """Give samples without an image the first image file named in their question (v2), for display; drop image
+    names that are not plain file names (``../x``, ``/etc/x``), since `Benchmark.image_path` joins them to a folder.
+    """
     out = {}
     for sid, sample in samples.items():
         if sample.image is None and "<IMG>" in sample.question:
@@ -206,6 +210,8 @@ def _with_question_images(samples: dict) -> dict:
                      if seg.strip().lower().endswith(IMAGE_EXTENSIONS)]
             if names:
                 sample = replace(sample, image=names[0])
+        if sample.image is not None and _safe_filename(sample.image) != sample.image:
+            sample = replace(sample, image=None)
         out[sid] = sample
     return out
 
@@ -299,31 +305,38 @@ def _env_offline() -> bool:
     return any(os.environ.get(var, "").strip().upper() in _TRUE for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
 
 
-def _hub_address() -> tuple[str, int]:
-    """Host and port a hub request would connect to first (the HTTPS proxy when one is configured)."""
-    proxy = os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy") or os.environ.get("ALL_PROXY") \
-        or os.environ.get("all_proxy")
-    url = urlsplit(proxy if proxy else os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
-    default_port = 80 if url.scheme == "http" else 443
-    return url.hostname or "huggingface.co", url.port or default_port
+def _hub_endpoint() -> str:
+    return (os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
 
 
-def hub_reachable(timeout: float = 3.0) -> bool:
-    """One TCP connect to the hub (or the HTTPS proxy), bounded by `timeout` seconds including DNS."""
-    host, port = _hub_address()
-    result: list[bool] = []
+def _probe_hub(timeout: float, repo_id: str | None = None) -> str | None:
+    """None when the hub answers an HTTP request within `timeout` seconds, else the reason it did not.
+
+    A real HTTPS request rather than a TCP connect: some networks accept every connection and fail later. Any
+    answer below 500 counts (a 401/404 means the hub is there). Proxies from the environment are honoured.
+    """
+    url = f"{_hub_endpoint()}/api/datasets/{repo_id}" if repo_id else _hub_endpoint()
+    outcome: list[str | None] = []
 
     def probe() -> None:
         try:
-            with socket.create_connection((host, port), timeout=timeout):
-                result.append(True)
-        except OSError:
-            result.append(False)
+            request = urllib.request.Request(url, method="HEAD", headers={"User-Agent": "mmvet-grader"})
+            with urllib.request.build_opener().open(request, timeout=timeout):
+                outcome.append(None)
+        except urllib.error.HTTPError as exc:
+            outcome.append(None if exc.code < 500 else f"HTTP {exc.code}")
+        except Exception as exc:  # URLError, TLS errors, timeouts, bad endpoint URLs ...
+            outcome.append(str(getattr(exc, "reason", exc)) or type(exc).__name__)
 
     thread = threading.Thread(target=probe, name="hf-hub-probe", daemon=True)
     thread.start()
-    thread.join(timeout + 0.5)          # getaddrinfo ignores the socket timeout; don't wait for it
-    return bool(result and result[0])
+    thread.join(timeout + 0.5)          # DNS lookups ignore the socket timeout; don't wait for them
+    return outcome[0] if outcome else f"no answer within {timeout:g} s"
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hugging Face hub (``HF_ENDPOINT``) answers within `timeout` seconds, DNS included."""
+    return _probe_hub(timeout) is None
 
 
 def _cache_dirs() -> tuple[Path, Path]:
@@ -366,7 +379,7 @@ def _read_hub_cache(repo_id: str) -> Any | None:
             newest = max(builds, key=lambda d: d.stat().st_mtime)
             tables = []
             for f in _prefer_test(sorted(f for f in newest.glob("*.arrow") if not f.name.startswith("cache-"))):
-                with pa.memory_map(str(f)) as source:
+                with pa.OSFile(str(f)) as source:
                     tables.append(pa.ipc.open_stream(source).read_all())
             return pa.concat_tables(tables, promote_options="default")
         snapshots = [d for d in (hub_cache / f"datasets--{owner}--{name}" / "snapshots").glob("*")
@@ -403,9 +416,10 @@ def load_hub(repo_id: str, *, work_dir: Path | None = None, offline: bool | None
     """Load the hub dataset `repo_id` (``OWNER/NAME``), from a local cache when possible.
 
     Order: local caches (no network); then, unless offline (`offline`, else ``HF_HUB_OFFLINE`` /
-    ``HF_DATASETS_OFFLINE``), a TCP probe of the hub bounded by `probe_timeout` seconds, and only if it answers
-    ``datasets.load_dataset``. Images are written to ``work_dir/images``. Raises `BenchmarkError`, saying the hub
-    could not be reached and what to load instead, in well under `probe_timeout` + 1 s when the hub is down.
+    ``HF_DATASETS_OFFLINE``), one HTTPS request to the hub bounded by `probe_timeout` seconds, and only if it
+    answers ``datasets.load_dataset`` (its ``test`` split, else its first). Images are written to
+    ``work_dir/images``. Raises `BenchmarkError`, saying the hub could not be reached and what to load instead,
+    within about `probe_timeout` + 0.5 s when the hub is down.
     """
     if not _REPO_ID.match(repo_id or ""):
         raise BenchmarkError(f"not a Hugging Face dataset id: {repo_id!r} (expected hf:OWNER/NAME)")
@@ -415,10 +429,9 @@ def load_hub(repo_id: str, *, work_dir: Path | None = None, offline: bool | None
         if offline:
             raise _hub_error(repo_id, "offline mode is on (HF_HUB_OFFLINE) and the dataset is not in the local "
                                       "cache, so the hub could not be reached")
-        if not hub_reachable(probe_timeout):
-            host, port = _hub_address()
-            raise _hub_error(repo_id, f"the hub could not be reached (no connection to {host}:{port} within "
-                                      f"{probe_timeout:g} s)")
+        reason = _probe_hub(probe_timeout, repo_id)
+        if reason is not None:
+            raise _hub_error(repo_id, f"the hub could not be reached ({_hub_endpoint()}: {reason})")
         table = _download_hub_table(repo_id)
     return benchmark_from_table(table, name=name or repo_id, source=source or f"hf:{repo_id}",
                                 work_dir=work_dir, version_hint="v2" if "v2" in repo_id.lower() else None)
@@ -554,10 +567,11 @@ def benchmark_from_table(table: Any, *, name: str, source: str, work_dir: Path |
     Columns are matched leniently: id (``question_id``/``id``; integers n become ``v1_n``, or ``v2_n`` for v2),
     ``question``, ``answer``, ``capability`` (a list, or a comma-separated string such as ``"rec,know,gen"``),
     ``image_source``, ``imagename``. Image columns (datasets ``Image``: struct<bytes, path>) are written to
-    ``work_dir/images`` without decoding: ``image`` under the row's image name (or ``<id>.<ext>``); v2's
-    ``image_<N>`` columns under ``<id>_<N>.<ext>``, and the question's ``<image_N>`` placeholders are replaced by
-    those file names so the question reads like the official ``mm-vet-v2.json``; a column named after an image
-    file in the question is written under that name.
+    ``work_dir/images`` without decoding (``<ext>`` follows the bytes): ``image`` under the row's image name (or
+    ``<id>.<ext>``); v2's ``image_<N>`` columns under ``<id>_<N>.<ext>``, with the question's ``<IMG><image_N>``
+    placeholders rewritten to ``<IMG><id>_<N>.<ext><IMG>`` so it reads like the official ``mm-vet-v2.json``; a
+    column named after an image file of the question is written under that name. Image bytes are only ever taken
+    from the table, never from a file path it names.
     """
     import pyarrow as pa
 
@@ -605,22 +619,24 @@ def _attach_images(record: dict, images: Mapping[str, Any], writer: _ImageWriter
     """Write one row's images and point the record (imagename, question placeholders) at the files."""
     sid = record["id"]
     question = record["question"]
-    if "<IMG>" in question:
-        segments = question.split("<IMG>")
-        for k, segment in enumerate(segments):
-            token = segment.strip()
-            match = _IMAGE_TOKEN.fullmatch(token)
-            if match:
-                data = _image_bytes(images.get(f"image_{match.group(1)}"))
-                filename = f"{sid}_{match.group(1)}{_sniff_extension(data) if data else '.png'}"
-                if data:
-                    writer.write(filename, data)
-                segments[k] = segment.replace(token, filename)
-            elif token in images and _safe_filename(token):
-                data = _image_bytes(images[token])
-                if data:
-                    writer.write(token, data)
-        record["question"] = "<IMG>".join(segments)
+    if _IMAGE_TOKEN.search(question):
+        # Hub v2 rows spell images "<IMG><image_N>" followed directly by text; the official mm-vet-v2.json has
+        # "<IMG>v2_K_N.png<IMG>text". Rebuild that, so the judge prompt gets the official "<image>" segments.
+        def to_filename(match: re.Match) -> str:
+            data = _image_bytes(images.get(f"image_{match.group(1)}"))
+            filename = f"{sid}_{match.group(1)}{_sniff_extension(data) if data else '.png'}"
+            if data:
+                writer.write(filename, data)
+            before, after = question[:match.start()], question[match.end():]
+            return ("<IMG>" if before and not before.endswith("<IMG>") else "") + filename + (
+                "<IMG>" if after and not after.startswith("<IMG>") else "")
+
+        question = record["question"] = _IMAGE_TOKEN.sub(to_filename, question)
+    for token in {seg.strip() for seg in question.split("<IMG>")[1:]}:
+        if token in images and _safe_filename(token):     # a column named after the image file (lmms-eval style)
+            data = _image_bytes(images[token])
+            if data:
+                writer.write(token, data)
     main = images.get("image")
     if main is None and len(images) == 1:
         (column, main), = images.items()

@@ -173,7 +173,8 @@ def test_never_overwrites_or_follows_existing_links(upload_dir: Path):
     assert list(outside.iterdir()) == []
 
 
-@pytest.mark.parametrize("content", [b"not a zip at all", b"", b"PK\x03\x04truncated"], ids=["text", "empty", "truncated"])
+@pytest.mark.parametrize("content", [b"not a zip at all", b"", b"PK\x03\x04truncated"],
+                         ids=["text", "empty", "truncated"])
 def test_refuses_non_zip(upload_dir: Path, content: bytes):
     path = upload_dir / "mm-vet.zip"
     path.write_bytes(content)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import socket
 import time
 import zipfile
 from pathlib import Path
@@ -201,8 +202,8 @@ def v2_metadata() -> dict:
                   "capability": e["capability"], "added_in": "v2"} for sid, e in readme.items()}
     meta["v2_900"] = {"question": "Which picture was taken first?<IMG>v2_900_0.png<IMG>v2_900_1.png",
                       "answer": "the first", "capability": ["seq", "rec"], "added_in": "v2"}
-    meta["v2_901"] = {"question": "<IMG>v2_901_0.png<IMG>What changed?\nAnswer briefly.<IMG>v2_901_1.png", "answer": "the colour",
-                      "capability": ["rec", "seq", "gen"], "added_in": "v2"}
+    meta["v2_901"] = {"question": "<IMG>v2_901_0.png<IMG>What changed?\nAnswer briefly.<IMG>v2_901_1.png",
+                      "answer": "the colour", "capability": ["rec", "seq", "gen"], "added_in": "v2"}
     return meta
 
 
@@ -404,15 +405,19 @@ def test_real_hub_without_network_fails_fast(no_hub):
     assert_clear_hub_error(excinfo)
 
 
-def test_probe_is_bounded_even_for_blackholed_hosts(monkeypatch):
-    monkeypatch.delenv("HTTPS_PROXY", raising=False)
-    monkeypatch.delenv("https_proxy", raising=False)
-    monkeypatch.delenv("ALL_PROXY", raising=False)
-    monkeypatch.delenv("all_proxy", raising=False)
-    monkeypatch.setenv("HF_ENDPOINT", "https://10.255.255.1")          # non-routable: SYN goes nowhere
-    start = time.monotonic()
-    assert hub_reachable(0.5) is False
-    assert time.monotonic() - start < 1.5
+def test_probe_is_bounded_when_the_server_never_answers(monkeypatch):
+    silent = socket.socket()                    # accepts TCP connections (backlog) but never speaks TLS/HTTP
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", f"https://127.0.0.1:{silent.getsockname()[1]}")
+        for var in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+            monkeypatch.delenv(var, raising=False)
+        start = time.monotonic()
+        assert hub_reachable(0.5) is False
+        assert time.monotonic() - start < 1.5
+    finally:
+        silent.close()
 
 
 @pytest.mark.parametrize("spec", ["hf:", "hf:not-a-repo", "hf:a/b/c"])
@@ -513,3 +518,17 @@ def test_bad_subset_files(tmp_path, content, message):
 def test_unknown_subset_spec(bundled):
     with pytest.raises(BenchmarkError, match="use 'all', 'bard'"):
         load_subset(bundled, "gpt4-set")
+
+
+def test_unsafe_image_names_are_dropped(tmp_path, v1_metadata):
+    """Regression: an uploaded metadata file must not make `image_path` point outside its images folder."""
+    folder = make_official_folder(tmp_path, v1_metadata)
+    (tmp_path / "secret.png").write_bytes(tiny_png())
+    meta = dict(v1_metadata)
+    meta["v1_0"] = dict(meta["v1_0"], imagename="../../secret.png")
+    meta["v1_1"] = dict(meta["v1_1"], imagename="/etc/passwd")
+    (folder / "mm-vet.json").write_text(json.dumps(meta))
+    bench = load_benchmark(folder)
+    assert bench.samples["v1_0"].image is None and bench.image_path("v1_0") is None
+    assert bench.samples["v1_1"].image is None
+    assert bench.image_path("v1_5") is not None

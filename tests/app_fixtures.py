@@ -1,0 +1,158 @@
+"""Fixtures for the app-level tests: the Gradio app in-process on a free port, a fake judge as the server's
+judge, and a headless Debian Chromium driven by sync Playwright.
+
+Import the fixtures into a test module with ``from tests.app_fixtures import app_server, fake_server, browser``
+(they are module-scoped: the app starts once per module, each module has its own data dir and fake judge).
+"""
+from __future__ import annotations
+
+import os
+
+# Gradio reads these at import time; set them before anything imports gradio.
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import json
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.fake_judge import FakeJudgeServer, free_port
+
+SHARED = Path("/work/shared/data")
+RESULTS_DIR = SHARED / "results"
+OFFICIAL_GRADES = SHARED / "official-grades"
+V2_RESULTS = SHARED / "mmvet-v2-partial" / "gemini-1.5-pro.json"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+HOST_KEY = "sk-test"
+
+
+@dataclass
+class AppHandle:
+    """A running app: its URL, the Blocks (``demo.svc`` holds store and jobs) and its settings."""
+
+    demo: object
+    url: str
+    settings: object
+
+    @property
+    def svc(self):
+        return self.demo.svc
+
+    @property
+    def store(self):
+        return self.demo.svc.store
+
+    def view(self, run_id: str):
+        from mmvet_core.runs import load_run_view
+        return load_run_view(self.store, run_id)
+
+    def wait_idle(self, timeout: float = 30.0) -> None:
+        """Wait until no grading job of this app is running (so a test leaves nothing behind)."""
+        deadline = time.time() + timeout
+        while self.svc.jobs.running_count():
+            if time.time() > deadline:
+                raise TimeoutError("grading jobs still running")
+            time.sleep(0.05)
+
+
+def wait_http(url: str, timeout: float = 30.0) -> None:
+    deadline = time.time() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.time() > deadline:
+            raise TimeoutError(f"{url} did not answer")
+        time.sleep(0.1)
+
+
+def start_app(data_dir: Path, **settings_kwargs) -> AppHandle:
+    """Build the app with `AppSettings(data_dir=…, **settings_kwargs)` and launch it on a free port."""
+    from app import AppSettings, build_demo
+
+    settings = AppSettings(data_dir=Path(data_dir), **settings_kwargs)
+    demo = build_demo(settings)
+    demo.queue(default_concurrency_limit=32)
+    port = free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, ssr_mode=False,
+                quiet=True, max_file_size=f"{settings.max_upload_mb}mb",
+                allowed_paths=[str(settings.data_dir / "exports"), str(settings.data_dir / "uploads")])
+    url = f"http://127.0.0.1:{port}/"
+    wait_http(url + "gradio_api/info")
+    return AppHandle(demo, url, settings)
+
+
+def stop_app(app: AppHandle) -> None:
+    app.svc.jobs.shutdown()
+    app.demo.close()
+    app.store.close()
+
+
+@pytest.fixture(scope="module")
+def fake_server():
+    """The server's judge: a real OpenAI-compatible HTTP server on 127.0.0.1 (``.state`` logs calls)."""
+    with FakeJudgeServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def app_server(fake_server, tmp_path_factory):
+    """The app, with the fake judge as its host judge (the default judge choice). Module-scoped."""
+    mp = pytest.MonkeyPatch()
+    # anything that falls back to the environment also lands on the fake judge, never on api.openai.com
+    mp.setenv("OPENAI_API_KEY", HOST_KEY)
+    mp.setenv("OPENAI_BASE_URL", fake_server.url)
+    tmp = tmp_path_factory.mktemp("app")
+    mp.setenv("GRADIO_TEMP_DIR", str(tmp / "gradio-tmp"))
+    app = start_app(tmp / "data", host_key=HOST_KEY, host_base_url=fake_server.url, run_concurrency=4)
+    try:
+        yield app
+    finally:
+        stop_app(app)
+        mp.undo()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A headless Debian Chromium (sync Playwright; PyPI playwright has no bundled browser)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def new_page(browser, url: str, *, timeout_ms: int = 20_000):
+    """A page in a fresh browser context (its own localStorage, hence its own owner token)."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(timeout_ms)
+    page.goto(url)
+    wait_loaded(page)
+    return page
+
+
+def wait_loaded(page) -> None:
+    """Wait for the Gradio page to mount and for `demo.load` to fill the owner token."""
+    page.wait_for_selector("#results-file, #total-score", state="attached")
+    page.wait_for_function(
+        "() => { const t = document.querySelector('#owner-token textarea, #owner-token input');"
+        " return !t || t.value !== ''; }")
+
+
+def write_json(path: Path, data) -> Path:
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    return path
