@@ -167,12 +167,13 @@ def _judge_choice(svc: Services, choice: str, base_url: str, model: str, api_key
     return JudgeSettings(model=BASELINE_NAME, provider="baseline"), None, False
 
 
-def _visitor(request: gr.Request | None) -> str:
+def _visitor(request: gr.Request | None, salt: str) -> str:
+    """The visitor a host-key call is charged to: their IP address (first forwarded hop), salted and hashed."""
     if request is None:
-        return "local"
+        return visitor_id("local", salt)
     fwd = (request.headers.get("x-forwarded-for") or "").split(",")[0].strip()
     host = fwd or (request.client.host if request.client else "unknown")
-    return visitor_id(host)
+    return visitor_id(host, salt)
 
 
 def _share_url(svc: Services, request: gr.Request | None, run_id: str) -> str:
@@ -373,7 +374,7 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
             run_id = create_run(svc.store, benchmark=bench, spec=spec, predictions=preds, n_runs=int(n_runs),
                                 settings=jset, model_name=rf.model_name or Path(path).stem,
                                 results_format=rf.format, owner=owner_tok)
-            budget = svc.budget.hook(_visitor(request)) if host else None
+            budget = svc.budget.hook(_visitor(request, owner_secret)) if host else None
             svc.jobs.start(run_id, bench, make_judge(jset, jkey), concurrency=settings.run_concurrency,
                            budget=budget)
             return run_id, _share_url(svc, request, run_id), gr.Timer(active=True)
@@ -415,7 +416,7 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
                 if not jkey and not stored.base_url:
                     raise gr.Error("Resuming needs the API key of this run's judge: enter it in the Judge box.")
                 jset, host = stored, False
-            budget = svc.budget.hook(_visitor(request)) if host else None
+            budget = svc.budget.hook(_visitor(request, owner_secret)) if host else None
             svc.jobs.start(run_id, view.benchmark, make_judge(jset, jkey), concurrency=settings.run_concurrency,
                            budget=budget)
             return gr.Timer(active=True)

@@ -37,11 +37,14 @@ class ArchiveLimits:
 
 
 def _human(n: float) -> str:
-    for unit in ("bytes", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:,.0f} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
+    """``1234`` -> ``'1.2 KB'`` (decimal units, as users read sizes)."""
+    if n < 1000:
+        return f"{n:,.0f} bytes"
+    for unit in ("KB", "MB", "GB"):
         n /= 1000
-    return f"{n} GB"  # pragma: no cover - unreachable
+        if n < 1000 or unit == "GB":
+            break
+    return f"{n:,.1f} {unit}"
 
 
 def _normalised_name(name: str) -> str:

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 from .benchmark import BenchmarkError
-from .export import GradeFileError, load_official_grades, write_official_files
+from .export import (GradeFileError, load_official_grades, make_cap_csv_text, make_cap_int_csv_text,
+                     official_file_names)
 from .aggregate import aggregate_scores
 from .grading import grade_run
 from .judge import BASELINE_NAME, DEFAULT_JUDGE_MODEL, JudgeSettings, make_judge
@@ -189,10 +190,13 @@ def cmd_aggregate(args) -> int:
     judge = args.judge_name or file_judge or "judge"
     scores = aggregate_scores(benchmark, grades.scores, grades.n_runs)
     subset = "bardset" if benchmark.subset_name == "bard" else benchmark.subset_name
-    paths = write_official_files(args.out, model, judge, scores, None, subset=subset)
+    names = official_file_names(model, judge, grades.n_runs, subset)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for key, text in (("cap", make_cap_csv_text(model, scores)), ("cap_int", make_cap_int_csv_text(model, scores))):
+        (out / names[key]).write_text(text, encoding="utf-8")
+        print(f"wrote {out / names[key]}")
     print(f"Total: {scores.total.mean:.1f} ± {scores.total.std:.1f} over {grades.n_runs} run(s)")
-    for p in paths.values():
-        print(f"wrote {p}")
     return 0
 
 

@@ -6,7 +6,7 @@ parquet files in a hub dataset's layout. Hub rows and local parquet rows go thro
 (`benchmark_from_table`), which is how the hub path is tested offline.
 
 The hub is often unreachable (offline machines, firewalled Spaces), and `datasets` then retries for about 23 s.
-So the hub path looks in the local caches first, then makes one quick TCP probe, and only then calls
+So the hub path looks in the local caches first, then makes one quick HTTPS request, and only then calls
 `datasets.load_dataset`; every failure becomes a `BenchmarkError` that says what to do instead.
 """
 from __future__ import annotations
@@ -18,13 +18,13 @@ import re
 import shutil
 import tempfile
 import threading
+import urllib.error
+import urllib.request
 import uuid
 import zipfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
-import urllib.error
-import urllib.request
 
 from .archive import ArchiveError, safe_extract_zip
 from .benchmark import (
@@ -163,13 +163,11 @@ def _load_zip(path: Path, *, work_dir: Path | None) -> Benchmark:
     dest = base / f"{path.stem}-{uuid.uuid4().hex[:8]}"
     try:
         safe_extract_zip(path, dest)
-    except ArchiveError as exc:
-        raise BenchmarkError(str(exc)) from exc
-    try:
         return _load_folder(dest, work_dir=base, source=str(path))
-    except BenchmarkError as exc:
-        shutil.rmtree(dest, ignore_errors=True)
-        raise BenchmarkError(f"{path.name}: {exc}") from exc
+    except (ArchiveError, BenchmarkError) as exc:
+        shutil.rmtree(base if work_dir is None else dest, ignore_errors=True)
+        message = str(exc) if isinstance(exc, ArchiveError) else f"{path.name}: {exc}"
+        raise BenchmarkError(message) from exc
 
 
 def load_metadata_json(path: str | Path, *, images_dir: Path | None = None, source: str | None = None) -> Benchmark:

@@ -9,6 +9,7 @@ import io
 import json
 import shutil
 import socket
+import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -135,9 +136,12 @@ def test_official_zip(tmp_path, v1_metadata):
     assert bench.integrations == TABLE3_ORDER
 
 
-def test_official_zip_default_work_dir(tmp_path, v1_metadata):
+def test_official_zip_default_work_dir(tmp_path, v1_metadata, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))        # keep the default temp dir in tmp_path
+    (tmp_path / "tmp").mkdir()
     bench = load_benchmark(str(make_official_zip(tmp_path / "mm-vet.zip", v1_metadata)))
     assert bench.image_path("v1_1") is not None
+    assert bench.images_dir.is_relative_to(tmp_path / "tmp")
 
 
 def test_zip_without_metadata(tmp_path):
@@ -324,8 +328,9 @@ def test_v2_hub_layout(hub_parquets, tmp_path):
     assert bench.image_path("v2_2") is None
 
 
-def test_folder_of_parquet(hub_parquets):
-    bench = load_benchmark(hub_parquets["whyu-mm-vet-v2"].parents[1])   # the snapshot folder: data/test-*.parquet
+def test_folder_of_parquet(hub_parquets, tmp_path):
+    folder = hub_parquets["whyu-mm-vet-v2"].parents[1]                 # a snapshot folder: data/test-*.parquet
+    bench = load_benchmark(folder, work_dir=tmp_path)
     assert (bench.name, len(bench)) == ("whyu-mm-vet-v2", 3)
 
 

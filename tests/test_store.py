@@ -1,0 +1,59 @@
+"""The SQLite store: WAL, durable answers, runs and grades round-trip, owner-scoped listing."""
+import sqlite3
+
+from mmvet_core.store import GradeRow, Store, new_run_id
+
+
+def test_database_is_in_wal_mode_and_answers_are_durable_at_once(tmp_path):
+    db = tmp_path / "g.db"
+    store = Store(db)
+    store.put_answer("fp", "sha", 0.0, 0, content="0.5", model="gpt-4-0613", prompt_tokens=10,
+                     completion_tokens=1, sent={"max_tokens": 3, "temperature": 0.0})
+    # a second, independent connection (another process) sees it without any explicit commit or close
+    other = sqlite3.connect(db)
+    assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert other.execute("SELECT content FROM judge_cache").fetchall() == [("0.5",)]
+
+
+def test_cache_is_keyed_by_judge_prompt_temperature_and_k(tmp_path):
+    store = Store(tmp_path / "g.db")
+    store.put_answer("fp", "sha", 0.0, 0, content="0.1", model="m", prompt_tokens=None, completion_tokens=None,
+                     sent={})
+    store.put_answer("fp", "sha", 0.0, 1, content="0.2", model="m", prompt_tokens=None, completion_tokens=None,
+                     sent={})
+    assert store.get_answer("fp", "sha", 0.0, 0)["content"] == "0.1"
+    assert store.get_answer("fp", "sha", 0.0, 1)["content"] == "0.2"
+    assert store.get_answer("fp", "sha", 0.5, 0) is None
+    assert store.get_answer("other", "sha", 0.0, 0) is None
+    # the first stored answer wins: a racing duplicate never replaces what was paid for first
+    store.put_answer("fp", "sha", 0.0, 0, content="0.9", model="m", prompt_tokens=None, completion_tokens=None,
+                     sent={})
+    assert store.get_answer("fp", "sha", 0.0, 0)["content"] == "0.1"
+
+
+def test_runs_grades_and_overrides_round_trip(tmp_path):
+    store = Store(tmp_path / "g.db")
+    rid = store.create_run(model_name="m", benchmark={"name": "b"}, n_runs=2, judge={"model": "j"},
+                           predictions={"v1_0": "x"}, owner="alice")
+    store.put_grade(GradeRow(rid, "v1_0", 0, "ok", 0.5, "0.5", "j", [{"content": "0.5"}], None, [], 1.0))
+    store.put_grade(GradeRow(rid, "v1_0", 1, "error", None, None, None, [], "server: boom", ["error"], 2.0))
+    assert store.count_grades(rid) == {"ok": 1, "error": 1}
+    assert [g.status for g in store.grades_since(rid, 1.5)] == ["error"]
+    store.set_override(rid, "v1_0", 1.0, "judge missed the synonym")
+    assert store.overrides(rid) == {"v1_0": (1.0, "judge missed the synonym")}
+    store.clear_override(rid, "v1_0")
+    assert store.overrides(rid) == {}
+    assert store.get_run(rid).predictions == {"v1_0": "x"}
+
+
+def test_runs_are_listed_only_to_their_owner(tmp_path):
+    store = Store(tmp_path / "g.db")
+    a = store.create_run(model_name="a", benchmark={}, n_runs=1, judge={}, predictions={}, owner="alice")
+    store.create_run(model_name="b", benchmark={}, n_runs=1, judge={}, predictions={}, owner="bob")
+    assert [r.id for r in store.list_runs("alice")] == [a]
+
+
+def test_run_ids_are_unguessable():
+    ids = {new_run_id() for _ in range(1000)}
+    assert len(ids) == 1000
+    assert all(len(i) == 24 for i in ids)   # 18 random bytes = 144 bits, URL-safe base64
