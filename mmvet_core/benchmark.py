@@ -126,8 +126,10 @@ class Benchmark:
         sample = self.samples.get(sample_id)
         if self.images_dir is None or sample is None or not sample.image:
             return None
-        path = self.images_dir / sample.image
-        return path if path.is_file() else None
+        root = self.images_dir.resolve()
+        path = (root / sample.image).resolve()
+        # never leave the images folder, whatever name an uploaded metadata file gives
+        return path if path.is_relative_to(root) and path.is_file() else None
 
     def describe(self) -> dict:
         """Small JSON-able description stored with a run (enough to reload it)."""

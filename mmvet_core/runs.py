@@ -16,6 +16,7 @@ from .benchmark import Benchmark, Sample
 from .export import OfficialGrades, make_grade_json, official_file_names, write_official_files
 from .grading import GRADED
 from .judge import JudgeSettings
+from .prompt import parse_score
 from .store import GradeRow, RunRecord, Store
 
 
@@ -24,12 +25,14 @@ def benchmark_to_stored(benchmark: Benchmark, spec: str) -> dict:
     return {**benchmark.describe(), "spec": spec,
             "images_dir": str(benchmark.images_dir) if benchmark.images_dir else None,
             "samples": {s.id: {"question": s.question, "answer": s.answer, "capability": list(s.capabilities),
-                               "imagename": s.image} for s in benchmark.samples.values()}}
+                               "imagename": s.image, "imagesource": s.image_source}
+                        for s in benchmark.samples.values()}}
 
 
 def benchmark_from_stored(stored: dict) -> Benchmark:
     samples = {sid: Sample(id=sid, question=v["question"], answer=v["answer"],
-                           capabilities=tuple(v["capability"]), image=v.get("imagename"))
+                           capabilities=tuple(v["capability"]), image=v.get("imagename"),
+                           image_source=v.get("imagesource"))
                for sid, v in stored["samples"].items()}
     images = Path(stored["images_dir"]) if stored.get("images_dir") else None
     return Benchmark(name=stored["name"], version=stored["version"], samples=samples, source=stored.get("source", ""),
@@ -181,19 +184,39 @@ def export_run(view: RunView, out_dir: str | Path) -> dict[str, Path]:
     return {"grade": path}
 
 
+def imported_status(content: str | None, score: float) -> str:
+    """How an official grade came about, read back from its content: ``ok`` when the content parses to a
+    score, ``bad_request_zero`` for v2's 400 marker, else ``fallback`` (the official 0.0 after retries).
+
+    >>> imported_status("0.5", 0.5), imported_status("Sorry", 0.0), imported_status("BadRequestError", 0.0)
+    ('ok', 'fallback', 'bad_request_zero')
+    """
+    if content == "BadRequestError" and score == 0.0:
+        return "bad_request_zero"
+    return "ok" if content is None or parse_score(content) is not None or score != 0.0 else "fallback"
+
+
 def import_official_grades(store: Store, run_id: str, grades: OfficialGrades) -> int:
-    """Store the grades of an official grade file in a run (they cost nothing again). Returns how many."""
+    """Store the grades of an official grade file in a run (they cost nothing again). Returns how many.
+
+    Only samples of the run's benchmark and at most its number of runs are taken."""
     run = store.get_run(run_id)
+    if run is None:
+        raise KeyError(f"no run {run_id!r}")
+    wanted = set(run.benchmark.get("samples", {}))
     n = 0
     for sid, rec in grades.raw.items():
-        if sid not in run.predictions:
+        if sid not in wanted:
             continue
+        contents, models = rec.get("content") or [], rec.get("model") or []
         for r, score in enumerate(rec.get("score", [])[: run.n_runs]):
             if score is None:
                 continue
-            content = (rec.get("content") or [None] * (r + 1))[r] if r < len(rec.get("content") or []) else None
-            model = rec["model"][r] if r < len(rec.get("model") or []) else None
-            store.put_grade(GradeRow(run_id, sid, r, "ok", float(score), content, model,
-                                     [{"imported": True, "content": content, "model": model}], None, [], 0.0))
+            content = contents[r] if r < len(contents) else None
+            model = models[r] if r < len(models) else None
+            status = imported_status(content, float(score))
+            flags = [] if status == "ok" else [status]
+            store.put_grade(GradeRow(run_id, sid, r, status, float(score), content, model,
+                                     [{"imported": True, "content": content, "model": model}], None, flags, 0.0))
             n += 1
     return n
