@@ -111,6 +111,7 @@ class Services:
 def make_services(settings: AppSettings) -> Services:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     store = Store(settings.data_dir / "mmvet-grader.db")
+    store.mark_interrupted()
     work = settings.data_dir / "uploads"
     work.mkdir(exist_ok=True)
     return Services(settings, store, JobManager(store), HostBudget(store, settings.limits), work)

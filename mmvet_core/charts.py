@@ -11,6 +11,7 @@ from typing import Mapping
 
 import plotly.graph_objects as go
 
+from mmvet_core.aggregate import Scores
 from mmvet_core.benchmark import ASSETS_DIR
 
 PAPER_SCORES_PATH = ASSETS_DIR / "paper-scores.json"
@@ -69,6 +70,16 @@ def make_radar(series: list[tuple[str, Mapping[str, float | None]]], axes: list[
         margin={"l": 60, "r": 60, "t": 70, "b": 60},
     )
     return fig
+
+
+def scores_series(name: str, scores: Scores, kind: str) -> tuple[str, dict[str, float | None]]:
+    """One `make_radar` series from aggregated `scores`: ``(name, {column: rounded mean or None})``.
+
+    `kind` is ``"capabilities"`` or ``"integrations"``; raises `ValueError` otherwise.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
+    return name, {column.name: column.mean for column in getattr(scores, kind)}
 
 
 def _subset_key(subset: str | None) -> str:

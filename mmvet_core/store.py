@@ -172,6 +172,13 @@ class Store:
         rows = self._query("SELECT * FROM runs WHERE owner = ? ORDER BY created_at DESC", (owner,))
         return [_run_record(r) for r in rows]
 
+    def mark_interrupted(self) -> int:
+        """App runs left 'running' by a previous process (a restart) become 'stopped'; returns how many."""
+        cur = self._exec("UPDATE runs SET status = 'stopped', message = ?, updated_at = ? "
+                         "WHERE status = 'running' AND owner != ''",
+                         ("interrupted by a server restart; Resume continues without paying again", time.time()))
+        return cur.rowcount
+
     def set_status(self, run_id: str, status: str, message: str = "") -> None:
         self._exec("UPDATE runs SET status = ?, message = ?, updated_at = ? WHERE id = ?",
                    (status, message, time.time(), run_id))

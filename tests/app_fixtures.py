@@ -147,10 +147,9 @@ def new_page(browser, url: str, *, timeout_ms: int = 20_000):
 
 def wait_loaded(page) -> None:
     """Wait for the Gradio page to mount and for `demo.load` to fill the owner token."""
-    page.wait_for_selector("#results-file, #total-score", state="attached")
-    page.wait_for_function(
-        "() => { const t = document.querySelector('#owner-token textarea, #owner-token input');"
-        " return !t || t.value !== ''; }")
+    page.wait_for_selector("#total-score textarea", state="attached")
+    # the load event (owner token, ?run=) is a queued call: wait for its SSE stream to close
+    page.wait_for_load_state("networkidle")
 
 
 def write_json(path: Path, data) -> Path:

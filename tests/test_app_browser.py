@@ -1,0 +1,297 @@
+"""End-to-end tests of the app in a real headless Chromium (Debian's, through sync Playwright).
+
+The app runs in-process with a fake OpenAI-compatible judge as the server's judge. One grading of LLaVA-1.5-13B
+(2 runs) is shared by the tests that inspect, override and share it; stop/resume uses another results file so
+the answer cache does not short-cut it.
+"""
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from playwright.sync_api import expect
+
+from mmvet_core import views
+from tests.app_fixtures import (  # noqa: F401  (fixtures)
+    RESULTS_DIR, V2_RESULTS, app_server, browser, fake_server, new_page, write_json,
+)
+
+LLAVA_13B = RESULTS_DIR / "llava-v1.5-13b.json"
+LLAVA_7B = RESULTS_DIR / "llava-v1.5-7b.json"
+
+
+# --- page helpers ---------------------------------------------------------------------------------------------
+def text_of(page, elem_id: str) -> str:
+    """The value of a Gradio Textbox by elem_id."""
+    return page.locator(f"#{elem_id}").locator("textarea, input").first.input_value()
+
+
+def rowcount(page, elem_id: str) -> int:
+    """Rows of a (virtualized) Gradio Dataframe, header included, from its aria-rowcount."""
+    value = page.evaluate(
+        "id => { const g = document.querySelector(`#${id} [role=grid]`);"
+        " return g ? g.getAttribute('aria-rowcount') : null; }", elem_id)
+    return int(value) if value else 0
+
+
+def progress_text(page) -> str:
+    loc = page.locator("#progress-text")
+    return loc.inner_text() if loc.count() else ""
+
+
+def wait_progress(page, pattern: str, timeout: float = 30.0) -> str:
+    expect(page.locator("#progress-text")).to_have_text(re.compile(pattern), timeout=timeout * 1000)
+    return progress_text(page)
+
+
+def upload_results(page, path) -> None:
+    page.locator("#results-file input[type=file]").set_input_files(str(path))
+
+
+def set_runs(page, n: int) -> None:
+    box = page.locator("#runs input[type=number]")
+    box.fill(str(n))
+    box.press("Enter")
+    box.blur()
+
+
+def run_id_of(page) -> str:
+    expect(page.locator("#share-link textarea")).to_have_value(re.compile(r"\?run=\w+"))
+    return text_of(page, "share-link").rsplit("run=", 1)[1]
+
+
+def toast_texts(page) -> list[str]:
+    return page.locator('[data-testid="toast-text"]').all_inner_texts()
+
+
+# --- the shared graded run --------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def owner_page(browser):
+    page = None
+
+    def _get(url):
+        nonlocal page
+        if page is None:
+            page = new_page(browser, url)
+        return page
+
+    yield _get
+    if page is not None:
+        page.context.close()
+
+
+@pytest.fixture(scope="module")
+def graded(app_server, fake_server, owner_page):
+    """Upload LLaVA-1.5-13B, grade it with 2 runs (fake judge, 0.02 s per call), record what the page showed."""
+    page = owner_page(app_server.url)
+    upload_results(page, LLAVA_13B)
+    expect(page.locator("#validation-report textarea")).to_have_value(re.compile(r"218 of 218"))
+    report = text_of(page, "validation-report")
+    set_runs(page, 2)
+    expect(page.locator("#estimate textarea")).to_have_value(re.compile(r"436 judge calls"))
+
+    fake_server.state.latency = 0.02
+    calls_before = len(fake_server.state.calls)
+    try:
+        page.locator("#grade-button").click()
+        counts, totals, t0 = [], [], time.time()
+        while time.time() - t0 < 60:
+            counts.append(rowcount(page, "samples-table"))
+            totals.append(text_of(page, "total-score"))
+            if progress_text(page).startswith("done"):
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail(f"grading did not finish; progress: {progress_text(page)!r}")
+        # the table and the total shown once the final refresh has landed
+        expect(page.locator("#samples-table [role=grid]")).to_have_attribute("aria-rowcount", "219")
+    finally:
+        fake_server.state.latency = 0.0
+    run_id = run_id_of(page)
+    app_server.wait_idle()
+    return {"page": page, "run_id": run_id, "report": report, "counts": counts, "totals": totals,
+            "calls": fake_server.state.calls[calls_before:]}
+
+
+def test_validation_report_mentions_218(graded):
+    assert "218 of 218 samples matched" in graded["report"]
+    assert "ready to grade" in graded["report"]
+
+
+def test_rows_stream_in_and_total_matches_the_store(graded, app_server):
+    page, run_id = graded["page"], graded["run_id"]
+    intermediate = sorted({c for c in graded["counts"] if 1 < c < 219})
+    assert len(intermediate) >= 2, f"rows did not visibly stream in: {graded['counts']}"
+    # counts never go down while grading
+    seen = [c for c in graded["counts"] if c > 1]
+    assert seen == sorted(seen)
+    # a partial total was visible before the end
+    assert any("partial" in t for t in graded["totals"]), graded["totals"][-5:]
+
+    view = app_server.view(run_id)
+    assert view.run.status == "done" and view.n_graded == 436
+    assert view.run.n_runs == 2 and view.run.judge["base_url"] == app_server.settings.host_base_url
+    expected = views.total_text(view)
+    expect(page.locator("#total-score textarea")).to_have_value(expected)
+    assert f"Total: {view.scores.total.mean:.1f} ± {view.scores.total.std:.1f} over 2 run(s)" in expected
+    assert re.search(r"done: 436 / 436 grades", progress_text(page))
+    # the judge saw each prompt at temperature 0 twice at most (once per run), never more
+    firsts = [c["prompt"] for c in graded["calls"] if c["temperature"] == 0.0 and c["status"] == 200]
+    assert max(firsts.count(p) for p in set(firsts)) == 2
+
+
+def _open_first_flagged(page, app_server, run_id):
+    """Filter to flagged samples, click the first row's id cell; returns the sample id shown."""
+    view = app_server.view(run_id)
+    flagged = views.sample_rows(view, views.SampleFilter(flagged_only=True))
+    assert flagged, "the fake judge flags about 10% of samples as fallback"
+    page.locator("#filter-flagged input[type=checkbox]").check()
+    expect(page.locator("#samples-table [role=grid]")).to_have_attribute("aria-rowcount", str(len(flagged) + 1))
+    cell = page.locator('#samples-table [data-testid="cell-0-0"]')
+    expect(cell).to_have_text(flagged[0][0])
+    cell.click()
+    expect(page.locator("#detail-id textarea")).to_have_value(flagged[0][0])
+    return flagged[0][0]
+
+
+def test_click_a_row_shows_the_sample_and_every_judge_answer(graded, app_server):
+    page, run_id = graded["page"], graded["run_id"]
+    sid = _open_first_flagged(page, app_server, run_id)
+    view = app_server.view(run_id)
+    sample = view.benchmark.samples[sid]
+    assert text_of(page, "detail-question") == sample.question
+    assert text_of(page, "detail-truth") == sample.answer
+    assert text_of(page, "detail-prediction") == view.run.predictions[sid]
+    assert "fallback" in text_of(page, "detail-flags")
+
+    attempts = [a for r in range(2) for a in view.grades[(sid, r)].attempts]
+    assert len(attempts) == 12      # a fallback: 1 call + 5 retries, in each of the 2 runs
+    expect(page.locator("#detail-attempts [role=grid]")).to_have_attribute("aria-rowcount", str(len(attempts) + 1))
+    shown = page.locator('#detail-attempts [data-testid$="-4"][role=gridcell]').all_inner_texts()
+    judge_answers = {c["answer"] for c in graded["calls"] if sid_row_in(c["prompt"], view, sid)}
+    assert judge_answers and judge_answers <= {a["content"] for a in attempts}
+    assert shown and set(s.strip() for s in shown) <= judge_answers
+    assert {"I cannot", "Sorry, no"} & set(s.strip() for s in shown)
+    # filter off again for the next tests
+    page.locator("#filter-flagged input[type=checkbox]").uncheck()
+    expect(page.locator("#samples-table [role=grid]")).to_have_attribute("aria-rowcount", "219")
+
+
+def sid_row_in(prompt: str, view, sid: str) -> bool:
+    s = view.benchmark.samples[sid]
+    return s.question in prompt and view.run.predictions[sid] in prompt
+
+
+def test_override_changes_the_total(graded, app_server):
+    page, run_id = graded["page"], graded["run_id"]
+    sid = text_of(page, "detail-id") or _open_first_flagged(page, app_server, run_id)
+    before_view = app_server.view(run_id)
+    before = text_of(page, "total-score")
+    assert before == views.total_text(before_view)
+    current = before_view.effective_scores()[sid][0]
+    new_score = 0.0 if current and current > 0.5 else 1.0
+
+    page.locator("#override-score input[type=number]").fill(str(new_score))
+    page.locator("#override-reason textarea").fill("the judge could not parse; checked by hand")
+    page.locator("#override-button").click()
+    expect(page.locator("#detail-flags textarea")).to_have_value(re.compile(r"override"))
+    after_view = app_server.view(run_id)
+    assert after_view.overrides[sid] == (new_score, "the judge could not parse; checked by hand")
+    expect(page.locator("#total-score textarea")).to_have_value(views.total_text(after_view))
+    assert text_of(page, "total-score") != before
+    assert after_view.scores.total.mean != before_view.scores.total.mean
+
+
+def test_share_link_is_read_only_in_another_browser(graded, app_server, browser):
+    run_id = graded["run_id"]
+    share_url = text_of(graded["page"], "share-link")
+    assert share_url == f"{app_server.url}?run={run_id}"
+    expected = views.total_text(app_server.view(run_id))
+    viewer = new_page(browser, share_url)
+    try:
+        expect(viewer.locator("#total-score textarea")).to_have_value(expected)
+        expect(viewer.locator("#grade-button")).to_be_hidden()
+        expect(viewer.locator("#override-button")).to_be_hidden()
+        expect(viewer.locator("#stop-button")).to_be_hidden()
+        expect(viewer.locator("#samples-table [role=grid]")).to_have_attribute("aria-rowcount", "219")
+        # the viewer can still inspect a sample
+        viewer.locator('#samples-table [data-testid="cell-0-0"]').click()
+        expect(viewer.locator("#detail-id textarea")).to_have_value("v1_0")
+    finally:
+        viewer.context.close()
+
+
+def test_stop_mid_run_then_resume_without_paying_twice(app_server, fake_server, browser):
+    page = new_page(browser, app_server.url)
+    state = fake_server.state
+    try:
+        upload_results(page, LLAVA_7B)
+        expect(page.locator("#validation-report textarea")).to_have_value(re.compile(r"218 of 218"))
+        state.latency = 0.2                       # 4 calls in flight (run_concurrency=4): ~20 grades/s
+        n0 = len(state.calls)
+        page.locator("#grade-button").click()
+        wait_progress(page, r"running: ([1-9]\d*) / 218")
+        run_id = run_id_of(page)
+        page.locator("#stop-button").click()
+        wait_progress(page, r"^stopped: \d+ / 218")
+        assert not app_server.svc.jobs.is_running(run_id)
+        stopped = app_server.view(run_id)
+        assert stopped.run.status == "stopped"
+        assert 0 < stopped.n_graded < 218
+        answered = {(c["prompt"], c["temperature"]) for c in state.calls[n0:] if c.get("status") == 200}
+        assert len(answered) >= stopped.n_graded
+        n1 = len(state.calls)
+
+        state.latency = 0.0
+        page.locator("#resume-button").click()
+        wait_progress(page, r"^done: 218 / 218")
+        app_server.wait_idle()
+        resumed = state.calls[n1:]
+        assert resumed, "resume made no judge call"
+        again = [c for c in resumed if (c["prompt"], c["temperature"]) in answered]
+        assert not again, f"{len(again)} judge calls repeated a question already answered"
+        final = app_server.view(run_id)
+        assert final.run.status == "done" and final.n_graded == 218
+        expect(page.locator("#total-score textarea")).to_have_value(views.total_text(final))
+    finally:
+        state.latency = 0.0
+        page.context.close()
+
+
+def test_malformed_file_shows_an_error_and_the_page_keeps_working(app_server, browser, tmp_path):
+    bad = tmp_path / "truncated.json"
+    bad.write_text('{"v1_0": ', encoding="utf-8")
+    page = new_page(browser, app_server.url)
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        upload_results(page, bad)
+        toast = page.locator('[data-testid="toast-text"]')
+        expect(toast.first).to_contain_text("malformed JSON")
+        assert "truncated.json" in toast.first.inner_text()
+        # grading it is refused with a message too, and no run is created
+        page.locator("#grade-button").click()
+        expect(toast.filter(has_text="malformed JSON")).to_have_count(2)
+        assert text_of(page, "share-link") == ""
+        # the page still works: a valid file validates
+        page.locator("#results-file button[aria-label='Clear']").click()
+        upload_results(page, LLAVA_13B)
+        expect(page.locator("#validation-report textarea")).to_have_value(re.compile(r"218 of 218"))
+        assert not errors, errors
+    finally:
+        page.context.close()
+
+
+def test_v2_results_against_v1_say_wrong_benchmark(app_server, browser):
+    page = new_page(browser, app_server.url)
+    try:
+        upload_results(page, V2_RESULTS)
+        expect(page.locator("#validation-report textarea")).to_have_value(re.compile(r"wrong benchmark"))
+        report = text_of(page, "validation-report")
+        assert "None of the 517 ids match mmvet-v1" in report
+        assert "NOT ready to grade" in report
+        page.locator("#grade-button").click()
+        expect(page.locator('[data-testid="toast-text"]').first).to_contain_text("wrong benchmark")
+    finally:
+        page.context.close()
