@@ -195,7 +195,8 @@ def _radar_figures(view: RunView, overlays: list[str], svc: Services, owner: str
     ints = [(label, {c.name: c.mean for c in view.scores.integrations})]
     subset = view.benchmark.subset_name
     paper = [o for o in overlays or [] if not o.startswith("run:")]
-    if paper and view.benchmark.version == "v1":
+    # the paper reports the full v1 set and the Bard set only
+    if paper and view.benchmark.version == "v1" and subset in (None, "bard"):
         caps += paper_series(paper, "capabilities", subset)
         ints += paper_series(paper, "integrations", subset)
     for o in overlays or []:
@@ -216,16 +217,21 @@ def _filter(capability: str, lo: float, hi: float, flagged: bool) -> views.Sampl
 
 
 def _downloads(svc: Services, view: RunView) -> list[str]:
+    """The official files and a zip of them, rewritten only when the run changed since the last export."""
     out = svc.settings.data_dir / "exports" / view.run.id
+    stamp = f"{view.run.updated_at}:{view.n_graded}:{len(view.overrides)}"
+    marker = out / ".stamp"
+    if marker.exists() and marker.read_text() == stamp:
+        return sorted(str(p) for p in out.iterdir() if p.name != ".stamp")
     if out.exists():
         shutil.rmtree(out)
     paths = export_run(view, out)
-    files = [str(p) for p in paths.values()]
     zpath = out / f"{view.run.model_name}_mmvet-grades.zip"
     with zipfile.ZipFile(zpath, "w", zipfile.ZIP_DEFLATED) as z:
         for p in paths.values():
             z.write(p, arcname=Path(p).name)
-    return files + [str(zpath)]
+    marker.write_text(stamp)
+    return sorted(str(p) for p in [*paths.values(), zpath])
 
 
 # --- the app --------------------------------------------------------------------------------------------
@@ -334,7 +340,10 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
                 rf = read_results(path, max_bytes=settings.max_upload_mb * 1024 * 1024)
             except ResultsError as e:
                 raise gr.Error(str(e))
-            bench, _ = _resolve_benchmark(svc, bench_c, bench_f, hub, sub)
+            try:
+                bench, _ = _resolve_benchmark(svc, bench_c, bench_f, hub, sub)
+            except gr.Error as e:
+                return f"Results file read ({rf.format}, {len(rf.predictions)} predictions). {e.message}", ""
             rep = validate_results(rf, bench)
             preds = select_predictions(rf, bench, allow_missing=True) if not rep.wrong_benchmark else {}
             name = BASELINE_NAME if judge_c == JUDGE_BASELINE else (

@@ -83,7 +83,7 @@ def owner_page(browser):
 
 @pytest.fixture(scope="module")
 def graded(app_server, fake_server, owner_page):
-    """Upload LLaVA-1.5-13B, grade it with 2 runs (fake judge, 0.02 s per call), record what the page showed."""
+    """Upload LLaVA-1.5-13B, grade it with 2 runs (fake judge, 0.04 s per call: ~3.5 s per run, so several 1 s refreshes land mid-run), record what the page showed."""
     page = owner_page(app_server.url)
     upload_results(page, LLAVA_13B)
     expect(page.locator("#validation-report textarea")).to_have_value(re.compile(r"218 of 218"))
@@ -91,7 +91,7 @@ def graded(app_server, fake_server, owner_page):
     set_runs(page, 2)
     expect(page.locator("#estimate textarea")).to_have_value(re.compile(r"436 judge calls"))
 
-    fake_server.state.latency = 0.02
+    fake_server.state.latency = 0.04
     calls_before = len(fake_server.state.calls)
     try:
         page.locator("#grade-button").click()

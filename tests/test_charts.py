@@ -1,0 +1,115 @@
+"""Radar figures and the paper's published scores as chart series."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import plotly.graph_objects as go
+import pytest
+
+from mmvet_core.aggregate import aggregate_scores
+from mmvet_core.benchmark import CAPABILITY_LABELS, load_bundled_v1
+from mmvet_core.charts import (
+    load_paper_scores,
+    make_radar,
+    paper_model_names,
+    paper_series,
+    scores_series,
+)
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+CAPS = ["rec", "ocr", "know", "gen", "spat", "math"]
+
+
+@pytest.fixture(scope="module")
+def v1():
+    return load_bundled_v1()
+
+
+def test_radar_with_six_capability_axes():
+    series = paper_series(["LLaVA-13B (LLaMA-2)", "MM-ReAct-GPT-4"], "capabilities")
+    fig = make_radar(series, CAPS, "Capabilities", labels=CAPABILITY_LABELS)
+
+    assert isinstance(fig, go.Figure)
+    assert [t.name for t in fig.data] == ["LLaVA-13B (LLaMA-2)", "MM-ReAct-GPT-4"]
+    first, overlay = fig.data
+    assert first.fill == "toself" and overlay.fill == "none"
+    assert list(first.theta) == [CAPABILITY_LABELS[c] for c in CAPS] + ["Recognition"]   # closed polygon
+    assert list(first.r) == [39.2, 22.7, 26.5, 29.3, 29.6, 7.7, 39.2]                       # Table 2
+    assert tuple(fig.layout.polar.radialaxis.range) == (0, 100)
+    assert fig.layout.title.text == "Capabilities"
+    json.loads(fig.to_json())                   # serialisable, as Gradio needs
+
+
+def test_radar_with_sixteen_integration_axes(v1):
+    axes = v1.integrations
+    assert len(axes) == 16
+    fig = make_radar(paper_series(paper_model_names()[:3], "integrations"), axes, "Integrations")
+    assert len(fig.data) == 3
+    assert all(len(t.r) == 17 and len(t.theta) == 17 for t in fig.data)
+    assert fig.data[0].theta[0] == "rec_know_gen"
+
+
+def test_missing_values_are_drawn_at_zero_and_say_not_graded():
+    fig = make_radar([("run", {"rec": 50.0, "ocr": None})], ["rec", "ocr", "know"], "Partial")
+    trace = fig.data[0]
+    assert list(trace.r) == [50.0, 0.0, 0.0, 50.0]
+    assert list(trace.text) == ["50.0", "not graded", "not graded", "50.0"]
+    assert "%{text}" in trace.hovertemplate
+
+
+def test_custom_missing_text():
+    fig = make_radar([("Bard", {"ocr": None})], ["ocr"], "t", missing_text="no sample")
+    assert fig.data[0].text[0] == "no sample"
+
+
+def test_radar_needs_axes():
+    with pytest.raises(ValueError):
+        make_radar([], [], "empty")
+
+
+def test_radar_from_our_scores_over_paper_overlay(v1):
+    grades = json.loads((SHARED_DATA / "official-grades" / "llava-v1.5-13b_gpt-4-grade-3runs.json").read_text())
+    scores = aggregate_scores(v1, {k: g["score"] for k, g in grades.items()})
+    ours = scores_series("llava-v1.5-13b", scores, "capabilities")
+    assert ours == ("llava-v1.5-13b", {"rec": 40.5, "ocr": 28.4, "know": 23.5, "gen": 24.2, "spat": 35.2,
+                                       "math": 8.8})
+    fig = make_radar([ours, *paper_series(["LLaVA-13B (LLaMA-2)"], "capabilities")], CAPS, "vs paper")
+    assert [t.fill for t in fig.data] == ["toself", "none"]
+    with pytest.raises(ValueError):
+        scores_series("x", scores, "total")
+
+
+def test_paper_scores_full_set():
+    paper = load_paper_scores()
+    assert len(paper) == 16 + 3           # Table 2's 16 rows plus Table 5's GPT-4V rows
+    llava = paper["LLaVA-13B (LLaMA-2)"]
+    assert llava["capabilities"] == {"rec": 39.2, "ocr": 22.7, "know": 26.5, "gen": 29.3, "spat": 29.6,
+                                     "math": 7.7}
+    assert len(llava["integrations"]) == 16
+    assert (llava["total"], llava["total_std"]) == (32.9, 0.1)
+    assert paper["GPT-4V"]["total"] == 67.7
+    assert paper_model_names()[0] == "Transformers Agent (GPT-4)"
+
+
+def test_paper_scores_match_the_shared_copy():
+    assert load_paper_scores(SHARED_DATA / "paper-scores.json") == load_paper_scores()
+
+
+def test_paper_scores_bard_set_merges_table10_names():
+    bard = load_paper_scores(subset="bard")
+    assert list(bard) == ["LLaVA-13B (LLaMA-2)", "LLaVA-13B (V1.3, 336px)", "MM-ReAct-GPT-3.5",
+                          "MM-ReAct-GPT-4", "Bard"]
+    assert all(len(m["capabilities"]) == 6 and len(m["integrations"]) == 16 for m in bard.values())
+    assert bard["Bard"]["integrations"]["rec_ocr_spat_math"] is None     # no such sample in the Bard set
+    assert bard["Bard"]["total"] == 53.5
+    assert paper_model_names("bard") == list(bard)
+
+
+def test_paper_series_errors():
+    with pytest.raises(ValueError, match="kind"):
+        paper_series(["Bard"], "totals", subset="bard")
+    with pytest.raises(ValueError, match="no paper scores for Nobody"):
+        paper_series(["Nobody"], "capabilities")
+    with pytest.raises(ValueError, match="full set and the Bard set"):
+        paper_model_names("v2")
