@@ -29,6 +29,11 @@ _ROW_ALIASES: dict[str, str] = {"Vicuna-13B (LLaMA-2)": "LLaVA-13B (LLaMA-2)",
                                 "Vicuna-13B (V1.3, 336px)": "LLaVA-13B (V1.3, 336px)"}
 
 
+def _plain(text: str) -> str:
+    """Plotly renders a subset of HTML (links included) in names and labels: keep user text inert."""
+    return str(text).replace("<", "‹").replace(">", "›")
+
+
 def _fmt(value: float | None, missing_text: str) -> str:
     return missing_text if value is None else f"{value:.1f}"
 
@@ -45,7 +50,7 @@ def make_radar(series: list[tuple[str, Mapping[str, float | None]]], axes: list[
     if not axes:
         raise ValueError("a radar chart needs at least one axis")
     labels = labels or {}
-    theta = [labels.get(a, a) for a in axes]
+    theta = [_plain(labels.get(a, a)) for a in axes]
     theta_closed = theta + theta[:1]
     fig = go.Figure()
     for index, (name, values) in enumerate(series):
@@ -56,7 +61,7 @@ def make_radar(series: list[tuple[str, Mapping[str, float | None]]], axes: list[
             r=r + r[:1],
             theta=theta_closed,
             text=text + text[:1],
-            name=name,
+            name=_plain(name),
             fill="toself" if index == 0 else "none",
             mode="lines+markers" if index == 0 else "lines",
             opacity=0.85 if index == 0 else 1.0,
@@ -64,10 +69,11 @@ def make_radar(series: list[tuple[str, Mapping[str, float | None]]], axes: list[
         ))
     fig.update_layout(
         title=title,
-        polar={"radialaxis": {"range": [0, 100], "visible": True}},
+        polar={"radialaxis": {"range": [0, 100], "visible": True},
+               "angularaxis": {"tickfont": {"size": 10 if len(axes) > 8 else 12}}},
         showlegend=True,
         legend={"orientation": "h", "yanchor": "top", "y": -0.1},
-        margin={"l": 60, "r": 60, "t": 70, "b": 60},
+        margin={"l": 90, "r": 90, "t": 70, "b": 60},
     )
     return fig
 

@@ -113,3 +113,12 @@ def test_paper_series_errors():
         paper_series(["Nobody"], "capabilities")
     with pytest.raises(ValueError, match="full set and the Bard set"):
         paper_model_names("v2")
+
+
+def test_user_text_in_trace_names_and_axes_cannot_become_plotly_html():
+    # regression: plotly renders <a href>, <b>, <br> in names; a results file name is user input
+    fig = make_radar([("<a href='javascript:alert(1)'>x</a>", {"rec": 10.0})], ["rec"], "t",
+                     labels={"rec": "<b>rec</b>"})
+    trace = fig.data[0]
+    assert "<" not in trace.name and ">" not in trace.name
+    assert all("<" not in t for t in trace.theta)
