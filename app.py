@@ -582,12 +582,17 @@ def _owner_secret(data_dir: Path) -> str:
     return path.read_text().strip()
 
 
+def launch_options(settings: AppSettings) -> dict:
+    """`demo.launch` keyword arguments (shared by `python app.py` and the tests)."""
+    return dict(ssr_mode=False, max_file_size=f"{settings.max_upload_mb}mb",
+                allowed_paths=[str(settings.data_dir / "exports"), str(settings.data_dir / "uploads")],
+                footer_links=["api"],
+                run_history=False)  # run history would keep typed API keys in the browser's storage
+
+
 if __name__ == "__main__":
     app_settings = AppSettings.from_env()
     demo = build_demo(app_settings)
     demo.queue(default_concurrency_limit=32)
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
-                server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")), ssr_mode=False,
-                max_file_size=f"{app_settings.max_upload_mb}mb",
-                allowed_paths=[str(app_settings.data_dir / "exports"), str(app_settings.data_dir / "uploads")],
-                footer_links=["api"])
+                server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")), **launch_options(app_settings))
