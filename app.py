@@ -10,7 +10,7 @@ import secrets
 import shutil
 import tempfile
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import gradio as gr
@@ -33,6 +33,9 @@ EXAMPLE_RESULTS = ASSETS_DIR / "examples" / "llava_llama2_13b_chat.json"
 JUDGE_BASELINE = "Offline keyword baseline (not the MM-Vet metric)"
 JUDGE_HOST = "Server's judge"
 JUDGE_OWN = "My own key / endpoint"
+#: Where a visitor's key goes when they leave the base URL empty ("empty = OpenAI"). Explicit, so that the
+#: SDK's OPENAI_BASE_URL fallback (the host's endpoint) never receives a visitor's key.
+OPENAI_PUBLIC_URL = "https://api.openai.com/v1"
 BENCH_BUNDLED = "MM-Vet v1 (bundled, 218 samples)"
 BENCH_UPLOAD = "Upload: official zip or metadata JSON"
 BENCH_HUB = "Hugging Face hub dataset"
@@ -164,7 +167,8 @@ def _judge_choice(svc: Services, choice: str, base_url: str, model: str, api_key
         url = (base_url or "").strip() or None
         if not key and not url:
             raise gr.Error("Enter your API key (or the base URL of a local OpenAI-compatible server).")
-        return JudgeSettings(model=(model or "").strip() or DEFAULT_JUDGE_MODEL, base_url=url), key or None, False
+        return (JudgeSettings(model=(model or "").strip() or DEFAULT_JUDGE_MODEL, base_url=url or OPENAI_PUBLIC_URL),
+                key or None, False)
     return JudgeSettings(model=BASELINE_NAME, provider="baseline"), None, False
 
 
@@ -422,10 +426,16 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
                     and settings.host_key and judge_c == JUDGE_HOST:
                 jset, jkey, host = stored, settings.host_key, True
             else:
+                # The visitor's key goes only to the endpoint they give now, or to this run's own (visitor)
+                # endpoint; never to the host's endpoint, whatever endpoint the run started on.
                 jkey = (key or "").strip() or None
-                if not jkey and not stored.base_url:
+                own_url = (url or "").strip() or None
+                if not own_url and stored.base_url and stored.base_url != settings.host_base_url:
+                    own_url = stored.base_url
+                if not jkey and not own_url:
                     raise gr.Error("Resuming needs the API key of this run's judge: enter it in the Judge box.")
-                jset, host = stored, False
+                jset, host = replace(stored, provider="openai", api_version=None,
+                                     base_url=own_url or OPENAI_PUBLIC_URL), False
             budget = svc.budget.hook(_visitor(request, owner_secret)) if host else None
             svc.jobs.start(run_id, view.benchmark, make_judge(jset, jkey), concurrency=settings.run_concurrency,
                            budget=budget)
@@ -435,12 +445,14 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
                          api_name="resume")
 
         def refresh(run_id, overlay_sel, cap_f, lo, hi, flagged, owner_tok):
+            # Ask whether the job runs BEFORE reading the run: a job that ends while we read then still gets
+            # one more tick, so the final state is always shown (else the timer stops on a stale "running").
+            running = bool(run_id) and svc.jobs.is_running(run_id)
             view = load_run_view(svc.store, run_id) if run_id else None
             if view is None:
                 return (gr.skip(),) * 10 + (gr.Timer(active=False),)
             prog = views.progress_of(view)
             rc, ri = _radar_figures(view, overlay_sel, svc, owner_tok)
-            running = svc.jobs.is_running(run_id) or view.run.status == "running" and svc.jobs.is_running(run_id)
             flags = view.flag_counts()
             flag_text = ", ".join(f"{k}: {v}" for k, v in sorted(flags.items())) or "none"
             files = _downloads(svc, view) if not running and view.n_graded else None

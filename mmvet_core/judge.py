@@ -13,6 +13,7 @@ API keys live only in the judge object (never in `JudgeSettings`, its fingerprin
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
@@ -127,6 +128,7 @@ class OpenAIJudge:
             self._client = openai.AsyncOpenAI(
                 api_key=api_key or "EMPTY", base_url=settings.base_url,
                 timeout=settings.timeout, max_retries=settings.max_retries)
+        self._reached = False       # has the endpoint answered at least once? (see `_create`)
 
     @property
     def name(self) -> str:
@@ -144,10 +146,11 @@ class OpenAIJudge:
         for _ in range(3):  # at most: original, token-param swap, temperature drop
             params = self._params(temperature)
             try:
-                resp = await self._client.chat.completions.create(
+                resp = await self._create(
                     model=self.settings.model, messages=[{"role": "user", "content": prompt}], **params)
             except o.BadRequestError as e:
-                if self._adapt_to(e):
+                # retry when this rejection adapted the parameters, or a concurrent call already had
+                if self._adapt_to(e) or params != self._params(temperature):
                     continue
                 raise JudgeError("bad_request", _message(e), 400) from e
             except o.AuthenticationError as e:
@@ -175,6 +178,32 @@ class OpenAIJudge:
                 sent=params)
         raise JudgeError("bad_request", "the endpoint rejected every parameter combination tried")
 
+    async def _create(self, **kwargs):
+        """``chat.completions.create`` with the SDK's retries, except that until the endpoint has answered once a
+        connection error is not retried: a wrong base URL or a server that is down then fails the run at once
+        instead of after the SDK's backoff (about 20 s with 6 retries). The retry count is kept overall."""
+        o = self._openai
+        client = self._client
+        if not self._reached:
+            try:
+                resp = await client.with_options(max_retries=0).chat.completions.create(**kwargs)
+                self._reached = True
+                return resp
+            except o.APITimeoutError as e:      # slow is not unreachable: the remaining retries apply
+                err, delay = e, 0.0
+            except o.APIStatusError as e:
+                self._reached = True
+                if e.status_code not in (408, 409, 429) and e.status_code < 500:   # the SDK would not retry
+                    raise
+                err, delay = e, _retry_after(e.response)
+            if client.max_retries < 1:
+                raise err
+            await asyncio.sleep(delay)
+            client = client.with_options(max_retries=client.max_retries - 1)
+        resp = await client.chat.completions.create(**kwargs)
+        self._reached = True
+        return resp
+
     def _adapt_to(self, err) -> bool:
         """Swap ``max_tokens`` for ``max_completion_tokens`` or drop the temperature when the model rejects it."""
         param = (getattr(err, "param", None) or "").lower()
@@ -190,6 +219,18 @@ class OpenAIJudge:
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+def _retry_after(response, default: float = 0.5, cap: float = 60.0) -> float:
+    """Seconds a 429 / 5xx response asks to wait (``retry-after-ms`` or ``retry-after``), else the SDK's first
+    backoff."""
+    headers = getattr(response, "headers", None) or {}
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        try:
+            return min(cap, max(0.0, float(headers[name]) * scale))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return default
 
 
 def _message(err) -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -22,7 +21,9 @@ RETRY_SUFFIX = {"v1": "\nPredict the correctness of the answer (digit): ",
                 "v2": "\n\nPredict the correctness of the answer (digit): "}
 #: Temperatures of the official retries after an unparsable answer (the first call is at 0.0).
 RETRY_TEMPERATURES = (0.0, 0.5, 1.0, 1.5, 2.0)
-_IMAGE_NAME = re.compile(r"^\S+\.(png|jpe?g|gif|bmp|webp|tiff?)$", re.IGNORECASE)
+#: The official v2 test for an image-name segment of a question (``q.endswith((".jpg", "jpeg", ".png"))``), kept
+#: verbatim: any other test changes some prompts (".gif", "X.PNG", "a.png " stay text officially).
+_IMAGE_SUFFIXES = (".jpg", "jpeg", ".png")
 
 
 @lru_cache(maxsize=None)
@@ -45,7 +46,7 @@ def _spaced_ground_truth(answer: str) -> str:
 
 def _v2_question(question: str) -> str:
     segments = question.split("<IMG>")
-    return "".join("<image>" if _IMAGE_NAME.match(seg.strip()) else seg for seg in segments)
+    return "".join("<image>" if seg.endswith(_IMAGE_SUFFIXES) else seg for seg in segments)
 
 
 def render_prompt(version: str, question: str, answer: str, prediction: str, *, retry: bool = False) -> str:

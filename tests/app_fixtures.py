@@ -137,11 +137,14 @@ def browser():
 
 def new_page(browser, url: str, *, timeout_ms: int = 20_000):
     """A page in a fresh browser context (its own localStorage, hence its own owner token)."""
+    t0 = time.time()
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     page.set_default_timeout(timeout_ms)
     page.goto(url)
     wait_loaded(page)
+    if os.environ.get("APP_TEST_TIMING"):
+        print(f"new_page {time.time() - t0:.1f}s")
     return page
 
 

@@ -1,10 +1,23 @@
-"""Shared fixtures: a running fake judge server (real HTTP on 127.0.0.1) and a store in ``tmp_path``."""
+"""Shared fixtures (a running fake judge server, a store in ``tmp_path``) and the environment of CLI subprocesses."""
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import pytest
 
 from mmvet_core.store import Store
 from tests.fake_judge import FakeJudgeServer
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    """Environment for ``python -m mmvet_core`` in a subprocess: the package importable from any working directory,
+    no judge variables inherited from the developer's shell, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AZURE_OPENAI_"))}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return {**env, **extra}
 
 
 @pytest.fixture

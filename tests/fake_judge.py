@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import random
 import socket
 import threading
 import time
@@ -52,6 +53,7 @@ class FakeState:
     fail_429: int = 0                    # the next N calls answer 429
     retry_after: float = 0.05
     fail_500: int = 0                    # the next N calls answer 500
+    fail_500_ratio: float = 0.0          # this share of all calls answers 500 (seeded, reproducible)
     slow_calls: int = 0                  # the next N calls sleep `slow_seconds` (client timeouts)
     slow_seconds: float = 5.0
     reject_max_tokens: bool = False      # 400 like reasoning models
@@ -59,6 +61,7 @@ class FakeState:
     answer_fn: object = None             # callable(prompt, temperature) -> str, overrides the default
     calls: list[dict] = field(default_factory=list)   # every request that reached the server
     lock: threading.Lock = field(default_factory=threading.Lock)
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
 
     def take(self, name: str) -> bool:
         with self.lock:
@@ -114,7 +117,9 @@ def make_app(state: FakeState) -> FastAPI:
         if state.take("fail_429"):
             record["status"] = 429
             return _error(429, "Rate limit reached", headers={"retry-after": str(state.retry_after)})
-        if state.take("fail_500"):
+        with state.lock:
+            random_500 = state.fail_500_ratio > 0 and state.rng.random() < state.fail_500_ratio
+        if state.take("fail_500") or random_500:
             record["status"] = 500
             return _error(500, "The server had an error while processing your request.",
                           headers={"retry-after": "0.01"})
@@ -175,8 +180,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--fail-500-ratio", type=float, default=0.0, help="share of calls answering 500")
     args = parser.parse_args()
-    state = FakeState(latency=args.latency)
+    state = FakeState(latency=args.latency, fail_500_ratio=args.fail_500_ratio)
     print(json.dumps({"url": f"http://127.0.0.1:{args.port}/v1"}), flush=True)
     uvicorn.run(make_app(state), host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
 

@@ -66,6 +66,12 @@ def official_question(prompt: str, line: dict, prediction: str) -> str:
     return prompt + "\n" + " | ".join([line["question"], truth, prediction, ""])
 
 
+def sample_by_question(metadata: dict, predictions: dict[str, str], prompt: str | None = None) -> dict[str, str]:
+    """Official base question (the judge prompt without the retry text) -> sample id, to tell judge calls apart."""
+    prompt = load_official_prompt() if prompt is None else prompt
+    return {official_question(prompt, metadata[sid], pred): sid for sid, pred in predictions.items()}
+
+
 def _parse(content):
     """The official parse: returns (token, score) or raises; NaN is accepted, as in the official script."""
     token = content.split(" ")[0].strip()      # AttributeError for a None content: also a failed parse

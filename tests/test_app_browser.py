@@ -6,6 +6,7 @@ the answer cache does not short-cut it.
 """
 from __future__ import annotations
 
+import os
 import re
 import time
 
@@ -14,11 +15,14 @@ from playwright.sync_api import expect
 
 from mmvet_core import views
 from tests.app_fixtures import (  # noqa: F401  (fixtures)
-    RESULTS_DIR, V2_RESULTS, app_server, browser, fake_server, new_page, write_json,
+    OFFICIAL_GRADES, RESULTS_DIR, V2_RESULTS, app_server, browser, fake_server, new_page, write_json,
 )
 
 LLAVA_13B = RESULTS_DIR / "llava-v1.5-13b.json"
 LLAVA_7B = RESULTS_DIR / "llava-v1.5-7b.json"
+OFFICIAL_13B_GRADES = OFFICIAL_GRADES / "llava-v1.5-13b_gpt-4-grade-1runs.json"
+
+expect.set_options(timeout=20_000)    # a loaded 2-core machine needs seconds for plotly.js
 
 
 # --- page helpers ---------------------------------------------------------------------------------------------
@@ -46,6 +50,10 @@ def wait_progress(page, pattern: str, timeout: float = 30.0) -> str:
 
 
 def upload_results(page, path) -> None:
+    """Drop `path` on the results file box (clearing the file already there, if any)."""
+    clear = page.locator("#results-file button[aria-label='Clear']")
+    if clear.count():
+        clear.click()
     page.locator("#results-file input[type=file]").set_input_files(str(path))
 
 
@@ -67,6 +75,14 @@ def toast_texts(page) -> list[str]:
 
 # --- the shared graded run --------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
+def other_page(app_server, browser):
+    """A second visitor's page (its own browser context), shared by the error and stop/resume tests."""
+    page = new_page(browser, app_server.url)
+    yield page
+    page.context.close()
+
+
+@pytest.fixture(scope="module")
 def owner_page(browser):
     page = None
 
@@ -83,28 +99,43 @@ def owner_page(browser):
 
 @pytest.fixture(scope="module")
 def graded(app_server, fake_server, owner_page):
-    """Upload LLaVA-1.5-13B, grade it with 2 runs (fake judge, 0.04 s per call: ~3.5 s per run, so several 1 s refreshes land mid-run), record what the page showed."""
+    """View an official grade file, then upload LLaVA-1.5-13B and grade it with 2 runs; record what the page
+    showed while it streamed in.
+
+    Viewing the official grades first is a real use of the page, and it also loads plotly.js (the first chart
+    freezes a slow browser for seconds, which would otherwise hide the first second of streaming)."""
     page = owner_page(app_server.url)
+    n_calls = len(fake_server.state.calls)
+    page.locator("#grade-json-file input[type=file]").set_input_files(str(OFFICIAL_13B_GRADES))
+    expect(page.locator("#total-score textarea")).to_have_value(re.compile(r"^Total: 36\.1 over 1 run"))
+    expect(page.locator("#radar-capabilities .js-plotly-plot")).to_be_visible()
+    imported_run = run_id_of(page)
+    assert len(fake_server.state.calls) == n_calls          # viewing grades never calls the judge
+
     upload_results(page, LLAVA_13B)
     expect(page.locator("#validation-report textarea")).to_have_value(re.compile(r"218 of 218"))
     report = text_of(page, "validation-report")
     set_runs(page, 2)
     expect(page.locator("#estimate textarea")).to_have_value(re.compile(r"436 judge calls"))
 
-    fake_server.state.latency = 0.04
+    # 0.02 s per call, 4 in flight: a run takes a few seconds, so several 1 s refreshes land while rows arrive
+    fake_server.state.latency = 0.02
     calls_before = len(fake_server.state.calls)
     try:
         page.locator("#grade-button").click()
+        expect(page.locator("#share-link textarea")).not_to_have_value(re.compile(imported_run))
         counts, totals, t0 = [], [], time.time()
         while time.time() - t0 < 60:
             counts.append(rowcount(page, "samples-table"))
             totals.append(text_of(page, "total-score"))
+            if os.environ.get("APP_TEST_TIMING"):
+                print(f"{time.time() - t0:.2f} {counts[-1]} {progress_text(page)}")
             if progress_text(page).startswith("done"):
                 break
             time.sleep(0.05)
         else:
             pytest.fail(f"grading did not finish; progress: {progress_text(page)!r}")
-        # the table and the total shown once the final refresh has landed
+        # the table shown once the final refresh has landed
         expect(page.locator("#samples-table [role=grid]")).to_have_attribute("aria-rowcount", "219")
     finally:
         fake_server.state.latency = 0.0
@@ -124,8 +155,9 @@ def test_rows_stream_in_and_total_matches_the_store(graded, app_server):
     intermediate = sorted({c for c in graded["counts"] if 1 < c < 219})
     assert len(intermediate) >= 2, f"rows did not visibly stream in: {graded['counts']}"
     # counts never go down while grading
-    seen = [c for c in graded["counts"] if c > 1]
-    assert seen == sorted(seen)
+    counts = graded["counts"]
+    first = next(i for i, c in enumerate(counts) if 1 < c < 219)   # before: the previous view's table
+    assert counts[first:] == sorted(counts[first:])
     # a partial total was visible before the end
     assert any("partial" in t for t in graded["totals"]), graded["totals"][-5:]
 
@@ -222,8 +254,47 @@ def test_share_link_is_read_only_in_another_browser(graded, app_server, browser)
         viewer.context.close()
 
 
-def test_stop_mid_run_then_resume_without_paying_twice(app_server, fake_server, browser):
-    page = new_page(browser, app_server.url)
+def test_malformed_file_shows_an_error_and_the_page_keeps_working(other_page, tmp_path):
+    bad = tmp_path / "truncated.json"
+    bad.write_text('{"v1_0": ', encoding="utf-8")
+    page = other_page
+    errors = []
+
+    def on_error(e):
+        errors.append(str(e))
+
+    page.on("pageerror", on_error)
+    try:
+        upload_results(page, bad)
+        toast = page.locator('[data-testid="toast-text"]')
+        expect(toast.first).to_contain_text("malformed JSON")
+        assert "truncated.json" in toast.first.inner_text()
+        # grading it is refused with a message too, and no run is created
+        page.locator("#grade-button").click()
+        expect(toast.filter(has_text="malformed JSON")).to_have_count(2)
+        assert text_of(page, "share-link") == ""
+        # the page still works: a valid file validates
+        upload_results(page, LLAVA_13B)
+        expect(page.locator("#validation-report textarea")).to_have_value(re.compile(r"218 of 218"))
+        assert not errors, errors
+    finally:
+        page.remove_listener("pageerror", on_error)
+
+
+def test_v2_results_against_v1_say_wrong_benchmark(other_page):
+    page = other_page
+    upload_results(page, V2_RESULTS)
+    expect(page.locator("#validation-report textarea")).to_have_value(re.compile(r"wrong benchmark"))
+    report = text_of(page, "validation-report")
+    assert "None of the 517 ids match mmvet-v1" in report
+    assert "NOT ready to grade" in report
+    page.locator("#grade-button").click()
+    expect(page.locator('[data-testid="toast-text"]').filter(has_text="wrong benchmark")).to_have_count(1)
+    assert text_of(page, "share-link") == ""
+
+
+def test_stop_mid_run_then_resume_without_paying_twice(app_server, fake_server, other_page):
+    page = other_page
     state = fake_server.state
     try:
         upload_results(page, LLAVA_7B)
@@ -231,7 +302,7 @@ def test_stop_mid_run_then_resume_without_paying_twice(app_server, fake_server, 
         state.latency = 0.2                       # 4 calls in flight (run_concurrency=4): ~20 grades/s
         n0 = len(state.calls)
         page.locator("#grade-button").click()
-        wait_progress(page, r"running: ([1-9]\d*) / 218")
+        wait_progress(page, r"running: \d+ / 218")
         run_id = run_id_of(page)
         page.locator("#stop-button").click()
         wait_progress(page, r"^stopped: \d+ / 218")
@@ -256,42 +327,3 @@ def test_stop_mid_run_then_resume_without_paying_twice(app_server, fake_server, 
         expect(page.locator("#total-score textarea")).to_have_value(views.total_text(final))
     finally:
         state.latency = 0.0
-        page.context.close()
-
-
-def test_malformed_file_shows_an_error_and_the_page_keeps_working(app_server, browser, tmp_path):
-    bad = tmp_path / "truncated.json"
-    bad.write_text('{"v1_0": ', encoding="utf-8")
-    page = new_page(browser, app_server.url)
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    try:
-        upload_results(page, bad)
-        toast = page.locator('[data-testid="toast-text"]')
-        expect(toast.first).to_contain_text("malformed JSON")
-        assert "truncated.json" in toast.first.inner_text()
-        # grading it is refused with a message too, and no run is created
-        page.locator("#grade-button").click()
-        expect(toast.filter(has_text="malformed JSON")).to_have_count(2)
-        assert text_of(page, "share-link") == ""
-        # the page still works: a valid file validates
-        page.locator("#results-file button[aria-label='Clear']").click()
-        upload_results(page, LLAVA_13B)
-        expect(page.locator("#validation-report textarea")).to_have_value(re.compile(r"218 of 218"))
-        assert not errors, errors
-    finally:
-        page.context.close()
-
-
-def test_v2_results_against_v1_say_wrong_benchmark(app_server, browser):
-    page = new_page(browser, app_server.url)
-    try:
-        upload_results(page, V2_RESULTS)
-        expect(page.locator("#validation-report textarea")).to_have_value(re.compile(r"wrong benchmark"))
-        report = text_of(page, "validation-report")
-        assert "None of the 517 ids match mmvet-v1" in report
-        assert "NOT ready to grade" in report
-        page.locator("#grade-button").click()
-        expect(page.locator('[data-testid="toast-text"]').first).to_contain_text("wrong benchmark")
-    finally:
-        page.context.close()

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -31,12 +32,12 @@ from mmvet_core.results import read_results, select_predictions
 from mmvet_core.runs import create_run, export_run, load_run_view
 from mmvet_core.sources import load_subset
 from mmvet_core.store import Store
+from tests.conftest import ROOT, cli_env
 from tests.fake_judge import FakeJudgeServer, FakeState, free_port
 from tests.official_reference import (RETRY_TEXT, SHARED_DATA, aggregate_official, grade_official, grade_one,
                                       load_bard_set, load_official_metadata, load_official_prompt,
-                                      official_question)
+                                      official_question, sample_by_question)
 
-ROOT = Path(__file__).resolve().parents[1]
 RESULTS_FILE = next(p for p in (SHARED_DATA / "results" / "llava-v1.5-13b.json",
                                 ROOT / "assets" / "example_results_llava_llama2_13b_chat.json") if p.is_file())
 MODEL_NAME = RESULTS_FILE.stem
@@ -81,7 +82,7 @@ def settings_for(server: FakeJudgeServer, **kw) -> JudgeSettings:
 
 
 def grade_one_sample(store, server, answer_fn=None, *, sample_id="v1_0", prediction="A cat on a mat.", **kw):
-    """Grade one real sample once; returns (grade row, the server calls it made)."""
+    """Grade one real sample once; returns (grade row, the server calls it made, the run's outcome)."""
     if answer_fn is not None:
         server.state.answer_fn = answer_fn
     bench = V1.subset([sample_id], name="one")
@@ -104,12 +105,18 @@ def oracle_one(server, sample_id="v1_0", prediction="A cat on a mat."):
     return model, content, score, server.state.calls[before:]
 
 
-def sample_of(prompt: str, predictions: dict[str, str]) -> str:
-    """Which sample a judge prompt belongs to (by its official base text)."""
-    found = [sid for sid, pred in predictions.items()
-             if prompt.removesuffix(RETRY_TEXT) == official_question(OFFICIAL_PROMPT, METADATA[sid], pred)]
-    assert len(found) == 1, prompt[-200:]
-    return found[0]
+def samples_called(calls: list[dict], predictions: dict[str, str]) -> set[str]:
+    """The samples whose judge prompts these calls carried."""
+    index = sample_by_question(METADATA, predictions, OFFICIAL_PROMPT)
+    return {index[c["prompt"].removesuffix(RETRY_TEXT)] for c in calls}
+
+
+def is_number(text) -> bool:
+    try:
+        float(text)
+        return True
+    except (TypeError, ValueError):
+        return False
 
 
 # --- parity with the official evaluator ------------------------------------------------------------------------
@@ -119,7 +126,7 @@ def parity_server_url():
     """The fake judge as its own process (the client under test and the server then use different cores)."""
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "tests.fake_judge", "--port", str(port), "--latency", "0"],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.time() + 20
     while True:
@@ -129,7 +136,7 @@ def parity_server_url():
         except OSError:
             if time.time() > deadline or proc.poll() is not None:
                 proc.kill()
-                raise RuntimeError(f"fake judge process did not start: {proc.stdout.read() if proc.stdout else ''}")
+                raise RuntimeError(f"the fake judge process did not start (exit code {proc.poll()})")
             time.sleep(0.05)
     yield url
     proc.terminate()
@@ -138,18 +145,20 @@ def parity_server_url():
 
 @pytest.fixture(scope="module")
 def official(parity_server_url):
-    """The official loop over all 218 samples, 3 runs, one call at a time.
+    """The official grades of the results file for 3 runs: ``{"v1_0": {"model": [...] * 3, ...}}``.
 
-    The fake judge is stateless (its answer depends only on the prompt and the temperature), so the official loop
-    restricted to the Bard set records exactly these grades restricted to the Bard ids, and a 1-run grading
-    records exactly the first element of each list; the aggregation oracle is then applied per configuration.
+    The official loop runs once over all 218 samples, one call at a time. The parity judge is stateless (its
+    answer depends only on the prompt and the temperature), so the official loop would record the same grade in
+    every run, and restricted to the Bard set exactly these grades restricted to its ids; the per-configuration
+    expectations are derived from this (`expected_for`), the aggregation oracle is applied to each.
     """
     raw = json.loads(RESULTS_FILE.read_text(encoding="utf-8"))
     client = openai.OpenAI(api_key="sk-test", base_url=parity_server_url, max_retries=0)
     try:
-        return grade_official(client, JUDGE_MODEL, METADATA, raw, num_run=3)
+        one_run = grade_official(client, JUDGE_MODEL, METADATA, raw, num_run=1)
     finally:
         client.close()
+    return {sid: {k: values * 3 for k, values in rec.items()} for sid, rec in one_run.items()}
 
 
 def expected_for(official_grades: dict, n_runs: int, subset: str | None) -> tuple[dict, dict]:
@@ -188,7 +197,8 @@ def bench_for(subset: str | None) -> Benchmark:
 @pytest.fixture(scope="module")
 def api_parity(parity_server_url, tmp_path_factory):
     """Our `grade_run` for every configuration, in one store: the 3-run full grading pays for every answer, the
-    other configurations reuse them from the cache (same prompts, same k-th answers)."""
+    other configurations reuse them from the cache (same prompts, same k-th answers).
+    Yields the database path and, per configuration, (output folder, outcome, grade rows)."""
     root = tmp_path_factory.mktemp("api-parity")
     store = Store(root / "grader.db")
     settings = JudgeSettings(base_url=parity_server_url)
@@ -202,13 +212,13 @@ def api_parity(parity_server_url, tmp_path_factory):
         out = root / f"out-{n_runs}-{subset}"
         export_run(load_run_view(store, run_id), out)
         outputs[(n_runs, subset)] = (out, outcome, store.grades(run_id))
-    yield outputs
+    yield store.path, outputs
     store.close()
 
 
 @pytest.mark.parametrize("n_runs, subset", PARITY_CONFIGS, ids=CONFIG_IDS)
 def test_grade_run_matches_the_official_evaluator(api_parity, official, n_runs, subset):
-    out, outcome, _ = api_parity[(n_runs, subset)]
+    out, outcome, _ = api_parity[1][(n_runs, subset)]
     assert outcome.status == "done" and outcome.errored == 0
     assert_outputs_match(out, n_runs, subset, official)
 
@@ -216,31 +226,42 @@ def test_grade_run_matches_the_official_evaluator(api_parity, official, n_runs, 
 def test_parity_run_exercises_retries_and_fallbacks(api_parity, official):
     """Guard against a vacuous parity: the deterministic judge makes ~10% of samples fall back and ~10% succeed
     only on a retry, in our run and in the official one."""
-    _, outcome, rows = api_parity[(3, None)]
+    _, outcome, rows = api_parity[1][(3, None)]
     first_run = [g for g in rows if g.run_index == 0]
     fallbacks = [g for g in first_run if g.status == "fallback"]
     retried_ok = [g for g in first_run if g.status == "ok" and len(g.attempts) > 1]
     assert len(fallbacks) >= 8 and len(retried_ok) >= 8
     assert all(len(g.attempts) == 6 and g.score == 0.0 and "fallback" in g.flags for g in fallbacks)
-    official_fallbacks = [sid for sid, rec in official.items() if rec["content"][0] == "Sorry, no"]
+    official_fallbacks = [sid for sid, rec in official.items() if not is_number(rec["content"][0])]
     assert sorted(official_fallbacks) == sorted(g.sample_id for g in fallbacks)
     assert outcome.stats.calls == sum(len(g.attempts) for g in rows)     # every attempt was a real call
 
 
 def test_other_configurations_were_graded_from_the_cache(api_parity):
-    assert api_parity[(3, None)][1].stats.calls > 3 * 218
+    _, outputs = api_parity
+    assert outputs[(3, None)][1].stats.calls > 3 * 218
     for config in [(1, None), (3, "bard"), (1, "bard")]:
-        assert api_parity[config][1].stats.calls == 0, config
+        assert outputs[config][1].stats.calls == 0, config
 
 
 @pytest.fixture(scope="module")
-def cli_parity(parity_server_url, tmp_path_factory):
-    """``python -m mmvet_core grade`` for every configuration, one database (the first command pays)."""
+def cli_parity(api_parity, parity_server_url, tmp_path_factory):
+    """``python -m mmvet_core grade`` for every configuration, smallest first, in one database.
+
+    To keep CI fast the database starts with the answers `api_parity` paid for in runs 2 and 3 (k = 1, 2) and no
+    run: the 1-run commands ask the judge for real (run 1 of the Bard set, then of the other samples), the 3-run
+    commands then find every answer they need stored. The outputs are compared with the official ones all the same.
+    """
     root = tmp_path_factory.mktemp("cli-parity")
-    env = {**os.environ, "OPENAI_API_KEY": "sk-test"}
-    env.pop("OPENAI_BASE_URL", None)
+    api_db = sqlite3.connect(api_parity[0])
+    cli_db = sqlite3.connect(root / "cli.db")
+    api_db.backup(cli_db)
+    api_db.close()
+    cli_db.executescript("DELETE FROM runs; DELETE FROM grades; DELETE FROM judge_cache WHERE k = 0;")
+    cli_db.close()
+    env = cli_env(OPENAI_API_KEY="sk-test")
     outputs = {}
-    for n_runs, subset in [(3, None), (1, None), (3, "bard"), (1, "bard")]:
+    for n_runs, subset in [(1, "bard"), (1, None), (3, "bard"), (3, None)]:
         out = root / f"out-{n_runs}-{subset}"
         cmd = [sys.executable, "-m", "mmvet_core", "grade", str(RESULTS_FILE), "--runs", str(n_runs),
                "--base-url", parity_server_url, "--db", str(root / "cli.db"), "--out", str(out),
@@ -255,8 +276,8 @@ def test_cli_grade_matches_the_official_evaluator(cli_parity, official, n_runs, 
     out, proc = cli_parity[(n_runs, subset)]
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert_outputs_match(out, n_runs, subset, official)
-    if (n_runs, subset) != (3, None):
-        assert "Judge calls: 0 made" in proc.stdout
+    made = int(proc.stdout.split("Judge calls: ")[1].split(" made")[0])
+    assert (made > 0) == (n_runs == 1)         # see `cli_parity`: only the 1-run commands had answers to buy
 
 
 # --- the official retry policy ---------------------------------------------------------------------------------
@@ -359,7 +380,7 @@ def test_persistent_500_leaves_errors_not_scores_and_resume_grades_only_those(st
     outcome = grade(store, run_id, bench, settings, concurrency=1)
     resumed = fake_judge.state.calls[before:]
     assert outcome.status == "done"
-    assert sorted({sample_of(c["prompt"], preds) for c in resumed}) == ["v1_0", "v1_1"]
+    assert samples_called(resumed, preds) == {"v1_0", "v1_1"}
     assert all(g.status == "ok" and g.score == 0.4 for g in store.grades(run_id))
 
 
@@ -425,7 +446,8 @@ def test_temperature_rejected_is_dropped_and_recorded(store, fake_judge):
     assert outcome.status == "done"
     attempts = [a for g in store.grades(run_id) for a in g.attempts]
     assert all("temperature" not in a["sent"] and a["sent"]["max_tokens"] == 3 for a in attempts)
-    assert {a["temperature"] for a in attempts} >= {0.0}          # the policy's temperature is still recorded
+    for g in store.grades(run_id):                                # the policy's temperatures are still recorded
+        assert [a["temperature"] for a in g.attempts] == RETRY_PROMPT_TEMPS[:len(g.attempts)]
     assert all(c["temperature"] is None for c in fake_judge.state.calls if c["status"] == 200)
 
 
@@ -441,7 +463,7 @@ def test_second_run_with_same_predictions_makes_no_call(store, fake_judge):
     second = new_run(store, bench, settings)
     outcome = grade(store, second, bench, settings)
     assert len(fake_judge.state.calls) == n_calls and outcome.stats.calls == 0
-    strip = lambda rows: [(g.sample_id, g.status, g.score, g.content, g.judge_model) for g in rows]  # noqa: E731
+    strip = lambda rows: sorted((g.sample_id, g.status, g.score, g.content, g.judge_model) for g in rows)  # noqa: E731
     assert strip(store.grades(second)) == strip(store.grades(first))
 
 
@@ -454,12 +476,12 @@ def test_a_changed_prediction_calls_the_judge_for_that_sample_only(store, fake_j
     changed = {**preds, "v1_3": "Something else entirely."}
     outcome = grade(store, new_run(store, bench, settings, changed), bench, settings)
     new_calls = fake_judge.state.calls[before:]
-    assert new_calls and {sample_of(c["prompt"], changed) for c in new_calls} == {"v1_3"}
+    assert new_calls and samples_called(new_calls, changed) == {"v1_3"}
     assert outcome.stats.calls == len(new_calls)
 
 
 def test_the_kth_run_reuses_the_kth_answer(store, fake_judge):
-    bench = tiny(12)
+    bench = tiny(6)
     settings = settings_for(fake_judge)
     one = grade(store, new_run(store, bench, settings, n_runs=1), bench, settings)
     three = grade(store, new_run(store, bench, settings, n_runs=3), bench, settings)
@@ -504,7 +526,7 @@ def test_the_api_key_is_never_written_or_logged(tmp_path, fake_judge, caplog):
     # the CLI, with the key in its environment only
     subset_file = tmp_path / "ids.json"
     subset_file.write_text(json.dumps(bench.ids))
-    env = {**os.environ, "OPENAI_API_KEY": SECRET}
+    env = cli_env(OPENAI_API_KEY=SECRET)
     proc = subprocess.run([sys.executable, "-m", "mmvet_core", "grade", str(RESULTS_FILE), "--subset",
                            str(subset_file), "--base-url", fake_judge.url, "--db", str(tmp_path / "cli.db"),
                            "--out", str(tmp_path / "cli-out")], cwd=tmp_path, env=env, capture_output=True,
