@@ -6,9 +6,11 @@ Configuration comes from the environment only (see README "Configuration" and "H
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import tempfile
+import time
 import zipfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -22,6 +24,7 @@ from mmvet_core.charts import make_radar, paper_model_names, paper_series
 from mmvet_core.estimate import estimate_cost
 from mmvet_core.export import GradeFileError, load_official_grades
 from mmvet_core.jobs import JobManager
+from mmvet_core.grading import GRADED
 from mmvet_core.judge import BASELINE_NAME, DEFAULT_JUDGE_MODEL, JudgeSettings, make_judge
 from mmvet_core.results import ResultsError, read_results, select_predictions, validate_results
 from mmvet_core.runs import create_run, export_run, import_official_grades, load_run_view, RunView
@@ -36,6 +39,11 @@ JUDGE_OWN = "My own key / endpoint"
 #: Where a visitor's key goes when they leave the base URL empty ("empty = OpenAI"). Explicit, so that the
 #: SDK's OPENAI_BASE_URL fallback (the host's endpoint) never receives a visitor's key.
 OPENAI_PUBLIC_URL = "https://api.openai.com/v1"
+#: How old (seconds) the scores in /status of a running run may be when it is polled often (progress is exact).
+STATUS_TTL = 2.0
+# Gradio 6.31 rebuilds a pandas summary of up to 10,000 recorded events after EVERY event, only for its
+# /monitoring dashboard (off here); with scripts polling /status that was ~15% of the server's CPU under load.
+os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", "1000")
 BENCH_BUNDLED = "MM-Vet v1 (bundled, 218 samples)"
 BENCH_UPLOAD = "Upload: official zip or metadata JSON"
 BENCH_HUB = "Hugging Face hub dataset"
@@ -220,8 +228,18 @@ def _filter(capability: str, lo: float, hi: float, flagged: bool) -> views.Sampl
                               max_score=float(hi if hi is not None else 1), flagged_only=bool(flagged))
 
 
+def _file_safe(name: str) -> str:
+    """`name` usable as part of a file name: the last path component, unsafe characters replaced. Model and
+    judge names come from uploaded files (lmms-eval ``model_name: "org/model"``, a grade file's judge) or from
+    the visitor; unsanitised they fail the export ("org/") or write outside the exports folder ("../")."""
+    base = re.split(r"[/\\]", str(name or ""))[-1]
+    return re.sub(r"[^\w.+=@-]+", "_", base).strip("._")[:100] or "model"
+
+
 def _downloads(svc: Services, view: RunView) -> list[str]:
     """The official files and a zip of them, rewritten only when the run changed since the last export."""
+    view = replace(view, run=replace(view.run, model_name=_file_safe(view.run.model_name),
+                                     judge={**view.run.judge, "model": _file_safe(view.judge_name)}))
     out = svc.settings.data_dir / "exports" / view.run.id
     stamp = f"{view.run.updated_at}:{view.n_graded}:{len(view.overrides)}"
     marker = out / ".stamp"
@@ -386,7 +404,7 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
                 raise gr.Error(str(e))
             jset, jkey, host = _judge_choice(svc, judge_c, url, model, key)
             run_id = create_run(svc.store, benchmark=bench, spec=spec, predictions=preds, n_runs=int(n_runs),
-                                settings=jset, model_name=rf.model_name or Path(path).stem,
+                                settings=jset, model_name=_file_safe(rf.model_name or Path(path).stem),
                                 results_format=rf.format, owner=owner_tok)
             budget = svc.budget.hook(_visitor(request, owner_secret)) if host else None
             svc.jobs.start(run_id, bench, make_judge(jset, jkey), concurrency=settings.run_concurrency,
@@ -552,16 +570,34 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
         grade_json_file.upload(view_grade_file, [grade_json_file, bench_choice, bench_file, hub_id, subset, owner],
                                [run_state, share], api_name="view_grades")
 
+        status_cache: dict[str, tuple[float, dict]] = {}
+
         def status(run_id: str) -> dict:
             """Progress and scores of a run (what a script polls after /grade)."""
+            # While a run is grading, its scores are recomputed at most every STATUS_TTL seconds however often
+            # it is polled (that reads and aggregates the whole run); its progress is always exact (one COUNT),
+            # and once the run has ended everything is exact.
+            now = time.monotonic()
+            hit = status_cache.get(run_id or "")
+            if hit is not None and now - hit[0] < STATUS_TTL and svc.jobs.is_running(run_id):
+                counts = svc.store.count_grades(run_id)
+                return {**hit[1], "done": sum(n for st, n in counts.items() if st in GRADED),
+                        "errored": counts.get("error", 0)}
             view = load_run_view(svc.store, run_id or "")
             if view is None:
                 raise gr.Error("No such run.")
             p = views.progress_of(view)
-            return {"run_id": run_id, "status": view.run.status, "message": view.run.message, "done": p.done,
-                    "errored": p.errored, "total": p.total, "total_score": view.scores.total.mean,
-                    "total_std": view.scores.total.std, "complete": view.scores.complete,
-                    "scores": view.scores.to_dict(), "flags": view.flag_counts()}
+            out = {"run_id": run_id, "status": view.run.status, "message": view.run.message, "done": p.done,
+                   "errored": p.errored, "total": p.total, "total_score": view.scores.total.mean,
+                   "total_std": view.scores.total.std, "complete": view.scores.complete,
+                   "scores": view.scores.to_dict(), "flags": view.flag_counts()}
+            for rid in [r for r, (t, _) in list(status_cache.items()) if now - t >= STATUS_TTL]:
+                status_cache.pop(rid, None)
+            if out["status"] == "running" and svc.jobs.is_running(run_id):
+                status_cache[run_id] = (now, out)
+            else:
+                status_cache.pop(run_id, None)
+            return dict(out)
 
         gr.api(status, api_name="status")
 

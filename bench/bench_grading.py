@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import resource
 import socket
 import subprocess
@@ -141,7 +142,8 @@ def main() -> None:
         ("cached re-grade", f"{cached_wall:.2f} s, {cached.stats.calls} calls, {cached.stats.cached} answers "
                             f"reused  (target 0 calls, <= 2 s)", ""),
     ]
-    print(f"MM-Vet v1 x {args.runs} runs, fake judge latency {args.latency} s, concurrency {args.concurrency}")
+    print(f"MM-Vet v1 x {args.runs} runs, fake judge latency {args.latency} s, concurrency {args.concurrency}; "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (other processes slow every figure)")
     print(f"{'':26}{'ours (grade_run)':44}sequential baseline (official loop, sync client)")
     for name, ours, seq in rows:
         print(f"{name:26}{ours:44}{seq}")

@@ -76,15 +76,18 @@ def _wait_http(url: str, timeout: float = 30) -> None:
 
 def _launch(tmp: Path, host_url: str, **kw) -> App:
     """The app as `python app.py` launches it (queue limit, max_file_size, allowed paths), on a free port."""
-    from app import AppSettings, build_demo
+    import app as app_module
 
-    settings = AppSettings(data_dir=tmp / "data", host_key=HOST_KEY, host_base_url=host_url, **kw)
-    demo = build_demo(settings)
+    settings = app_module.AppSettings(data_dir=tmp / "data", host_key=HOST_KEY, host_base_url=host_url, **kw)
+    demo = app_module.build_demo(settings)
     demo.queue(default_concurrency_limit=32)
     port = free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, ssr_mode=False,
-                quiet=True, max_file_size=f"{settings.max_upload_mb}mb",
-                allowed_paths=[str(settings.data_dir / "exports"), str(settings.data_dir / "uploads")])
+    if hasattr(app_module, "launch_options"):
+        options = app_module.launch_options(settings)
+    else:
+        options = dict(ssr_mode=False, max_file_size=f"{settings.max_upload_mb}mb",
+                       allowed_paths=[str(settings.data_dir / "exports"), str(settings.data_dir / "uploads")])
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **options)
     url = f"http://127.0.0.1:{port}/"
     _wait_http(url + "gradio_api/info")
     return App(demo, url, settings.data_dir, tmp / "gradio-tmp")
@@ -359,6 +362,7 @@ def test_share_view_is_read_only(app, visitor_judge, tmp_path):
         visitor_judge.state.latency = 0.0
     done = st["done"]
     c.predict(run_id, JUDGE_OWN, visitor_judge.url, "gpt-4-0613", VISITOR_KEY, tok, api_name="/resume")
+    assert status(c, run_id)["status"] in ("running", "done")    # never the stale "stopped"
     wait_for(c, run_id, lambda s: s["done"] > done + 5)     # the owner's resume took effect
     c.predict(run_id, tok, api_name="/stop")
     assert wait_end(c, run_id)["status"] in ("stopped", "done")

@@ -1,0 +1,209 @@
+"""The named API endpoints a script would call, through gradio_client against the app on a real port.
+
+The app's "Server's judge" is a fake OpenAI-compatible judge (real HTTP on 127.0.0.1), so every judge call is
+visible in ``fake_server.state.calls``. Ownership: API callers pass their own token as ``owner_tok``.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+from gradio_client import Client, handle_file
+from gradio_client.exceptions import AppError
+
+from app import BENCH_BUNDLED, JUDGE_BASELINE, JUDGE_HOST
+from mmvet_core import views
+from mmvet_core.export import load_official_grades
+from tests.app_fixtures import (  # noqa: F401  (fixtures)
+    OFFICIAL_GRADES, RESULTS_DIR, V2_RESULTS, app_server, fake_server,
+)
+
+LLAVA_13B = RESULTS_DIR / "llava-v1.5-13b.json"
+LLAVA_7B = RESULTS_DIR / "llava-v1.5-7b.json"
+OWNER, INTRUDER = "api-owner-token-A", "someone-else-B"
+
+
+@pytest.fixture(scope="module")
+def client(app_server):
+    return Client(app_server.url, verbose=False, download_files=False)
+
+
+def validate(client, path, judge=JUDGE_HOST, runs=1):
+    return client.predict(results=handle_file(str(path)), bench_c=BENCH_BUNDLED, bench_f=None, hub="",
+                          sub="All samples", n_runs=runs, judge_c=judge, model="gpt-4-0613", api_name="/validate")
+
+
+def grade(client, path, owner=OWNER, runs=1, judge=JUDGE_HOST) -> str:
+    run_id, share, _timer = client.predict(
+        results=handle_file(str(path)), bench_c=BENCH_BUNDLED, bench_f=None, hub="", sub="All samples",
+        n_runs=runs, judge_c=judge, url="", model="gpt-4-0613", key="", owner_tok=owner, api_name="/grade")
+    assert share.endswith(f"/?run={run_id}")
+    return run_id
+
+
+def status(client, run_id) -> dict:
+    return client.predict(run_id, api_name="/status")
+
+
+def wait_status(client, run_id, want=("done",), timeout=60.0, cond=None) -> dict:
+    deadline = time.time() + timeout
+    while True:
+        st = status(client, run_id)
+        if (cond(st) if cond else st["status"] in want):
+            return st
+        if time.time() > deadline:
+            raise TimeoutError(f"run {run_id} still {st['status']} ({st['done']}/{st['total']})")
+        time.sleep(0.1)
+
+
+def override(client, run_id, sample_id, score, reason, owner):
+    return client.predict(run_id=run_id, sample_id=sample_id, score=score, reason=reason, owner_tok=owner,
+                          overlay_sel=[], cap_f="all", lo=0, hi=1, flagged=False, api_name="/override")
+
+
+def test_view_grades_imports_an_official_grade_file_without_any_judge_call(client, app_server, fake_server):
+    before = list(fake_server.state.calls)
+    path = OFFICIAL_GRADES / "llava-v1.5-13b_gpt-4-grade-1runs.json"
+    run_id, share = client.predict(f=handle_file(str(path)), bench_c=BENCH_BUNDLED, bench_f=None, hub="",
+                                   sub="All samples", owner_tok=OWNER, api_name="/view_grades")
+    assert share.endswith(f"/?run={run_id}")
+    st = status(client, run_id)
+    assert st["status"] == "done" and st["done"] == st["total"] == 218 and st["complete"]
+    assert round(st["total_score"], 1) == 36.1
+    assert fake_server.state.calls == before           # (empty: this module's first test) no judge call
+    # per-sample grades are the file's, attempts marked as imported
+    official = load_official_grades(path)
+    detail = client.predict(run_id, "v1_5", api_name="/sample")
+    assert detail["runs"][0]["score"] == official.scores["v1_5"][0]
+    assert detail["runs"][0]["attempts"][0]["imported"] is True
+    assert app_server.store.get_run(run_id).owner == OWNER
+
+
+def test_validate_reports_coverage_and_cost(client):
+    report, estimate = validate(client, LLAVA_13B, runs=2)
+    assert "218 of 218 samples matched" in report and "ready to grade" in report
+    assert "436 judge calls" in estimate
+    report, estimate = validate(client, LLAVA_13B, judge=JUDGE_BASELINE)
+    assert "no calls, no cost" in estimate and "NOT the MM-Vet metric" in estimate
+
+
+def test_validate_errors_are_clear(client, tmp_path):
+    report, estimate = validate(client, V2_RESULTS)
+    assert "wrong benchmark" in report and "None of the 517 ids" in report and estimate == ""
+    bad = tmp_path / "broken.json"
+    bad.write_text('{"v1_0": ', encoding="utf-8")
+    with pytest.raises(AppError, match=r"broken\.json: malformed JSON"):
+        validate(client, bad)
+
+
+def test_grade_then_poll_status_until_done(client, app_server, fake_server):
+    n0 = len(fake_server.state.calls)
+    run_id = grade(client, LLAVA_13B)
+    st = wait_status(client, run_id)
+    view = app_server.view(run_id)
+    assert st["done"] == st["total"] == 218 and st["errored"] == 0 and st["complete"]
+    assert st["total_score"] == pytest.approx(view.scores.total.mean)
+    assert st["scores"]["total"]["mean"] == pytest.approx(view.scores.total.mean)
+    assert st["flags"] == view.flag_counts()
+    calls = fake_server.state.calls[n0:]
+    assert len(calls) >= 218 and all(c["auth"] == "Bearer sk-test" for c in calls)
+    assert {c["model"] for c in calls} == {"gpt-4-0613"} and {c["max_tokens"] for c in calls} == {3}
+    assert app_server.store.get_run(run_id).owner == OWNER
+
+
+@pytest.fixture(scope="module")
+def graded_run(client, app_server):
+    run_id = grade(client, LLAVA_13B)
+    wait_status(client, run_id)
+    return run_id
+
+
+def test_sample_returns_texts_and_every_judge_attempt(client, app_server, graded_run):
+    view = app_server.view(graded_run)
+    fallback = next(sid for sid in view.benchmark.ids if view.grades[(sid, 0)].status == "fallback")
+    d = client.predict(graded_run, fallback, api_name="/sample")
+    sample = view.benchmark.samples[fallback]
+    assert (d["id"], d["question"], d["ground_truth"]) == (fallback, sample.question, sample.answer)
+    assert d["prediction"] == view.run.predictions[fallback]
+    assert "fallback" in d["flags"]
+    run = d["runs"][0]
+    assert run["status"] == "fallback" and run["score"] == 0.0
+    assert [a["temperature"] for a in run["attempts"]] == [0.0, 0.0, 0.5, 1.0, 1.5, 2.0]
+    assert [a["retry_prompt"] for a in run["attempts"]] == [False] + [True] * 5
+    assert run["attempts"][0]["content"] == "I cannot"
+    with pytest.raises(AppError, match="No sample 'v9_9'"):
+        client.predict(graded_run, "v9_9", api_name="/sample")
+    with pytest.raises(AppError, match="No sample"):
+        client.predict("no-such-run", "v1_0", api_name="/sample")
+
+
+def test_override_needs_the_owner_token(client, app_server, graded_run):
+    before = status(client, graded_run)["total_score"]
+    with pytest.raises(AppError, match="read-only"):
+        override(client, graded_run, "v1_0", 1.0, "mine now", INTRUDER)
+    with pytest.raises(AppError, match="read-only"):
+        override(client, graded_run, "v1_0", 1.0, "no token", "")
+    assert app_server.store.overrides(graded_run) == {}
+    with pytest.raises(AppError, match="between 0 and 1|greater than maximum"):
+        override(client, graded_run, "v1_0", 7, "too high", OWNER)
+    with pytest.raises(AppError, match="reason"):
+        override(client, graded_run, "v1_0", 1.0, "  ", OWNER)
+
+    current = app_server.view(graded_run).effective_scores()["v1_0"][0]
+    new = 0.0 if current and current > 0.5 else 1.0
+    out = override(client, graded_run, "v1_0", new, "checked by hand", OWNER)
+    view = app_server.view(graded_run)
+    assert view.overrides["v1_0"] == (new, "checked by hand")
+    assert out[1] == views.total_text(view)                 # the Score textbox of the page
+    after = status(client, graded_run)["total_score"]
+    assert after == pytest.approx(view.scores.total.mean) and after != pytest.approx(before)
+    assert "override" in status(client, graded_run)["flags"]
+
+    with pytest.raises(AppError, match="read-only"):
+        client.predict(run_id=graded_run, sample_id="v1_0", owner_tok=INTRUDER, overlay_sel=[], cap_f="all",
+                       lo=0, hi=1, flagged=False, api_name="/clear_override")
+    client.predict(run_id=graded_run, sample_id="v1_0", owner_tok=OWNER, overlay_sel=[], cap_f="all",
+                   lo=0, hi=1, flagged=False, api_name="/clear_override")
+    assert app_server.store.overrides(graded_run) == {}
+    assert status(client, graded_run)["total_score"] == pytest.approx(before)
+
+
+def test_stop_and_resume_are_owner_only_and_never_pay_twice(client, app_server, fake_server):
+    state = fake_server.state
+    state.latency = 0.2
+    try:
+        n0 = len(state.calls)
+        run_id = grade(client, LLAVA_7B)
+        wait_status(client, run_id, cond=lambda st: st["done"] >= 4)
+        with pytest.raises(AppError, match="read-only"):
+            client.predict(run_id, INTRUDER, api_name="/stop")
+        assert app_server.svc.jobs.is_running(run_id)
+        client.predict(run_id, OWNER, api_name="/stop")
+        st = wait_status(client, run_id, want=("stopped",), timeout=30)
+        assert 0 < st["done"] < 218 and not app_server.svc.jobs.is_running(run_id)
+        assert "resume" in st["message"]
+        answered = {(c["prompt"], c["temperature"]) for c in state.calls[n0:] if c.get("status") == 200}
+        n1 = len(state.calls)
+
+        state.latency = 0.0
+        with pytest.raises(AppError, match="read-only"):
+            client.predict(run_id, JUDGE_HOST, "", "gpt-4-0613", "", INTRUDER, api_name="/resume")
+        assert status(client, run_id)["status"] == "stopped" and len(state.calls) == n1
+        client.predict(run_id, JUDGE_HOST, "", "gpt-4-0613", "", OWNER, api_name="/resume")
+        st = wait_status(client, run_id)
+        assert st["done"] == 218 and st["complete"]
+        resumed = state.calls[n1:]
+        assert resumed and not [c for c in resumed if (c["prompt"], c["temperature"]) in answered]
+        assert st["total_score"] == pytest.approx(app_server.view(run_id).scores.total.mean)
+    finally:
+        state.latency = 0.0
+        app_server.wait_idle()
+
+
+def test_grade_refuses_bad_input(client, tmp_path):
+    with pytest.raises(AppError, match="wrong benchmark"):
+        grade(client, V2_RESULTS)
+    with pytest.raises(AppError, match="reload the page|owner"):
+        grade(client, LLAVA_13B, owner="")
+    with pytest.raises(AppError, match="No such run"):
+        status(client, "nope")
