@@ -273,6 +273,9 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
 
         gr.Markdown("# MM-Vet Grader\nGrade a multimodal model's MM-Vet results with an LLM judge, exactly as the "
                     "official evaluator does, with live progress, radar charts and every grade inspectable.")
+        ro_note = gr.Markdown("**Shared run (read-only).** You can inspect every grade; only the person who "
+                              "started this run can change it. Open the page without `?run=` to grade your own.",
+                              visible=False, elem_id="read-only-note")
         with gr.Row():
             with gr.Column(scale=1, elem_id="setup-column") as setup_col:
                 results_file = gr.File(label="Results file (official JSON, LLaVA JSONL, lmms-eval logs, "
@@ -292,11 +295,13 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
                                  elem_id="runs")
                 with gr.Accordion("Judge", open=True):
                     judge_choice = gr.Radio(judge_choices, value=default_judge, label="Judge", elem_id="judge-choice")
+                    own = default_judge == JUDGE_OWN      # these fields only apply to "My own key / endpoint"
                     base_url = gr.Textbox(label="Base URL (OpenAI-compatible; empty = OpenAI)",
-                                          placeholder="http://localhost:8000/v1", elem_id="base-url")
-                    judge_model = gr.Textbox(value=DEFAULT_JUDGE_MODEL, label="Judge model", elem_id="judge-model")
+                                          placeholder="http://localhost:8000/v1", elem_id="base-url", visible=own)
+                    judge_model = gr.Textbox(value=DEFAULT_JUDGE_MODEL, label="Judge model", elem_id="judge-model",
+                                             visible=own)
                     api_key = gr.Textbox(label="API key (used for this run only, never stored)", type="password",
-                                         elem_id="api-key")
+                                         elem_id="api-key", visible=own)
                 estimate = gr.Textbox(label="Before you spend", interactive=False, elem_id="estimate")
                 with gr.Row():
                     grade_btn = gr.Button("Grade", variant="primary", elem_id="grade-button")
@@ -318,11 +323,13 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
                     radar_ints = gr.Plot(label="Capability integrations", elem_id="radar-integrations")
                 with gr.Row():
                     cap_table = gr.Dataframe(headers=views.CAPABILITY_COLUMNS, label="Capabilities",
-                                             interactive=False, elem_id="capabilities-table", type="array")
+                                             interactive=False, elem_id="capabilities-table", type="array",
+                                             column_widths=["46%", "17%", "17%", "20%"])
                     int_table = gr.Dataframe(headers=views.INTEGRATION_COLUMNS, label="Capability integrations",
                                              interactive=False, elem_id="integrations-table", type="array")
                 downloads = gr.File(label="Downloads: official grade JSON, both CSVs, and a zip of all",
-                                    file_count="multiple", interactive=False, elem_id="downloads")
+                                    file_count="multiple", interactive=False, elem_id="downloads",
+                                    visible=False)   # shown once there is something to download
 
         gr.Markdown("## Samples\nClick a row to inspect it.")
         with gr.Row():
@@ -335,7 +342,9 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
         with gr.Group(elem_id="sample-detail"):
             d_id = gr.Textbox(label="Sample", interactive=False, elem_id="detail-id")
             with gr.Row():
-                d_image = gr.Image(label="Image", interactive=False, elem_id="detail-image", height=240)
+                # shown only when the benchmark has images (the bundled v1 metadata has none)
+                d_image = gr.Image(label="Image", interactive=False, elem_id="detail-image", height=240,
+                                   visible=False)
                 with gr.Column():
                     d_question = gr.Textbox(label="Question", interactive=False, elem_id="detail-question")
                     d_truth = gr.Textbox(label="Ground truth", interactive=False, elem_id="detail-truth")
@@ -343,12 +352,13 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
             d_flags = gr.Textbox(label="Flags", interactive=False, elem_id="detail-flags")
             d_attempts = gr.Dataframe(headers=views.ATTEMPT_COLUMNS, interactive=False, type="array",
                                       label="Judge answers (every run and attempt)", elem_id="detail-attempts")
-            with gr.Row(elem_id="override-row") as override_row:
-                o_score = gr.Number(label="Override score (0-1)", minimum=0, maximum=1, step=0.1,
-                                    elem_id="override-score")
-                o_reason = gr.Textbox(label="Reason", elem_id="override-reason")
-                o_btn = gr.Button("Override", elem_id="override-button")
-                o_clear = gr.Button("Clear override", elem_id="override-clear")
+        # outside the Group: inside one, Gradio draws the buttons as plain text
+        with gr.Row(elem_id="override-row") as override_row:
+            o_score = gr.Number(label="Override score (0-1)", minimum=0, maximum=1, step=0.1,
+                                elem_id="override-score")
+            o_reason = gr.Textbox(label="Reason", elem_id="override-reason")
+            o_btn = gr.Button("Override", variant="primary", elem_id="override-button")
+            o_clear = gr.Button("Clear override", elem_id="override-clear")
         gr.Markdown(ATTRIBUTION)
         timer = gr.Timer(1.0, active=False)
 
@@ -379,6 +389,13 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
         results_file.upload(check, check_inputs, [report, estimate], api_name="validate")
         for comp in (bench_choice, bench_file, subset, runs, judge_choice):
             comp.change(check, check_inputs, [report, estimate], api_visibility="private")
+
+        def own_judge_fields(choice):
+            shown = choice == JUDGE_OWN
+            return gr.Textbox(visible=shown), gr.Textbox(visible=shown), gr.Textbox(visible=shown)
+
+        judge_choice.change(own_judge_fields, judge_choice, [base_url, judge_model, api_key], queue=False,
+                            api_visibility="private")
 
         def load_example():
             return str(EXAMPLE_RESULTS)
@@ -477,7 +494,8 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
             cap_choices = ["all"] + view.benchmark.capabilities + view.benchmark.integrations
             return (prog.html(), views.total_text(view), f"Flagged samples — {flag_text}", rc, ri,
                     views.capability_rows(view), views.integration_rows(view),
-                    views.sample_rows(view, _filter(cap_f, lo, hi, flagged)), files,
+                    views.sample_rows(view, _filter(cap_f, lo, hi, flagged)),
+                    gr.File(value=files, visible=bool(files)),
                     gr.Dropdown(choices=cap_choices), gr.Timer(active=running))
 
         view_outputs = [progress, total, flags_box, radar_caps, radar_ints, cap_table, int_table, samples,
@@ -495,15 +513,15 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
             comp.change(filter_rows, [run_state, f_cap, f_min, f_max, f_flag], samples, api_visibility="private")
 
         def show_sample(run_id, sample_id):
-            view = load_run_view(svc.store, run_id) if run_id else None
+            view = load_run_view(svc.store, run_id, evidence_for=sample_id) if run_id else None
             if view is None or sample_id not in view.benchmark.samples:
                 raise gr.Error(f"No sample {sample_id!r} in this run.")
             d = views.sample_detail(view, sample_id)
             flags = " ".join(d["flags"]) or "none"
             if d["override"]:
                 flags += f" — override {d['override']['score']} ({d['override']['reason']})"
-            return (sample_id, d["image"], d["question"], d["ground_truth"], d["prediction"], flags,
-                    views.attempt_rows(d))
+            return (sample_id, gr.Image(value=d["image"], visible=bool(d["image"])), d["question"],
+                    d["ground_truth"], d["prediction"], flags, views.attempt_rows(d))
 
         detail_outputs = [d_id, d_image, d_question, d_truth, d_pred, d_flags, d_attempts]
 
@@ -516,7 +534,7 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
         samples.select(select_row, [run_state], detail_outputs, api_visibility="private")
         def sample(run_id: str, sample_id: str) -> dict:
             """Everything about one sample of a run: texts, every judge attempt, flags, override."""
-            view = load_run_view(svc.store, run_id or "")
+            view = load_run_view(svc.store, run_id or "", evidence_for=sample_id)
             if view is None or sample_id not in view.benchmark.samples:
                 raise gr.Error(f"No sample {sample_id!r} in this run.")
             return views.sample_detail(view, sample_id)
@@ -613,10 +631,10 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
             return (tok, tok, run.id if run else "", is_readonly,
                     gr.Column(visible=not is_readonly), gr.Row(visible=not is_readonly),
                     gr.Dropdown(choices=paper_model_names() + mine),
-                    _share_url(svc, request, run.id) if run else "")
+                    _share_url(svc, request, run.id) if run else "", gr.Markdown(visible=is_readonly))
 
         demo.load(on_load, [owner_store], [owner_store, owner, run_state, readonly, setup_col, override_row,
-                                           overlays, share], api_visibility="private")
+                                           overlays, share, ro_note], api_visibility="private")
     return demo
 
 

@@ -14,10 +14,15 @@ What it does:
    token, its own key). Each grades a different results file: the real v1 files and LLaVA's raw answers file,
    every one with a visitor-specific suffix on each prediction, so prompts differ and nothing is answered from
    the app's judge cache across visitors. Healthy visitors use the healthy judge, bad visitors the bad one.
-   Each polls /status every 0.25 s: time to first grade (done >= 1) and time to completion;
+   Each polls /status every 0.25 s: time to first grade (done >= 1) and time to completion. A warm-up run
+   first pays the app's one-time costs (the judge SDK's import, ...) so that the load and the baseline compare
+   alike; /status is polled over Gradio's REST API with one session per visitor (`--poll-with gradio_client`
+   to use the client, which costs the bench machine far more CPU);
 4. when every healthy visitor is finished, stops the bad visitors' runs (reporting how far they got);
 5. grades ONE healthy visitor alone (fresh suffix, same file) as the baseline, and checks that every healthy
-   visitor under load finished within `--max-slowdown` (1.5x) of the time alone.
+   visitor under load finished within `--max-slowdown` (1.5x) of the time alone. It also prints throughput
+   (grades/s alone vs. together), the spread between healthy visitors, and the CPU used by the app, the judges
+   and the bench; `--profile FILE` records the app with py-spy (`pip install py-spy`) during the load phase.
 """
 from __future__ import annotations
 
@@ -363,7 +368,8 @@ def main() -> int:
             ratio = v.t_done / ref if (v.t_done and ref and not v.bad) else None
             judge = "bad" if v.bad else "healthy"
             status = v.error[:40] if v.error else v.status
-            print(f"{v.name:<10} {v.source:<30} {judge:<8} {fmt(v.t_started):>9} {fmt(v.t_first):>8} {fmt(v.t_done):>8} "
+            print(f"{v.name:<10} {v.source:<30} {judge:<8} {fmt(v.t_started):>9} {fmt(v.t_first):>8} "
+                  f"{fmt(v.t_done):>8} "
                   f"{v.done:>4}/{v.total:<4} {status:<20} {'-' if ratio is None else f'{ratio:.2f}x':>7}")
             if v is not alone and not v.bad:
                 ok = ok and v.error is None and v.status == "done" and ratio is not None \

@@ -174,11 +174,13 @@ def aggregate_scores(benchmark: Benchmark, scores: Mapping[str, Sequence[float |
         run_scores[sid] = [_as_score(v) for v in padded]
 
     samples = benchmark.samples
+    members: dict[str, list[str]] = {}          # integration -> its ids, in benchmark order (one pass)
+    for sid in ids:
+        members.setdefault(samples[sid].integration, []).append(sid)
     total = _column("total", ids, run_scores, n_runs)
     capabilities = [_column(cap, [sid for sid in ids if cap in samples[sid].capabilities], run_scores, n_runs)
                     for cap in benchmark.capabilities]
-    integrations = [_column(name, [sid for sid in ids if samples[sid].integration == name], run_scores, n_runs)
-                    for name in benchmark.integrations]
+    integrations = [_column(name, members[name], run_scores, n_runs) for name in benchmark.integrations]
 
     complete = n_runs > 0 and total.n_graded == len(ids)
     notes: list[str] = []

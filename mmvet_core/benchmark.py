@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -67,7 +68,7 @@ class Sample:
     image: str | None = None          # image file name (v1) or None; v2 questions carry theirs inline
     image_source: str | None = None
 
-    @property
+    @cached_property
     def integration(self) -> str:
         return integration_name(self.capabilities)
 

@@ -129,7 +129,7 @@ async def grade_run(store: Store, run_id: str, benchmark: Benchmark, judge: Judg
     run = store.get_run(run_id)
     if run is None:
         raise KeyError(f"no run {run_id!r} in {store.path}")
-    done = {(g.sample_id, g.run_index) for g in store.grades(run_id) if g.status in GRADED}
+    done = {(g.sample_id, g.run_index) for g in store.grades(run_id, evidence_for=None) if g.status in GRADED}
     todo: asyncio.Queue = asyncio.Queue()
     for r in range(run.n_runs):          # run-major order, as the official script
         for sid in benchmark.ids:

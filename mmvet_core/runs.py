@@ -126,12 +126,14 @@ def effective_scores(benchmark: Benchmark, n_runs: int, grades: dict[tuple[str, 
     return out
 
 
-def load_run_view(store: Store, run_id: str) -> RunView | None:
+def load_run_view(store: Store, run_id: str, *, evidence_for: str | None = None) -> RunView | None:
+    """A run with its grades and scores, or None when there is no such run. Judge attempts (the raw evidence)
+    are loaded only for the sample `evidence_for` names (``"*"``: all samples)."""
     run = store.get_run(run_id)
     if run is None:
         return None
     benchmark = benchmark_from_stored(run.benchmark)
-    grades = {(g.sample_id, g.run_index): g for g in store.grades(run_id)}
+    grades = {(g.sample_id, g.run_index): g for g in store.grades(run_id, evidence_for=evidence_for)}
     overrides = store.overrides(run_id)
     scores = aggregate_scores(benchmark, effective_scores(benchmark, run.n_runs, grades, overrides), run.n_runs)
     return RunView(run, benchmark, grades, overrides, scores)

@@ -191,8 +191,16 @@ class Store:
             (row.run_id, row.sample_id, row.run_index, row.status, row.score, row.content, row.judge_model,
              json.dumps(row.attempts, ensure_ascii=False), row.error, json.dumps(row.flags), row.updated_at))
 
-    def grades(self, run_id: str) -> list[GradeRow]:
-        rows = self._query("SELECT * FROM grades WHERE run_id = ? ORDER BY rowid", (run_id,))
+    def grades(self, run_id: str, *, evidence_for: str | None = "*") -> list[GradeRow]:
+        """A run's grades. Decoding every attempt is the costly part of reading a run, so `evidence_for` says
+        whose attempts to load: ``"*"`` all, a sample id that sample's only, None nobody's (``attempts=[]``)."""
+        if evidence_for == "*":
+            rows = self._query("SELECT * FROM grades WHERE run_id = ? ORDER BY rowid", (run_id,))
+        else:
+            rows = self._query(
+                "SELECT run_id, sample_id, run_index, status, score, content, judge_model, error, flags, updated_at,"
+                " CASE WHEN sample_id = ? THEN attempts ELSE '[]' END AS attempts"
+                " FROM grades WHERE run_id = ? ORDER BY rowid", (evidence_for or "", run_id))
         return [_grade_row(r) for r in rows]
 
     def grades_since(self, run_id: str, since: float) -> list[GradeRow]:
@@ -272,5 +280,9 @@ def _run_record(r: sqlite3.Row) -> RunRecord:
 def _grade_row(r: sqlite3.Row) -> GradeRow:
     return GradeRow(run_id=r["run_id"], sample_id=r["sample_id"], run_index=r["run_index"], status=r["status"],
                     score=r["score"], content=r["content"], judge_model=r["judge_model"],
-                    attempts=json.loads(r["attempts"]), error=r["error"], flags=json.loads(r["flags"]),
+                    attempts=_json_list(r["attempts"]), error=r["error"], flags=_json_list(r["flags"]),
                     updated_at=r["updated_at"])
+
+
+def _json_list(text: str) -> list:
+    return [] if text == "[]" else json.loads(text)

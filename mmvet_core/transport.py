@@ -17,16 +17,6 @@ import httpx2
 ENV_VAR = "MMVET_HTTP_CLIENT"
 
 
-def _timeout_for(request: httpx2.Request):
-    import aiohttp
-
-    tm = request.extensions.get("timeout") or {}
-    pool, connect, read = tm.get("pool"), tm.get("connect"), tm.get("read")
-    # aiohttp's `connect` covers waiting for a pooled connection *and* opening one; `sock_connect` the socket.
-    acquire = None if pool is None or connect is None else pool + connect
-    return aiohttp.ClientTimeout(total=None, connect=acquire, sock_connect=connect, sock_read=read)
-
-
 def _mapped(exc: BaseException, waiting_for_response: bool) -> httpx2.RequestError:
     """The httpx2 exception the SDK expects for an aiohttp / socket / timeout error."""
     import aiohttp
@@ -82,6 +72,8 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
         self._ssl = httpx2.create_ssl_context(verify=verify)     # the same context httpx2's own transport uses
         self._session = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._timeouts: dict = {}        # parsed once: the SDK sends the same URL and timeouts call after call
+        self._urls: dict = {}
 
     async def _get_session(self):
         import aiohttp
@@ -102,7 +94,6 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         import aiohttp
-        from yarl import URL
 
         session = self._session if self._loop is asyncio.get_running_loop() else await self._get_session()
         try:
@@ -113,21 +104,52 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
         got_response = False
         try:
             resp = await session.request(
-                request.method, URL(str(request.url), encoded=True), headers=request.headers.multi_items(),
-                data=body, allow_redirects=False, compress=None, timeout=_timeout_for(request),
+                request.method, self._url_for(request), headers=request.headers.multi_items(),
+                data=body, allow_redirects=False, compress=None, timeout=self._timeout_for(request),
                 server_hostname=request.extensions.get("sni_hostname"))
             got_response = True
             if resp.content_type == "text/event-stream":
                 return httpx2.Response(resp.status, headers=resp.raw_headers, stream=_AiohttpStream(resp),
                                        request=request, extensions=self._extensions(resp))
             try:
-                content = await resp.read()
-            finally:
-                resp.release()
+                content = await resp.read()         # releases the connection to the pool once the body is in
+            except BaseException:
+                resp.close()                        # a half-read connection is not reusable
+                raise
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as e:
             raise _mapped(e, got_response) from e
         return httpx2.Response(resp.status, headers=resp.raw_headers, content=content, request=request,
                                extensions=self._extensions(resp))
+
+    def _timeout_for(self, request: httpx2.Request):
+        """aiohttp's timeouts for the request's httpx2 ones (``request.extensions["timeout"]``, which the SDK sets
+        per request). aiohttp's `connect` covers waiting for a pooled connection *and* opening one, `sock_connect`
+        opening the socket, `sock_read` each read; it has no write timeout (a chat request is written at once)."""
+        tm = request.extensions.get("timeout") or {}
+        key = (tm.get("pool"), tm.get("connect"), tm.get("read"))
+        timeout = self._timeouts.get(key)
+        if timeout is None:
+            import aiohttp
+
+            pool, connect, read = key
+            acquire = None if pool is None or connect is None else pool + connect
+            if len(self._timeouts) > 64:
+                self._timeouts.clear()
+            timeout = self._timeouts[key] = aiohttp.ClientTimeout(
+                total=None, connect=acquire, sock_connect=connect, sock_read=read)
+        return timeout
+
+    def _url_for(self, request: httpx2.Request):
+        """The request's URL for aiohttp, as encoded by httpx2 (aiohttp must not re-quote it)."""
+        text = str(request.url)
+        url = self._urls.get(text)
+        if url is None:
+            from yarl import URL
+
+            if len(self._urls) > 256:
+                self._urls.clear()
+            url = self._urls[text] = URL(text, encoded=True)
+        return url
 
     @staticmethod
     def _extensions(resp) -> dict:

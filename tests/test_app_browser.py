@@ -239,6 +239,7 @@ def test_share_link_is_read_only_in_another_browser(graded, app_server, browser)
     run_id = graded["run_id"]
     share_url = text_of(graded["page"], "share-link")
     assert share_url == f"{app_server.url}?run={run_id}"
+    expect(graded["page"].locator("#read-only-note")).to_be_hidden()     # the owner's own page
     expected = views.total_text(app_server.view(run_id))
     viewer = new_page(browser, share_url)
     try:
@@ -246,6 +247,7 @@ def test_share_link_is_read_only_in_another_browser(graded, app_server, browser)
         expect(viewer.locator("#grade-button")).to_be_hidden()
         expect(viewer.locator("#override-button")).to_be_hidden()
         expect(viewer.locator("#stop-button")).to_be_hidden()
+        expect(viewer.locator("#read-only-note")).to_contain_text("read-only")
         expect(viewer.locator("#samples-table [role=grid]")).to_have_attribute("aria-rowcount", "219")
         # the viewer can still inspect a sample
         viewer.locator('#samples-table [data-testid="cell-0-0"]').click()
