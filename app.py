@@ -181,10 +181,11 @@ def _judge_choice(svc: Services, choice: str, base_url: str, model: str, api_key
 
 
 def _visitor(request: gr.Request | None, salt: str) -> str:
-    """The visitor a host-key call is charged to: their IP address (first forwarded hop), salted and hashed."""
+    """The visitor a host-key call is charged to: their IP address, salted and hashed. Behind a proxy it is the
+    last X-Forwarded-For entry, the one the proxy added: a client can prepend entries but not replace that one."""
     if request is None:
         return visitor_id("local", salt)
-    fwd = (request.headers.get("x-forwarded-for") or "").split(",")[0].strip()
+    fwd = (request.headers.get("x-forwarded-for") or "").split(",")[-1].strip()
     host = fwd or (request.client.host if request.client else "unknown")
     return visitor_id(host, salt)
 
