@@ -127,6 +127,22 @@ class RssSampler(threading.Thread):
         return self.peak
 
 
+def cpu_seconds(procs) -> float:
+    total = 0.0
+    for proc in procs:
+        try:
+            t = proc.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+
+def tree(pid: int, exclude: set[int] = frozenset()) -> list[psutil.Process]:
+    root = psutil.Process(pid)
+    return [p for p in [root] + root.children(recursive=True) if p.pid not in exclude]
+
+
 def text_of(page, elem_id: str) -> str:
     return page.locator(f"#{elem_id}").locator("textarea, input").first.input_value()
 
@@ -163,6 +179,8 @@ def browser_run(fake: Fake, tmp: Path) -> dict:
             sampler = RssSampler(app)
             sampler.start()
             total = 218 * RUNS
+            browser_procs = tree(os.getpid(), exclude={app.proc.pid, fake.proc.pid, os.getpid()})
+            app_cpu0, browser_cpu0 = cpu_seconds(tree(app.proc.pid)), cpu_seconds(browser_procs)
             t0 = time.perf_counter()
             page.locator("#grade-button").click()
             page.wait_for_function(
@@ -171,11 +189,13 @@ def browser_run(fake: Fake, tmp: Path) -> dict:
                 " return p && p.textContent.startsWith(`done: ${n} / ${n}`) && t && /^Total: \\d/.test(t.value); }",
                 arg=total, polling=50, timeout=600_000)
             wall = time.perf_counter() - t0
+            app_cpu = cpu_seconds(tree(app.proc.pid)) - app_cpu0
+            browser_cpu = cpu_seconds(browser_procs) - browser_cpu0
             peak = sampler.stop()
             shown = text_of(page, "total-score")
             browser.close()
         return {"wall": wall, "rss_before": rss_before, "rss_peak": peak, "rss_samples": sampler.samples,
-                "total": shown}
+                "total": shown, "app_cpu": app_cpu, "browser_cpu": browser_cpu}
     finally:
         app.close()
 
@@ -282,6 +302,8 @@ def main() -> None:
                   f"total {api['total']:.1f})")
             print(f"  browser : {web['wall']:6.2f} s   (click -> done + total shown; {web['total']})")
             diff = web["wall"] - cli["wall"]
+            print(f"            CPU during the browser run: app {web['app_cpu']:.1f} s, "
+                  f"Chromium {web['browser_cpu']:.1f} s (on {psutil.cpu_count()} cores)")
             print(f"  browser - CLI = {diff:+.2f} s  (target: within 3 s) -> {'OK' if diff <= 3 else 'OVER'}")
             print(f"  app RSS: {web['rss_before'] / 2**20:.0f} MiB before the click, peak "
                   f"{web['rss_peak'] / 2**20:.0f} MiB during grading ({web['rss_samples']} samples)")

@@ -50,8 +50,9 @@ class AppHandle:
         return self.demo.svc.store
 
     def view(self, run_id: str):
+        """The run as the store has it, every judge attempt included."""
         from mmvet_core.runs import load_run_view
-        return load_run_view(self.store, run_id)
+        return load_run_view(self.store, run_id, evidence_for="*")
 
     def wait_idle(self, timeout: float = 30.0) -> None:
         """Wait until no grading job of this app is running (so a test leaves nothing behind)."""
