@@ -18,7 +18,7 @@ from pathlib import Path
 import gradio as gr
 
 from mmvet_core.archive import ArchiveError
-from mmvet_core.benchmark import ASSETS_DIR, Benchmark, BenchmarkError, CAPABILITY_LABELS
+from mmvet_core.benchmark import ASSETS_DIR, Benchmark, BenchmarkError
 from mmvet_core.budget import BudgetLimits, HostBudget, visitor_id
 from mmvet_core.charts import make_radar, paper_model_names, paper_series
 from mmvet_core.estimate import estimate_cost
@@ -44,6 +44,8 @@ STATUS_TTL = 2.0
 # Gradio 6.31 rebuilds a pandas summary of up to 10,000 recorded events after EVERY event, only for its
 # /monitoring dashboard (off here); with scripts polling /status that was ~15% of the server's CPU under load.
 os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", "1000")
+SHORT_LABELS = {"rec": "Rec", "ocr": "OCR", "know": "Know", "gen": "Gen", "spat": "Spat", "math": "Math",
+                "seq": "Seq"}
 BENCH_BUNDLED = "MM-Vet v1 (bundled, 218 samples)"
 BENCH_UPLOAD = "Upload: official zip or metadata JSON"
 BENCH_HUB = "Hugging Face hub dataset"
@@ -220,7 +222,8 @@ def _radar_figures(view: RunView, overlays: list[str], svc: Services, owner: str
                 name = f"{other.run.model_name} ({other.run.id[:6]})"
                 caps.append((name, {c.name: c.mean for c in other.scores.capabilities}))
                 ints.append((name, {c.name: c.mean for c in other.scores.integrations}))
-    labels = {c: CAPABILITY_LABELS.get(c, c) for c in cap_axes}
+    # the paper's short column names (Table 2): long labels are clipped on narrow screens
+    labels = {c: SHORT_LABELS.get(c, c) for c in cap_axes}
     return (make_radar(caps, cap_axes, "Core capabilities", labels=labels),
             make_radar(ints, int_axes, "Capability integrations"))
 
@@ -321,8 +324,9 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
                                        label="Overlay models of the paper (Tables 2-3) or your other runs",
                                        elem_id="overlays")
                 with gr.Row():
-                    radar_caps = gr.Plot(label="Core capabilities", elem_id="radar-capabilities")
-                    radar_ints = gr.Plot(label="Capability integrations", elem_id="radar-integrations")
+                    radar_caps = gr.Plot(label="Core capabilities", show_label=False, elem_id="radar-capabilities")
+                    radar_ints = gr.Plot(label="Capability integrations", show_label=False,
+                                         elem_id="radar-integrations")
                 with gr.Row():
                     cap_table = gr.Dataframe(headers=views.CAPABILITY_COLUMNS, label="Capabilities",
                                              interactive=False, elem_id="capabilities-table", type="array",
@@ -356,7 +360,7 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
                                       label="Judge answers (every run and attempt)", elem_id="detail-attempts")
         # outside the Group: inside one, Gradio draws the buttons as plain text
         with gr.Row(elem_id="override-row") as override_row:
-            o_score = gr.Number(label="Override score (0-1)", minimum=0, maximum=1, step=0.1,
+            o_score = gr.Number(None, label="Override score (0-1)", minimum=0, maximum=1, step=0.1,
                                 elem_id="override-score")
             o_reason = gr.Textbox(label="Reason", elem_id="override-reason")
             o_btn = gr.Button("Override", variant="primary", elem_id="override-button")

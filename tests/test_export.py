@@ -1,7 +1,6 @@
 """Official file formats: names, grade JSON (write, read, validate), score CSVs (write, read, round trip)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
