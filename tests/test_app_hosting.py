@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.app_fixtures import wait_http
 from tests.fake_judge import FakeJudgeServer, FakeState, free_port
 
 gradio_client = pytest.importorskip("gradio_client")
@@ -61,19 +62,6 @@ class App:
             time.sleep(0.05)
 
 
-def _wait_http(url: str, timeout: float = 30) -> None:
-    deadline = time.time() + timeout
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        assert time.time() < deadline, f"{url} did not answer"
-        time.sleep(0.1)
-
-
 def _launch(tmp: Path, host_url: str, **kw) -> App:
     """The app as `python app.py` launches it (queue limit, max_file_size, allowed paths), on a free port."""
     import app as app_module
@@ -89,7 +77,7 @@ def _launch(tmp: Path, host_url: str, **kw) -> App:
                        allowed_paths=[str(settings.data_dir / "exports"), str(settings.data_dir / "uploads")])
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **options)
     url = f"http://127.0.0.1:{port}/"
-    _wait_http(url + "gradio_api/info")
+    wait_http(url + "gradio_api/info")
     return App(demo, url, settings.data_dir, tmp / "gradio-tmp")
 
 

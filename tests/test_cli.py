@@ -12,19 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 GRADES = SHARED / "official-grades"
 
-# (grade file, official cap CSV, official cap-int CSV, row label)
-OFFICIAL = [
-    ("llava-v1.5-13b_gpt-4-grade-1runs.json", "llava-v1.5-13b_gpt-4-cap-score-1runs.csv",
-     "llava-v1.5-13b_gpt-4-cap-int-score-1runs.csv", "llava-v1.5-13b"),
-    ("llava-v1.5-13b_gpt-4-grade-3runs.json", "llava-v1.5-13b_gpt-4-cap-score-3runs.csv",
-     "llava-v1.5-13b_gpt-4-cap-int-score-3runs.csv", "llava-v1.5-13b"),
-    ("llava-v1.5-7b_gpt-4-grade-1runs.json", "llava-v1.5-7b_gpt-4-cap-score-1runs.csv",
-     "llava-v1.5-7b_gpt-4-cap-int-score-1runs.csv", "llava-v1.5-7b"),
-    ("llava-v1.5-7b_gpt-4-grade-3runs.json", "llava-v1.5-7b_gpt-4-cap-score-3runs.csv",
-     "llava-v1.5-7b_gpt-4-cap-int-score-3runs.csv", "llava-v1.5-7b"),
-    ("llava-v1.5-7b-rerun_gpt-4-0613-grade-1runs.json", "llava-v1.5-7b-rerun_gpt-4-0613-cap-score-1runs.csv",
-     "llava-v1.5-7b-rerun_gpt-4-0613-cap-int-score-1runs.csv", "llava-v1.5-7b"),
-]
+from tests.test_aggregate import PARITY_CASES as OFFICIAL   # (grade file, cap CSV, cap-int CSV, row label)
 
 
 def run_cli(*args, env=None, cwd=None):
@@ -33,7 +21,7 @@ def run_cli(*args, env=None, cwd=None):
                           env=full_env, cwd=cwd or ROOT, timeout=120)
 
 
-@pytest.mark.parametrize("grade, cap, cap_int, label", OFFICIAL, ids=[o[0] for o in OFFICIAL])
+@pytest.mark.parametrize("grade, cap, cap_int, label", OFFICIAL, ids=[f"{o[0]}:{o[3]}" for o in OFFICIAL])
 def test_aggregate_reproduces_every_number_of_the_official_csvs(tmp_path, grade, cap, cap_int, label):
     proc = run_cli("aggregate", GRADES / grade, "--out", tmp_path, "--model-name", label)
     assert proc.returncode == 0, proc.stderr
