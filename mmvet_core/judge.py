@@ -120,14 +120,18 @@ class OpenAIJudge:
         self._send_temperature = settings.send_temperature
         if client is not None:
             self._client = client
-        elif settings.provider == "azure":
-            self._client = openai.AsyncAzureOpenAI(
-                api_key=api_key, azure_endpoint=settings.base_url, api_version=settings.api_version,
-                timeout=settings.timeout, max_retries=settings.max_retries)
         else:
-            self._client = openai.AsyncOpenAI(
-                api_key=api_key or "EMPTY", base_url=settings.base_url,
-                timeout=settings.timeout, max_retries=settings.max_retries)
+            from .transport import make_http_client   # aiohttp under the SDK (less CPU); None: the SDK's default
+
+            http_client = make_http_client(settings.timeout)
+            if settings.provider == "azure":
+                self._client = openai.AsyncAzureOpenAI(
+                    api_key=api_key, azure_endpoint=settings.base_url, api_version=settings.api_version,
+                    timeout=settings.timeout, max_retries=settings.max_retries, http_client=http_client)
+            else:
+                self._client = openai.AsyncOpenAI(
+                    api_key=api_key or "EMPTY", base_url=settings.base_url,
+                    timeout=settings.timeout, max_retries=settings.max_retries, http_client=http_client)
         self._reached = False       # has the endpoint answered at least once? (see `_create`)
 
     @property
