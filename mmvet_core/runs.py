@@ -13,7 +13,8 @@ from pathlib import Path
 
 from .aggregate import Scores, aggregate_scores
 from .benchmark import Benchmark, Sample
-from .export import OfficialGrades, make_grade_json, official_file_names, write_official_files
+from .export import (OfficialGrades, make_grade_json, official_file_names, write_grade_json,
+                     write_official_files)
 from .grading import GRADED
 from .judge import JudgeSettings
 from .prompt import parse_score
@@ -145,16 +146,13 @@ def make_run_grade_json(view: RunView) -> dict:
     reason; ``flags`` lists fallback / steering / error marks. Official readers ignore the extra keys."""
     records = {}
     for sid in view.benchmark.ids:
-        rows = [view.grades.get((sid, r)) for r in range(view.run.n_runs)]
-        done = [g for g in rows if g is not None and g.status in GRADED]
-        if len(done) != len(rows):
-            # the official format has one list element per run in order: keep the graded prefix only
-            prefix = []
-            for g in rows:
-                if g is None or g.status not in GRADED:
-                    break
-                prefix.append(g)
-            done = prefix
+        # the official format has one list element per run, in order: keep the graded prefix of the runs
+        done = []
+        for r in range(view.run.n_runs):
+            g = view.grades.get((sid, r))
+            if g is None or g.status not in GRADED:
+                break
+            done.append(g)
         if not done:
             continue
         rec = {"model": [g.judge_model for g in done], "content": [g.content for g in done],
@@ -178,7 +176,6 @@ def export_run(view: RunView, out_dir: str | Path) -> dict[str, Path]:
     if view.scores.complete:
         return write_official_files(out_dir, view.run.model_name, view.judge_name, view.scores, grade_json,
                                     subset=subset)
-    from .export import write_grade_json
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / official_file_names(view.run.model_name, view.judge_name, view.run.n_runs, subset)["grade"]

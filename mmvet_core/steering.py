@@ -36,7 +36,3 @@ def detect_steering(prediction: str) -> list[str]:
     []
     """
     return [f"steering:{name}" for name, pattern in _PATTERNS if pattern.search(prediction or "")]
-
-
-def is_steering_flag(flag: str) -> bool:
-    return flag.startswith("steering:")

@@ -102,10 +102,7 @@ def sample_rows(view: RunView, flt: SampleFilter | None = None) -> list[list]:
             continue
         scores = effective[sid]
         got = [x for x in scores if x is not None]
-        flags = sample_flags(view, sid)
-        if any(view.grades.get((sid, r)) is not None and view.grades[(sid, r)].status == "error"
-               for r in range(view.run.n_runs)) and "error" not in flags:
-            flags.append("error")
+        flags = sample_flags(view, sid)      # an errored grade carries the "error" flag itself
         if flt.graded_only and not got and not flags:
             continue
         mean = sum(got) / len(got) if got else None
