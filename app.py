@@ -586,7 +586,7 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
         o_clear.click(clear_override, [run_state, d_id, owner] + filters, view_outputs + detail_outputs,
                       api_name="clear_override")
 
-        def view_grade_file(f, bench_c, bench_f, hub, sub, owner_tok):
+        def view_grade_file(f, bench_c, bench_f, hub, sub, owner_tok, request: gr.Request):
             path = _file_path(f)
             if not path:
                 return gr.skip(), gr.skip()
@@ -606,7 +606,7 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
                                 results_format="official-grade-json", owner=owner_tok)
             import_official_grades(svc.store, run_id, grades)
             svc.store.set_status(run_id, "done", "imported from an official grade file (no judge call)")
-            return run_id, _share_url(svc, None, run_id)
+            return run_id, _share_url(svc, request, run_id)
 
         grade_json_file.upload(view_grade_file, [grade_json_file, bench_choice, bench_file, hub_id, subset, owner],
                                [run_state, share], api_name="view_grades")

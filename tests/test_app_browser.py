@@ -65,7 +65,7 @@ def set_runs(page, n: int) -> None:
 
 
 def run_id_of(page) -> str:
-    expect(page.locator("#share-link textarea")).to_have_value(re.compile(r"\?run=\w+"))
+    expect(page.locator("#share-link textarea")).to_have_value(re.compile(r"^https?://[^/]+/\?run=[\w-]{24}$"))
     return text_of(page, "share-link").rsplit("run=", 1)[1]
 
 
