@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import heapq
+import itertools
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -121,6 +124,66 @@ async def grade_sample(call: CachedCaller, version: str, sample: Sample, predict
                     time.time())
 
 
+class WorkOrder:
+    """The order in which a run's (sample, run index) pairs are graded.
+
+    The official order is run-major (every sample of run 0, then of run 1, ...) and so is ours, with one change:
+    once a grade of a sample needed several judge calls (the official retries after an unparsable answer), the
+    sample's remaining runs move ahead of the others, longest chains first. Grades do not depend on the order; the
+    wall time does, since a run ends when its last retry chain ends. Judges tend to stumble on the same prompts in
+    every run, so starting the long chains early leaves short ones for the end (longest-first scheduling).
+
+    >>> order = WorkOrder([("a", 0), ("b", 0), ("c", 0), ("a", 1), ("b", 1), ("c", 1)])
+    >>> order.take(), order.take()
+    (('a', 0), ('b', 0))
+    >>> order.observe("b", 3)            # b's grade took 3 calls: its run 1 goes next
+    >>> [order.take() for _ in range(len(order))]
+    [('b', 1), ('c', 0), ('a', 1), ('c', 1)]
+    >>> order.take() is None
+    True
+    """
+
+    def __init__(self, items: list[tuple[str, int]]):
+        self._order = deque(items)
+        self._pending: dict[str, list[int]] = {}
+        for sid, r in items:
+            self._pending.setdefault(sid, []).append(r)
+        self._left = len(items)
+        self._taken: set[tuple[str, int]] = set()
+        self._ahead: list[tuple[int, int, str, int]] = []     # heap of (-calls, order, sample id, run index)
+        self._calls: dict[str, int] = {}
+        self._seq = itertools.count()
+
+    def __len__(self) -> int:
+        return self._left
+
+    def take(self) -> tuple[str, int] | None:
+        """The next pair to grade, or None when every pair was taken."""
+        while self._ahead:
+            *_, sid, r = heapq.heappop(self._ahead)
+            if (sid, r) not in self._taken:
+                return self._mark(sid, r)
+        while self._order:
+            sid, r = self._order.popleft()
+            if (sid, r) not in self._taken:
+                return self._mark(sid, r)
+        return None
+
+    def observe(self, sample_id: str, calls: int) -> None:
+        """A grade of `sample_id` took `calls` judge calls: move its remaining runs ahead when that is a chain."""
+        if calls <= self._calls.get(sample_id, 1):
+            return
+        self._calls[sample_id] = calls
+        for r in self._pending.get(sample_id, ()):
+            if (sample_id, r) not in self._taken:
+                heapq.heappush(self._ahead, (-calls, next(self._seq), sample_id, r))
+
+    def _mark(self, sid: str, r: int) -> tuple[str, int]:
+        self._taken.add((sid, r))
+        self._left -= 1
+        return sid, r
+
+
 async def grade_run(store: Store, run_id: str, benchmark: Benchmark, judge: Judge, *, concurrency: int = 16,
                     on_grade: Callable[[GradeRow], None] | None = None, stop: asyncio.Event | None = None,
                     budget: Callable[[], None] | None = None) -> RunOutcome:
@@ -130,25 +193,22 @@ async def grade_run(store: Store, run_id: str, benchmark: Benchmark, judge: Judg
     if run is None:
         raise KeyError(f"no run {run_id!r} in {store.path}")
     done = {(g.sample_id, g.run_index) for g in store.grades(run_id, evidence_for=None) if g.status in GRADED}
-    todo: asyncio.Queue = asyncio.Queue()
-    for r in range(run.n_runs):          # run-major order, as the official script
-        for sid in benchmark.ids:
-            if (sid, r) not in done:
-                todo.put_nowait((sid, r))
+    todo = WorkOrder([(sid, r) for r in range(run.n_runs) for sid in benchmark.ids if (sid, r) not in done])
     call = CachedCaller(judge, store, budget=budget)
     state = {"graded": 0, "errored": 0, "fatal": None, "budget": None}
     halt = asyncio.Event()
 
     async def worker() -> None:
         while not halt.is_set() and not (stop is not None and stop.is_set()):
-            try:
-                sid, r = todo.get_nowait()
-            except asyncio.QueueEmpty:
+            item = todo.take()
+            if item is None:
                 return
+            sid, r = item
             sample, prediction = benchmark.samples[sid], run.predictions.get(sid, "")
             try:
                 row = await grade_sample(call, benchmark.version, sample, prediction, r, run_id)
                 state["graded"] += 1
+                todo.observe(sid, len(row.attempts))
             except BudgetExceeded as e:
                 state["budget"] = str(e)
                 halt.set()
@@ -165,7 +225,7 @@ async def grade_run(store: Store, run_id: str, benchmark: Benchmark, judge: Judg
                 on_grade(row)
 
     store.set_status(run_id, "running")
-    n_workers = max(1, min(concurrency, todo.qsize()))
+    n_workers = max(1, min(concurrency, len(todo)))
     tasks = [asyncio.create_task(worker()) for _ in range(n_workers)]
     try:
         await asyncio.gather(*tasks)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 RETRY_MARK = "Predict the correctness of the answer (digit):"
 
@@ -59,6 +59,8 @@ class FakeState:
     reject_max_tokens: bool = False      # 400 like reasoning models
     reject_temperature: bool = False
     answer_fn: object = None             # callable(prompt, temperature) -> str, overrides the default
+    raw_body: bytes | None = None        # when set, every call answers 200 with this body (a broken proxy)
+    raw_media_type: str = "text/html"
     calls: list[dict] = field(default_factory=list)   # every request that reached the server
     lock: threading.Lock = field(default_factory=threading.Lock)
     rng: random.Random = field(default_factory=lambda: random.Random(0))
@@ -92,11 +94,23 @@ def make_app(state: FakeState) -> FastAPI:
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
+        return await answer(request, await request.json(), request.headers.get("authorization", ""))
+
+    @app.post("/openai/deployments/{deployment}/chat/completions")
+    async def azure_chat(deployment: str, request: Request):
+        """Azure OpenAI's route: the deployment in the path, the key in ``api-key``, ``api-version`` required."""
+        if not request.query_params.get("api-version"):
+            return _error(404, "Resource not found")
         body = await request.json()
+        body.setdefault("model", deployment)
+        return await answer(request, body, f"Bearer {request.headers.get('api-key', '')}",
+                            route=f"azure:{deployment}")
+
+    async def answer(request: Request, body: dict, auth: str, route: str = "openai"):
         record = {"model": body.get("model"), "prompt": body["messages"][-1]["content"],
                   "temperature": body.get("temperature"), "max_tokens": body.get("max_tokens"),
-                  "max_completion_tokens": body.get("max_completion_tokens"),
-                  "auth": request.headers.get("authorization", ""), "t": time.time()}
+                  "max_completion_tokens": body.get("max_completion_tokens"), "body": body, "route": route,
+                  "auth": auth, "t": time.time()}
         with state.lock:
             state.calls.append(record)
         if state.api_key is not None and record["auth"] != f"Bearer {state.api_key}":
@@ -127,6 +141,9 @@ def make_app(state: FakeState) -> FastAPI:
             await asyncio.sleep(state.slow_seconds)
         if state.latency:
             await asyncio.sleep(state.latency)
+        if state.raw_body is not None:
+            record["status"] = 200
+            return Response(state.raw_body, status_code=200, media_type=state.raw_media_type)
         fn = state.answer_fn or deterministic_answer
         content = fn(record["prompt"], body.get("temperature", 1.0))
         record["status"] = 200

@@ -25,7 +25,7 @@ from fastapi.responses import JSONResponse
 import tests.fake_judge as fake_judge_module
 from mmvet_core.benchmark import Benchmark, Sample, load_bundled_v1
 from mmvet_core.export import read_official_csv
-from mmvet_core.grading import GRADED, grade_run
+from mmvet_core.grading import GRADED, WorkOrder, grade_run
 from mmvet_core.judge import BaselineJudge, JudgeSettings, keyword_score, make_judge
 from mmvet_core.results import read_results, select_predictions
 from mmvet_core.runs import create_run, export_run, load_run_view
@@ -542,6 +542,89 @@ def test_the_api_key_is_never_written_or_logged(tmp_path, fake_judge, caplog):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "cli.db" in {p.name for p in assert_no_secret_in_files()}
     assert SECRET not in proc.stdout + proc.stderr
+
+
+# --- the order of work ----------------------------------------------------------------------------------------
+
+def test_work_order_takes_every_pair_once_and_moves_long_chains_ahead():
+    import random
+    rng = random.Random(7)
+    items = [(f"v1_{i}", r) for r in range(5) for i in range(40)]
+    order = WorkOrder(items)
+    taken = []
+    while (item := order.take()) is not None:
+        taken.append(item)
+        if rng.random() < 0.3:
+            order.observe(item[0], rng.choice([1, 2, 3, 6]))
+    assert sorted(taken) == sorted(items) and len(order) == 0
+    order = WorkOrder(items)
+    first = [order.take() for _ in range(3)]
+    order.observe("v1_1", 6)
+    order.observe("v1_0", 3)
+    assert [order.take() for _ in range(6)] == [("v1_1", r) for r in range(1, 5)] + [("v1_0", 1), ("v1_0", 2)]
+    assert first == [("v1_0", 0), ("v1_1", 0), ("v1_2", 0)]
+
+
+def test_grades_do_not_depend_on_the_order_of_work(store, fake_judge):
+    """Runs of samples that needed retries are graded early; each (sample, run) still gets the grade the same
+    judge gives it at concurrency 1, where the order is the official run-major one."""
+    bench = tiny(30)
+    settings = settings_for(fake_judge)
+    fast = new_run(store, bench, settings, n_runs=3)
+    grade(store, fast, bench, settings, concurrency=16)
+    fake_judge.state.calls.clear()
+    slow_store = Store(store.path.with_name("sequential.db"))
+    slow = new_run(slow_store, bench, settings, n_runs=3)
+    grade(slow_store, slow, bench, settings, concurrency=1)
+    def key(rows):
+        return {(g.sample_id, g.run_index): (g.status, g.score, g.content, len(g.attempts)) for g in rows}
+    assert key(store.grades(fast)) == key(slow_store.grades(slow))
+    assert any(n > 1 for *_, n in key(store.grades(fast)).values())     # there were chains to move
+    slow_store.close()
+
+
+# --- what goes over the wire ----------------------------------------------------------------------------------
+
+def test_each_request_is_the_official_call(store, fake_judge):
+    """Our request body is exactly the one the official script's SDK call sends (its JSON, key for key), with
+    the same bearer key, for a first call and a retry."""
+    answers = iter(["Score:", "0.7"] * 2)
+    row, ours, _ = grade_one_sample(store, fake_judge, lambda p, t: next(answers))
+    *_, official = oracle_one(fake_judge)
+    assert (row.status, row.score) == ("ok", 0.7)
+    assert [c["body"] for c in ours] == [c["body"] for c in official]
+    assert [set(c["body"]) for c in ours] == [{"model", "messages", "max_tokens", "temperature"}] * 2
+    assert [c["auth"] for c in ours] == [c["auth"] for c in official] == ["Bearer sk-test"] * 2
+
+
+def test_azure_calls_the_deployment_route_with_the_api_key_header(store, fake_judge):
+    fake_judge.state.api_key = SECRET
+    bench = tiny(3)
+    settings = JudgeSettings(provider="azure", base_url=fake_judge.url.removesuffix("/v1"),
+                             api_version="2024-06-01", model="gpt-4-0613")
+    run_id = new_run(store, bench, settings)
+    outcome = grade(store, run_id, bench, settings, key=SECRET)
+    assert outcome.status == "done" and outcome.graded == 3
+    calls = fake_judge.state.calls
+    assert calls and {c["route"] for c in calls} == {"azure:gpt-4-0613"}
+    assert {c["auth"] for c in calls} == {f"Bearer {SECRET}"}      # the fake reports Azure's api-key this way
+
+
+def test_a_body_that_is_not_a_chat_completion_leaves_samples_errored_and_resume_grades_them(store, fake_judge):
+    """A proxy that answers 200 with an HTML page: each sample is errored with what came back, nothing is
+    scored, and once the endpoint is fixed a resume grades exactly those samples."""
+    fake_judge.state.raw_body = b"<html><body>502 Bad Gateway</body></html>"
+    bench = tiny(4)
+    settings = settings_for(fake_judge)
+    run_id = new_run(store, bench, settings)
+    outcome = grade(store, run_id, bench, settings)
+    assert (outcome.status, outcome.graded, outcome.errored) == ("incomplete", 0, 4)
+    rows = store.grades(run_id)
+    assert {g.status for g in rows} == {"error"} and all(g.score is None for g in rows)
+    assert all("not a chat completion" in g.error and "502 Bad Gateway" in g.error for g in rows)
+    fake_judge.state.raw_body = None
+    again = grade(store, run_id, bench, settings)
+    assert (again.status, again.graded, again.errored) == ("done", 4, 0)
 
 
 # --- concurrency -----------------------------------------------------------------------------------------------
