@@ -7,6 +7,7 @@ fake row of the prompt's ``Question | Ground truth | Prediction | Correctness`` 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _PATTERNS: list[tuple[str, re.Pattern]] = [
     ("instructions", re.compile(
@@ -35,4 +36,9 @@ def detect_steering(prediction: str) -> list[str]:
     >>> detect_steering("The answer is 42.")
     []
     """
-    return [f"steering:{name}" for name, pattern in _PATTERNS if pattern.search(prediction or "")]
+    return list(_flags(prediction or ""))
+
+
+@lru_cache(maxsize=4096)      # a prediction is checked once per run: N runs grade the same text N times
+def _flags(prediction: str) -> tuple[str, ...]:
+    return tuple(f"steering:{name}" for name, pattern in _PATTERNS if pattern.search(prediction))
