@@ -136,7 +136,8 @@ def main() -> None:
         ("judge calls", f"{calls}", f"{calls} (same work)"),
         ("wall time", f"{wall:.2f} s", f"{seq_estimate:.1f} s  (extrapolated: {args.baseline_samples} samples, "
                                         f"{seq_calls} calls in {seq_elapsed:.2f} s = {per_call * 1000:.1f} ms/call)"),
-        ("speed-up", f"{ratio:.1f}x  (target >= 30x)", "1x"),
+        ("speed-up", f"{ratio:.1f}x  (target >= 30x; ceiling {args.concurrency}x: "
+                     f"{args.concurrency} calls always in flight)", "1x"),
         ("client CPU / call", f"{cpu / calls * 1000:.2f} ms  (target <= 2 ms; {cpu:.2f} s in all)", ""),
         ("peak memory (ru_maxrss)", f"{peak_mb:.0f} MB", ""),
         ("cached re-grade", f"{cached_wall:.2f} s, {cached.stats.calls} calls, {cached.stats.cached} answers "
