@@ -392,7 +392,10 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
             return rep.summary(), est
 
         check_inputs = [results_file, bench_choice, bench_file, hub_id, subset, runs, judge_choice, judge_model]
-        results_file.upload(check, check_inputs, [report, estimate], api_name="validate")
+        # the report is cleared first: a file that cannot be read must not leave the previous file's report shown
+        results_file.upload(lambda: ("", ""), None, [report, estimate], queue=False, api_visibility="private",
+                            show_progress="hidden").then(check, check_inputs, [report, estimate],
+                                                         api_name="validate")
         for comp in (bench_choice, bench_file, subset, runs, judge_choice):
             comp.change(check, check_inputs, [report, estimate], api_visibility="private")
 

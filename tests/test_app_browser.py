@@ -267,10 +267,15 @@ def test_malformed_file_shows_an_error_and_the_page_keeps_working(other_page, tm
 
     page.on("pageerror", on_error)
     try:
+        upload_results(page, LLAVA_13B)
+        expect(page.locator("#validation-report textarea")).to_have_value(re.compile(r"218 of 218"))
         upload_results(page, bad)
         toast = page.locator('[data-testid="toast-text"]')
         expect(toast.first).to_contain_text("malformed JSON")
         assert "truncated.json" in toast.first.inner_text()
+        # the previous file's report is gone, not left under the toast as if it described this file
+        expect(page.locator("#validation-report textarea")).to_have_value("")
+        assert text_of(page, "estimate") == ""
         # grading it is refused with a message too, and no run is created
         page.locator("#grade-button").click()
         expect(toast.filter(has_text="malformed JSON")).to_have_count(2)
