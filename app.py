@@ -360,8 +360,9 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
                                       label="Judge answers (every run and attempt)", elem_id="detail-attempts")
         # outside the Group: inside one, Gradio draws the buttons as plain text
         with gr.Row(elem_id="override-row") as override_row:
-            o_score = gr.Number(None, label="Override score (0-1)", minimum=0, maximum=1, step=0.1,
-                                elem_id="override-score")
+            # a callable None: a plain None shows "0" in the browser (gradio issue #6728), inviting an override to 0
+            o_score = gr.Number(lambda: None, label="Override score (0-1)", minimum=0, maximum=1, step=0.1,
+                                placeholder="0 to 1", elem_id="override-score")
             o_reason = gr.Textbox(label="Reason", elem_id="override-reason")
             o_btn = gr.Button("Override", variant="primary", elem_id="override-button")
             o_clear = gr.Button("Clear override", elem_id="override-clear")

@@ -224,8 +224,14 @@ def test_override_changes_the_total(graded, app_server):
     current = before_view.effective_scores()[sid][0]
     new_score = 0.0 if current and current > 0.5 else 1.0
 
-    page.locator("#override-score input[type=number]").fill(str(new_score))
+    # the score starts empty (not a 0 that one click would apply): Override without a score is refused
+    score_box = page.locator("#override-score input[type=number]")
+    assert score_box.input_value() == ""
     page.locator("#override-reason textarea").fill("the judge could not parse; checked by hand")
+    page.locator("#override-button").click()
+    expect(page.locator('[data-testid="toast-text"]').filter(has_text="between 0 and 1")).to_have_count(1)
+    assert app_server.view(run_id).overrides == before_view.overrides
+    score_box.fill(str(new_score))
     page.locator("#override-button").click()
     expect(page.locator("#detail-flags textarea")).to_have_value(re.compile(r"override"))
     after_view = app_server.view(run_id)
