@@ -36,7 +36,7 @@ from tests.fake_judge import free_port  # noqa: E402
 from tests.official_reference import grade_one, load_official_metadata, load_official_prompt  # noqa: E402
 
 DEFAULT_RESULTS = next(p for p in (ROOT.parent / "shared" / "data" / "results" / "llava-v1.5-13b.json",
-                                   ROOT / "assets" / "example_results_llava_llama2_13b_chat.json") if p.is_file())
+                                   ROOT / "assets" / "examples" / "llava_llama2_13b_chat.json") if p.is_file())
 
 
 def cpu_seconds() -> float:

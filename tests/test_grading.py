@@ -38,7 +38,7 @@ from tests.official_reference import (RETRY_TEXT, SHARED_DATA, aggregate_officia
                                       official_question, sample_by_question)
 
 RESULTS_FILE = next(p for p in (SHARED_DATA / "results" / "llava-v1.5-13b.json",
-                                ROOT / "assets" / "example_results_llava_llama2_13b_chat.json") if p.is_file())
+                                ROOT / "assets" / "examples" / "llava_llama2_13b_chat.json") if p.is_file())
 MODEL_NAME = RESULTS_FILE.stem
 JUDGE_MODEL = "gpt-4-0613"
 V1 = load_bundled_v1()

@@ -23,7 +23,7 @@ from tests.official_reference import RETRY_TEXT, SHARED_DATA, load_official_meta
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_FILE = next(p for p in (SHARED_DATA / "results" / "llava-v1.5-7b.json",
-                                ROOT / "assets" / "example_results_llava_llama2_13b_chat.json") if p.is_file())
+                                ROOT / "assets" / "examples" / "llava_llama2_13b_chat.json") if p.is_file())
 N_RUNS, CONCURRENCY = 2, 4
 KILL_AFTER_GRADES = 260            # of 436: into the second run, so some samples are finished
 
