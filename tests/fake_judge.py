@@ -2,8 +2,9 @@
 
 The answer is a deterministic function of the filled prompt's last row (question | ground truth | prediction),
 so the same prediction always gets the same grade. Faults are injectable at run time through `FakeState`:
-latency, 429 with ``retry-after``, 500s, slow answers (client timeouts), garbage answers, a wrong key, a model
-the endpoint does not serve, and reasoning-model parameter rejections.
+latency, 429 with ``retry-after``, 500s, slow answers (client timeouts), garbage answers, a 200 whose body is not a
+chat completion, a wrong key, a model the endpoint does not serve, and reasoning-model parameter rejections. It
+also serves Azure OpenAI's deployment route (``/openai/deployments/{model}/chat/completions``, key in ``api-key``).
 
 Use in-process: ``with FakeJudgeServer() as srv: srv.url, srv.state.calls``; or as a process:
 ``python -m tests.fake_judge --port 8765 --latency 0.1``.
@@ -94,7 +95,7 @@ def make_app(state: FakeState) -> FastAPI:
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
-        return await answer(request, await request.json(), request.headers.get("authorization", ""))
+        return await answer(await request.json(), request.headers.get("authorization", ""))
 
     @app.post("/openai/deployments/{deployment}/chat/completions")
     async def azure_chat(deployment: str, request: Request):
@@ -103,10 +104,9 @@ def make_app(state: FakeState) -> FastAPI:
             return _error(404, "Resource not found")
         body = await request.json()
         body.setdefault("model", deployment)
-        return await answer(request, body, f"Bearer {request.headers.get('api-key', '')}",
-                            route=f"azure:{deployment}")
+        return await answer(body, f"Bearer {request.headers.get('api-key', '')}", route=f"azure:{deployment}")
 
-    async def answer(request: Request, body: dict, auth: str, route: str = "openai"):
+    async def answer(body: dict, auth: str, route: str = "openai"):
         record = {"model": body.get("model"), "prompt": body["messages"][-1]["content"],
                   "temperature": body.get("temperature"), "max_tokens": body.get("max_tokens"),
                   "max_completion_tokens": body.get("max_completion_tokens"), "body": body, "route": route,
