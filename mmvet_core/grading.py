@@ -148,14 +148,14 @@ class WorkOrder:
         self._pending: dict[str, list[int]] = {}
         for sid, r in items:
             self._pending.setdefault(sid, []).append(r)
-        self._left = len(items)
+        self._total = len(items)
         self._taken: set[tuple[str, int]] = set()
         self._ahead: list[tuple[int, int, str, int]] = []     # heap of (-calls, order, sample id, run index)
         self._calls: dict[str, int] = {}
         self._seq = itertools.count()
 
     def __len__(self) -> int:
-        return self._left
+        return self._total - len(self._taken)
 
     def take(self) -> tuple[str, int] | None:
         """The next pair to grade, or None when every pair was taken."""
@@ -180,7 +180,6 @@ class WorkOrder:
 
     def _mark(self, sid: str, r: int) -> tuple[str, int]:
         self._taken.add((sid, r))
-        self._left -= 1
         return sid, r
 
 
