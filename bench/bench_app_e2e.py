@@ -32,7 +32,7 @@ from pathlib import Path
 import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = Path("/work/shared/data/results/llava-v1.5-13b.json")
+RESULTS = Path(__file__).resolve().parents[1] / "tests" / "data" / "results" / "llava-v1.5-13b.json"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]

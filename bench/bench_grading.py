@@ -35,7 +35,7 @@ from mmvet_core.store import Store  # noqa: E402
 from tests.fake_judge import free_port  # noqa: E402
 from tests.official_reference import grade_one, load_official_metadata, load_official_prompt  # noqa: E402
 
-DEFAULT_RESULTS = next(p for p in (ROOT.parent / "shared" / "data" / "results" / "llava-v1.5-13b.json",
+DEFAULT_RESULTS = next(p for p in (ROOT / "tests" / "data" / "results" / "llava-v1.5-13b.json",
                                    ROOT / "assets" / "examples" / "llava_llama2_13b_chat.json") if p.is_file())
 
 

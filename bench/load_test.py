@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS_DIR = Path("/work/shared/data/results")
+RESULTS_DIR = Path(__file__).resolve().parents[1] / "tests" / "data" / "results"
 SOURCES = ["llava-v1.5-13b.json", "llava-v1.5-7b.json", "llava-v1.5-7b-rerun.json", "llava_llama2_13b_chat.json",
            "llava-v1.5-13b.answers.jsonl"]
 TERMINAL = {"done", "stopped", "failed", "incomplete"}

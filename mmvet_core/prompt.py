@@ -1,7 +1,7 @@
 """The official MM-Vet judge prompts, how they are filled, and how the judge's answer is parsed (all pure).
 
 The prompt texts are data files in ``mmvet_core/prompts/``, byte-identical to the official evaluators'. Filling
-and parsing follow the official scripts exactly (see ``../shared/data/README.md``):
+and parsing follow the official scripts exactly (see ``tests/data/README.md`` and the official evaluator):
 
 - v1: ``prompt + "\\n" + " | ".join([question, gt, prediction, ""])``; retry suffix
   ``"\\nPredict the correctness of the answer (digit): "``.

@@ -23,7 +23,7 @@ import pytest
 
 from tests.fake_judge import FakeJudgeServer, free_port
 
-SHARED = Path("/work/shared/data")
+SHARED = Path(__file__).resolve().parent / "data"
 RESULTS_DIR = SHARED / "results"
 OFFICIAL_GRADES = SHARED / "official-grades"
 V2_RESULTS = SHARED / "mmvet-v2-partial" / "gemini-1.5-pro.json"

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED_DATA = Path(__file__).resolve().parent / "data"
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 RETRY_TEXT = "\nPredict the correctness of the answer (digit): "
 MAX_TRY_TIME = 5

@@ -1,5 +1,5 @@
 """Aggregation: hand-computed tables, the official rounding, partial sets, subsets, and parity with the real
-official CSVs in ../shared/data/official-grades."""
+official CSVs in tests/data/official-grades."""
 from __future__ import annotations
 
 import json
@@ -13,7 +13,7 @@ import pytest
 from mmvet_core.aggregate import aggregate_scores, round_official
 from mmvet_core.benchmark import Benchmark, Sample, integration_name, load_bundled_v1
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED_DATA = Path(__file__).resolve().parent / "data"
 OFFICIAL = SHARED_DATA / "official-grades"
 
 

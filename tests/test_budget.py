@@ -12,7 +12,7 @@ from mmvet_core.judge import JudgeSettings, make_judge
 from mmvet_core.runs import create_run
 from mmvet_core.store import Store
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED = Path(__file__).resolve().parent / "data"
 
 
 def test_visitor_limit_then_global_limit(tmp_path):

@@ -17,7 +17,7 @@ from mmvet_core.charts import (
     scores_series,
 )
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED_DATA = Path(__file__).resolve().parent / "data"
 CAPS = ["rec", "ocr", "know", "gen", "spat", "math"]
 
 

@@ -9,7 +9,7 @@ import pytest
 from mmvet_core.export import read_official_csv
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
+SHARED = ROOT / "tests" / "data"
 GRADES = SHARED / "official-grades"
 
 from tests.test_aggregate import PARITY_CASES as OFFICIAL   # (grade file, cap CSV, cap-int CSV, row label)

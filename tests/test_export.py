@@ -21,7 +21,7 @@ from mmvet_core.export import (
     write_official_files,
 )
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED_DATA = Path(__file__).resolve().parent / "data"
 OFFICIAL = SHARED_DATA / "official-grades"
 
 # grade file, cap CSV, cap-int CSV, row label (the 7b re-run's row is labelled llava-v1.5-7b)

@@ -9,7 +9,7 @@ from mmvet_core.judge import JudgeSettings, make_judge
 from mmvet_core.runs import create_run
 from mmvet_core.store import Store
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED = Path(__file__).resolve().parent / "data"
 
 
 def _run(store, fake_url, n_samples=40):

@@ -5,7 +5,7 @@ import pytest
 
 from mmvet_core.prompt import load_prompt, parse_score, prompt_version_id, render_prompt
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED = Path(__file__).resolve().parent / "data"
 
 
 @pytest.mark.parametrize("version", ["v1", "v2"])

@@ -1,6 +1,6 @@
 """Specification of `mmvet_core.results`: every results-file format is read, detected and checked.
 
-Real files come from ../shared/data; the other formats are built in `tmp_path` from real predictions.
+Real files come from tests/data (see its README); the other formats are built in `tmp_path` from real predictions.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from mmvet_core.benchmark import Benchmark, Sample, load_bundled_v1
 from mmvet_core.results import (ResultsError, ResultsFile, read_results, select_predictions,
                                 validate_results)
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(__file__).resolve().parent / "data"
 RESULTS = DATA / "results"
 V2_RESULTS = DATA / "mmvet-v2-partial" / "gemini-1.5-pro.json"
 TRICKY = ["  leading and trailing  ", "a\r\nb", "None", "NA", "n/a", "", "1.50", "tab\there",

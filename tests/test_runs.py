@@ -9,7 +9,7 @@ from mmvet_core.runs import (benchmark_from_stored, benchmark_to_stored, create_
                              import_official_grades, load_run_view)
 from mmvet_core.store import Store
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED = Path(__file__).resolve().parent / "data"
 GRADES = SHARED / "official-grades"
 
 

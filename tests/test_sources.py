@@ -26,7 +26,7 @@ from mmvet_core.sources import (
     read_subset_ids,
 )
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED_DATA = Path(__file__).resolve().parent / "data"
 V1_METADATA = SHARED_DATA / "mmvet-v1" / "mm-vet.json"
 V2_README_SAMPLES = SHARED_DATA / "mmvet-v2-partial" / "mm-vet-v2_README_samples.json"
 

@@ -6,7 +6,7 @@ import pytest
 
 from mmvet_core.steering import detect_steering
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED = Path(__file__).resolve().parent / "data"
 
 
 @pytest.mark.parametrize("prediction, reason", [
