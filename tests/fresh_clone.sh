@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Contributor check: the committed tree stands alone. Clones HEAD into an empty temporary folder, hides any
+# ../shared reference folder of the development machine (a private mount namespace with an empty tmpfs over it,
+# when `unshare` is allowed), and runs the README's test command there. Fails unless pytest reports
+# 0 failed, 0 errors and 0 skipped.
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+git clone -q "$repo" "$work/mmvet-grader"
+cd "$work/mmvet-grader"
+hide=""
+for d in "$repo/../shared" "$work/shared"; do [ -d "$d" ] && hide="$hide $(cd "$d" && pwd)"; done
+run='python -m pytest -q -rfEs -p no:cacheprovider'
+if [ -n "$hide" ] && unshare -m true 2>/dev/null; then
+  cmd="for d in$hide; do mount -t tmpfs none \"\$d\"; done; $run"
+  out="$(unshare -m bash -c "$cmd" 2>&1 | tee /dev/stderr)"
+else
+  [ -n "$hide" ] && echo "warning: could not hide$hide (unshare not permitted); the clone is elsewhere anyway" >&2
+  out="$($run 2>&1 | tee /dev/stderr)"
+fi
+summary="$(printf '%s\n' "$out" | tail -1)"
+if printf '%s' "$summary" | grep -Eq 'failed|error|skipped' || ! printf '%s' "$summary" | grep -q passed; then
+  echo "fresh clone: NOT clean: $summary" >&2; exit 1
+fi
+echo "fresh clone: clean: $summary"
