@@ -13,10 +13,12 @@ import pytest
 from mmvet_core.benchmark import Benchmark, Sample, load_bundled_v1
 from mmvet_core.results import (ResultsError, ResultsFile, read_results, select_predictions,
                                 validate_results)
+from tests import toolkit_writers as tw
 
 DATA = Path(__file__).resolve().parent / "data"
 RESULTS = DATA / "results"
 V2_RESULTS = DATA / "mmvet-v2-partial" / "gemini-1.5-pro.json"
+BENCH = load_bundled_v1()
 TRICKY = ["  leading and trailing  ", "a\r\nb", "None", "NA", "n/a", "", "1.50", "tab\there",
           'say "hi", then, go', "line\u2028separator", "naïve ünïcode ✓"]
 
@@ -50,46 +52,37 @@ def write_llava(path: Path, preds: dict) -> Path:
     return path
 
 
-def lmms_sample(sid: str, text: object, n: int) -> dict:
-    # lmms-eval writes filtered_resps either flat ["text"] or nested [["text"]]: alternate both
-    resps = [[text]] if n % 2 else [text]
-    return {"doc_id": n, "doc": {"question_id": sid, "question": "q"}, "target": "gt",
-            "resps": [[text]], "filtered_resps": resps, "gpt_eval_info": {}}
+def lmms(writer):
+    """A toolkit writer (tests/toolkit_writers.py) over the bundled v1, as a (path, preds) writer."""
+    def write(path: Path, preds: dict) -> Path:
+        return writer(path, preds, BENCH)
+    return write
 
 
-def write_lmms_jsonl(path: Path, preds: dict) -> Path:
-    lines = [json.dumps(lmms_sample(k, v, n)) for n, (k, v) in enumerate(preds.items())]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-def write_lmms_logs(path: Path, preds: dict) -> Path:
-    logs = [lmms_sample(k, v, n) for n, (k, v) in enumerate(preds.items())]
-    doc = {"args": {"model": "llava", "model_args": "pretrained=liuhaotian/llava-v1.5-13b,conv=x"},
-           "logs": logs, "time": "2024-05-01"}
-    path.write_text(json.dumps(doc), encoding="utf-8")
-    return path
+write_lmms_logs = lmms(tw.lmms_v01_logs)
+write_lmms_jsonl = lmms(tw.lmms_v03_jsonl)
+write_lmms_v04 = lmms(tw.lmms_v04_jsonl)
+write_lmms_v07 = lmms(tw.lmms_v07_jsonl)
 
 
 def table(preds: dict) -> pd.DataFrame:
-    rows = numbered(preds)
-    return pd.DataFrame({"index": [n for n, _ in rows], "question": "q", "answer": "gt", "category": "rec",
-                         "prediction": [t for _, t in rows]})
+    return tw.vlmevalkit_frame(preds, BENCH)
 
 
 def write_xlsx(path: Path, preds: dict) -> Path:
-    table(preds).to_excel(path, index=False)
-    return path
+    return tw.vlmevalkit_dump(table(preds), path.with_suffix(".xlsx")).rename(path)
 
 
 def write_tsv(path: Path, preds: dict) -> Path:
-    table(preds).to_csv(path, sep="\t", index=False)
-    return path
+    return tw.vlmevalkit_dump(table(preds), path.with_suffix(".tsv")).rename(path)
 
 
 def write_csv(path: Path, preds: dict) -> Path:
-    table(preds).to_csv(path, index=False)
-    return path
+    return tw.vlmevalkit_dump(table(preds), path.with_suffix(".csv")).rename(path)
+
+
+def write_vlm_json(path: Path, preds: dict) -> Path:
+    return tw.vlmevalkit_dump(table(preds), path.with_suffix(".json")).rename(path)
 
 
 BUILT = [  # (format, writer, file name); names that lie about the content prove detection reads the content
@@ -98,6 +91,9 @@ BUILT = [  # (format, writer, file name); names that lie about the content prove
     pytest.param("llava-jsonl", write_llava, "answers.jsonl", id="llava-jsonl"),
     pytest.param("lmms-eval-jsonl", write_lmms_jsonl, "20240501_samples_mmvet.jsonl", id="lmms-eval-jsonl"),
     pytest.param("lmms-eval-json", write_lmms_logs, "llava_mmvet.json", id="lmms-eval-logs-json"),
+    pytest.param("lmms-eval-jsonl-v0.4", write_lmms_v04, "20250801_samples_mmvet.jsonl", id="lmms-eval-v0.4"),
+    pytest.param("lmms-eval-jsonl-v0.7", write_lmms_v07, "20260301_samples_mmvet.jsonl", id="lmms-eval-v0.7"),
+    pytest.param("vlmevalkit-json", write_vlm_json, "llava_MMVet.json", id="vlmevalkit-json"),
     pytest.param("vlmevalkit-xlsx", write_xlsx, "llava_MMVet.xlsx", id="vlmevalkit-xlsx"),
     pytest.param("vlmevalkit-xlsx", write_xlsx, "workbook.bin", id="vlmevalkit-xlsx-named-bin"),
     pytest.param("vlmevalkit-tsv", write_tsv, "llava_MMVet.tsv", id="vlmevalkit-tsv"),
@@ -143,7 +139,8 @@ def test_llava_jsonl_and_official_json_of_the_same_run_give_identical_prediction
     pytest.param(write_llava, "answers.jsonl", "my-llava", id="llava-model_id"),
     pytest.param(write_lmms_logs, "logs.json", "liuhaotian/llava-v1.5-13b", id="lmms-eval-pretrained"),
     pytest.param(write_official, "gpt-4o.json", "gpt-4o", id="official-file-stem"),
-    pytest.param(write_tsv, "qwen_MMVet.tsv", "qwen_MMVet", id="vlmevalkit-file-stem"),
+    pytest.param(write_tsv, "qwen_MMVet.tsv", "qwen", id="vlmevalkit-file-name"),
+    pytest.param(write_tsv, "qwen_MMVet_gpt-4-turbo.tsv", "qwen", id="vlmevalkit-graded-file-name"),
 ])
 def test_model_name_hint(write, name, expected, tmp_path, real):
     assert read_results(write(tmp_path / name, real)).model_name == expected
@@ -156,10 +153,12 @@ def test_predictions_are_kept_byte_exact(fmt, write, name, tmp_path, bench):
     assert {k: v for k, v in select_predictions(results, bench, allow_missing=True).items() if k in preds} == preds
 
 
-def test_xlsx_keeps_text_exact_except_carriage_returns_which_excel_xml_cannot_store(tmp_path, bench):
+def test_xlsx_keeps_text_exact_including_carriage_returns_stored_as_x000d(tmp_path, bench):
+    # xlsxwriter (VLMEvalKit's engine) stores "\r" as _x000D_, which openpyxl does not decode by itself
+    # (xlsxwriter does not escape a literal "_x000D_" in text, so such text cannot survive any reader)
     preds = {f"v1_{n}": text for n, text in enumerate(TRICKY)}
     got = select_predictions(read_results(write_xlsx(tmp_path / "t.xlsx", preds)), bench, allow_missing=True)
-    assert {k: got[k] for k in preds} == {k: v.replace("\r\n", "\n") for k, v in preds.items()}
+    assert {k: got[k] for k in preds} == preds
 
 
 def crlf(write):
@@ -259,8 +258,9 @@ def test_a_results_file_of_another_benchmark_is_called_out(bench):
     results = read_results(V2_RESULTS)
     report = validate_results(results, bench)
     assert report.wrong_benchmark and report.matched == 0
-    assert "none of the 517 ids match mmvet-v1 — wrong benchmark?" in report.summary().lower()
-    with pytest.raises(ResultsError, match="wrong benchmark"):
+    assert "none of the 517 ids match mmvet-v1 — these are mm-vet v2 ids" in report.summary().lower()
+    assert "--benchmark mmvet-v2" in report.summary()
+    with pytest.raises(ResultsError, match="--benchmark mmvet-v2"):
         select_predictions(results, bench, allow_missing=True)   # 218 empty answers would be useless
 
 
