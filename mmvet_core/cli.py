@@ -12,13 +12,14 @@ import sys
 from pathlib import Path
 
 from .benchmark import BenchmarkError
-from .export import (GradeFileError, load_official_grades, make_cap_csv_text, make_cap_int_csv_text,
-                     official_file_names)
+from .export import GradeFileError, make_cap_csv_text, make_cap_int_csv_text, make_grade_json, \
+    official_file_names, write_grade_json
 from .aggregate import aggregate_scores
+from .graded import OFFICIAL_GRADE_NAME, read_grade_file, source_label
 from .grading import grade_run
 from .judge import BASELINE_NAME, DEFAULT_JUDGE_MODEL, JudgeSettings, make_judge
 from .results import ResultsError, read_results, select_predictions, validate_results
-from .runs import create_run, export_run, import_official_grades, load_run_view
+from .runs import ImportRefused, create_run, export_run, import_grades, load_run_view
 from .sources import load_benchmark, load_subset
 from .store import Store
 
@@ -60,12 +61,16 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--db", default=None, help=f"SQLite database (default {DEFAULT_DB}, or $MMVET_DATA_DIR)")
     g.add_argument("--allow-missing", action="store_true", help="grade missing predictions as empty answers")
     g.add_argument("--import-grades", default=None,
-                   help="an official grade JSON whose grades are reused (continue it without paying again)")
+                   help="an official grade JSON of the same results whose grades are reused (continue it without "
+                        "paying again); refused for another judge, prompt or benchmark")
 
-    a = sub.add_parser("aggregate", help="official CSVs from an official grade JSON, without any judge call")
-    a.add_argument("grade_json")
+    a = sub.add_parser("aggregate", help="scores and official CSVs from a grade file, without any judge call: an "
+                                         "official grade JSON, a VLMEvalKit graded table ({model}_MMVet_{judge}"
+                                         ".xlsx/.tsv/.csv/.json) or a graded lmms-eval sample log")
+    a.add_argument("grade_json", metavar="GRADE_FILE")
     _add_benchmark_args(a)
-    a.add_argument("--judge-name", default=None, help="judge name in file names (default: from the file name)")
+    a.add_argument("--judge-name", default=None, help="judge name in file names (default: from the file)")
+    a.add_argument("--samples", action="store_true", help="also print every sample's score and judge")
 
     v = sub.add_parser("validate", help="check a results file against the benchmark (no judge call)")
     v.add_argument("results")
@@ -138,10 +143,12 @@ def cmd_grade(args) -> int:
                         results_format=results.format, reuse=True)
     if args.import_grades:
         try:
-            n = import_official_grades(store, run_id, load_official_grades(args.import_grades, allow_partial=True))
-        except (GradeFileError, OSError) as e:
+            imported = import_grades(store, run_id, read_grade_file(args.import_grades, benchmark))
+        except (GradeFileError, ImportRefused, OSError) as e:
             raise UsageError(f"--import-grades: {e}") from e
-        print(f"Imported {n} grades from {args.import_grades}")
+        for warning in imported.warnings:
+            print(f"Warning (--import-grades): {warning}", file=sys.stderr)
+        print(f"Imported {imported.imported} grades from {args.import_grades}")
     total = len(benchmark) * args.runs
     print(f"Run {run_id}: {len(benchmark)} samples x {args.runs} run(s) with judge {settings.model}"
           + ("  [offline keyword baseline: NOT the MM-Vet metric]" if not settings.is_official else ""))
@@ -173,30 +180,61 @@ async def _grade(store, run_id, benchmark, settings, key, concurrency, total):
         await judge.aclose()
 
 
+def aggregate_names(path: str | Path, file_model: str, file_judge: str, model_name: str | None = None,
+                    judge_name: str | None = None) -> tuple[str, str]:
+    """(model, judge) for the output names of `aggregate`: the official ``{model}_{judge}-grade-{N}runs.json``
+    pattern when the file name has it, else what the file says (VLMEvalKit's ``{model}_MMVet_{judge}``, lmms-eval's
+    model) or the file's stem; `model_name` / `judge_name` always win."""
+    match = OFFICIAL_GRADE_NAME.match(Path(path).name)
+    model = model_name or (match["model"] if match else file_model) or Path(path).stem
+    judge = judge_name or (match["judge"] if match else file_judge) or "judge"
+    return model, judge
+
+
 def cmd_aggregate(args) -> int:
     benchmark = _benchmark(args)
     try:
-        grades = load_official_grades(args.grade_json)
+        grades = read_grade_file(args.grade_json, benchmark)
     except (GradeFileError, OSError) as e:
         raise UsageError(str(e)) from e
     missing = [i for i in benchmark.ids if i not in grades.scores]
     if missing:
-        raise UsageError(f"the grade file has no grade for {len(missing)} sample(s) of {benchmark.name}: "
-                         + ", ".join(missing[:10]))
-    # official name: {model}_{judge}-grade-{N}runs.json (the judge name has no underscore)
-    head = Path(args.grade_json).name.split("-grade-")[0]
-    file_model, _, file_judge = head.rpartition("_") if "_" in head else (head, "", "judge")
-    model = args.model_name or file_model or head
-    judge = args.judge_name or file_judge or "judge"
+        shown = ", ".join(missing[:10]) + (" …" if len(missing) > 10 else "")
+        raise UsageError(f"the grade file has no grade for {len(missing)} of {len(benchmark)} sample(s) of "
+                         f"{benchmark.name} ({shown}); holds {len(grades.scores)}")
+    model, judge = aggregate_names(args.grade_json, grades.model_name, grades.judge_name, args.model_name,
+                                   args.judge_name)
     scores = aggregate_scores(benchmark, grades.scores, grades.n_runs)
+    note = grades.metric_note()
+    print(f"Grade file: {source_label(grades.source)} · {len(grades.scores)} samples × {grades.n_runs} run(s)"
+          + (f" · ids from {grades.id_source}" if grades.id_source not in ("", "keys") else ""))
+    print(f"Judge: {grades.judge_text()}")
+    print(f"Metric: {note or 'the official MM-Vet metric (gpt-4-0613, official prompt)'}")
+    for line in grades.notes:
+        print(f"Note: {line}")
     subset = "bardset" if benchmark.subset_name == "bard" else benchmark.subset_name
     names = official_file_names(model, judge, grades.n_runs, subset)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    for key, text in (("cap", make_cap_csv_text(model, scores)), ("cap_int", make_cap_int_csv_text(model, scores))):
+    for key, text in (("cap", make_cap_csv_text(model, scores, note)),
+                      ("cap_int", make_cap_int_csv_text(model, scores, note))):
         (out / names[key]).write_text(text, encoding="utf-8")
         print(f"wrote {out / names[key]}")
-    print(f"Total: {scores.total.mean:.1f} ± {scores.total.std:.1f} over {grades.n_runs} run(s)")
+    if grades.source != "official-grade-json":   # every sample in the official grade format too
+        records = {sid: {"model": grades.judges[sid], "content": grades.contents[sid], "score": grades.scores[sid],
+                         **({"prediction": grades.predictions[sid]} if sid in grades.predictions else {}),
+                         **({"metric_note": note} if note else {})} for sid in benchmark.ids}
+        write_grade_json(out / names["grade"], make_grade_json(records))
+        print(f"wrote {out / names['grade']}")
+    print(f"\nTotal: {scores.total.mean:.1f} ± {scores.total.std:.1f} over {grades.n_runs} run(s)"
+          + (f"  [{note}]" if note else ""))
+    print("Capabilities: " + "  ".join(f"{c.name} {c.mean:.1f}" for c in scores.capabilities))
+    print("Integrations: " + "  ".join(f"{c.name} {c.mean:.1f}" for c in scores.integrations))
+    if args.samples:
+        for sid in benchmark.ids:
+            runs = " / ".join("—" if x is None else f"{x:.1f}" for x in grades.scores[sid])
+            judges = ", ".join(dict.fromkeys(j or "unknown" for j in grades.judges[sid]))
+            print(f"{sid}\t{','.join(benchmark.samples[sid].capabilities)}\t{runs}\t{judges}")
     return 0
 
 

@@ -196,33 +196,41 @@ def _summary_values(scores: Scores) -> list[str]:
     return [_format_number(scores.total.mean), _format_number(scores.total.std), _format_runs(scores.runs)]
 
 
-def make_cap_csv_text(model: str, scores: Scores) -> str:
-    """The official ``*-cap-score-*runs.csv`` text: capabilities, then ``total,std,runs``; one row `model`."""
+#: The extra last column of a CSV whose numbers are not the official MM-Vet metric (official CSVs never have it).
+NOTE_COLUMN = "note"
+
+
+def make_cap_csv_text(model: str, scores: Scores, note: str | None = None) -> str:
+    """The official ``*-cap-score-*runs.csv`` text: capabilities, then ``total,std,runs``; one row `model`.
+    A `note` (why the numbers are not the official metric) is added as a last ``note`` column."""
     columns = [c.name for c in scores.capabilities] + list(SUMMARY_COLUMNS)
     values = [_format_number(c.mean) for c in scores.capabilities] + _summary_values(scores)
-    return _csv_text(model, columns, values)
+    return _csv_text(model, columns + [NOTE_COLUMN] * bool(note), values + [note] * bool(note))
 
 
-def make_cap_int_csv_text(model: str, scores: Scores) -> str:
-    """The official ``*-cap-int-score-*runs.csv`` text: integrations (canonical names), then ``total,std,runs``."""
+def make_cap_int_csv_text(model: str, scores: Scores, note: str | None = None) -> str:
+    """The official ``*-cap-int-score-*runs.csv`` text: integrations (canonical names), then ``total,std,runs``
+    (and `note` as in `make_cap_csv_text`)."""
     columns = [c.name for c in scores.integrations] + list(SUMMARY_COLUMNS)
     values = [_format_number(c.mean) for c in scores.integrations] + _summary_values(scores)
-    return _csv_text(model, columns, values)
+    return _csv_text(model, columns + [NOTE_COLUMN] * bool(note), values + [note] * bool(note))
 
 
 def write_official_files(out_dir: str | Path, model: str, judge: str, scores: Scores,
-                         grade_json: Mapping[str, Any], subset: str | None = None) -> dict[str, Path]:
+                         grade_json: Mapping[str, Any], subset: str | None = None,
+                         note: str | None = None) -> dict[str, Path]:
     """Write the grade JSON and both CSVs under `out_dir` (created if needed) with the official file names.
 
     Returns ``{"grade": path, "cap": path, "cap_int": path}``. The run count in the names is ``scores.n_runs``.
+    `note` (numbers that are not the official MM-Vet metric) becomes the CSVs' last ``note`` column.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     names = official_file_names(model, judge, scores.n_runs, subset)
     paths = {key: out / name for key, name in names.items()}
     write_grade_json(paths["grade"], grade_json)
-    paths["cap"].write_text(make_cap_csv_text(model, scores), encoding="utf-8")
-    paths["cap_int"].write_text(make_cap_int_csv_text(model, scores), encoding="utf-8")
+    paths["cap"].write_text(make_cap_csv_text(model, scores, note), encoding="utf-8")
+    paths["cap_int"].write_text(make_cap_int_csv_text(model, scores, note), encoding="utf-8")
     return paths
 
 
@@ -244,6 +252,8 @@ def _parse_runs(text: str) -> list[float | None]:
 def _parse_cell(column: str, text: str) -> float | list[float | None] | str | None:
     if column == "runs":
         return _parse_runs(text)
+    if column == NOTE_COLUMN:
+        return text
     if text.strip() == "" or text.strip().lower() == "nan":
         return None
     try:
@@ -263,7 +273,7 @@ def read_official_csv(path: str | Path) -> dict[str, dict[str, Any]]:
     rows = list(csv.reader(io.StringIO(text)))
     if not rows or len(rows[0]) < 2:
         raise ValueError(f"{path}: not a score CSV (no header row)")
-    header = [c if c in SUMMARY_COLUMNS else integration_name(c.split("_")) for c in rows[0][1:]]
+    header = [c if c in SUMMARY_COLUMNS or c == NOTE_COLUMN else integration_name(c.split("_")) for c in rows[0][1:]]
     table: dict[str, dict[str, Any]] = {}
     for row in rows[1:]:
         if not row:

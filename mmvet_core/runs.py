@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .aggregate import Scores, aggregate_scores
 from .benchmark import Benchmark, Sample
 from .export import (OfficialGrades, make_grade_json, official_file_names, write_grade_json,
                      write_official_files)
+from .graded import GradeSet, is_official_judge, judges_compatible
 from .grading import GRADED
 from .judge import JudgeSettings
 from .prompt import parse_score
@@ -51,16 +52,36 @@ def run_fingerprint(model_name: str, stored_benchmark: dict, n_runs: int, settin
 
 def create_run(store: Store, *, benchmark: Benchmark, spec: str, predictions: dict[str, str], n_runs: int,
                settings: JudgeSettings, model_name: str, results_format: str = "", owner: str = "",
-               reuse: bool = False) -> str:
-    """Store a new run (or, with `reuse`, return the id of the latest identical one)."""
+               reuse: bool = False, judge_info: dict | None = None) -> str:
+    """Store a new run (or, with `reuse`, return the id of the latest identical one). `judge_info` is stored
+    beside the judge settings (an imported grade file's provenance: see `create_grade_view`)."""
     stored = benchmark_to_stored(benchmark, spec)
     fp = run_fingerprint(model_name, stored, n_runs, settings, predictions)
     if reuse:
         existing = store.find_run(fp)
         if existing is not None:
             return existing.id
-    return store.create_run(model_name=model_name, benchmark=stored, n_runs=n_runs, judge=settings.to_dict(),
-                            predictions=predictions, results_format=results_format, owner=owner, fingerprint=fp)
+    return store.create_run(model_name=model_name, benchmark=stored, n_runs=n_runs,
+                            judge={**settings.to_dict(), **(judge_info or {})}, predictions=predictions,
+                            results_format=results_format, owner=owner, fingerprint=fp)
+
+
+def metric_note(judge: dict) -> str | None:
+    """Why a run's numbers are not the official MM-Vet metric (shown wherever its score is), or None when they
+    are: the official prompt (always ours) with the official judge gpt-4-0613."""
+    if judge.get("provider") == "baseline":
+        return "offline keyword baseline, NOT the MM-Vet metric"
+    if "official_metric" in judge:          # an imported grade file knows its own prompt and judges
+        return None if judge["official_metric"] else judge.get("metric_note") or "NOT the official MM-Vet metric"
+    model = judge.get("model", "")
+    if is_official_judge(model):
+        return None
+    return f"judge {model}: NOT the official MM-Vet metric (the official judge is gpt-4-0613)"
+
+
+def judge_text(judge: dict) -> str:
+    """The judge as shown: the model, or for an imported file every judge it names with its grade count."""
+    return judge.get("judge_text") or judge.get("model", "judge")
 
 
 @dataclass
@@ -76,6 +97,14 @@ class RunView:
     @property
     def judge_name(self) -> str:
         return self.run.judge.get("model", "judge")
+
+    @property
+    def metric_note(self) -> str | None:
+        return metric_note(self.run.judge)
+
+    @property
+    def judge_text(self) -> str:
+        return judge_text(self.run.judge)
 
     @property
     def n_expected(self) -> int:
@@ -165,6 +194,10 @@ def make_run_grade_json(view: RunView) -> dict:
             rec["override"] = {"score": score, "reason": reason}
         if flags:
             rec["flags"] = flags
+        if isinstance(view.run.predictions.get(sid), str):
+            rec["prediction"] = view.run.predictions[sid]     # what was graded: lets an import check it
+        if note := view.metric_note:
+            rec["metric_note"] = note
         records[sid] = rec
     return make_grade_json(records)
 
@@ -175,7 +208,7 @@ def export_run(view: RunView, out_dir: str | Path) -> dict[str, Path]:
     grade_json = make_run_grade_json(view)
     if view.scores.complete:
         return write_official_files(out_dir, view.run.model_name, view.judge_name, view.scores, grade_json,
-                                    subset=subset)
+                                    subset=subset, note=view.metric_note)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / official_file_names(view.run.model_name, view.judge_name, view.run.n_runs, subset)["grade"]
@@ -219,3 +252,98 @@ def import_official_grades(store: Store, run_id: str, grades: OfficialGrades) ->
                                      [{"imported": True, "content": content, "model": model}], None, flags, 0.0))
             n += 1
     return n
+
+
+def create_grade_view(store: Store, grades: GradeSet, *, benchmark: Benchmark, spec: str, owner: str = "",
+                      model_name: str | None = None) -> str:
+    """A finished run holding a grade file's grades (no judge call): totals, capabilities, integrations, radars
+    and every sample then show like any run, with the file's judges and metric note recorded. Returns its id."""
+    settings = JudgeSettings(model=grades.judge_name or "judge", provider="imported")
+    run_id = create_run(store, benchmark=benchmark, spec=spec, predictions=dict(grades.predictions),
+                        n_runs=grades.n_runs, settings=settings, model_name=model_name or grades.model_name,
+                        results_format=grades.source, owner=owner, judge_info=grades.judge_info())
+    for sid, row in grades.scores.items():
+        for r, score in enumerate(row):
+            if score is None:
+                continue
+            content, judge = grades.contents[sid][r], grades.judges[sid][r]
+            status = "fallback" if grades.failed[sid][r] else imported_status(content, score) \
+                if grades.source == "official-grade-json" else "ok"
+            flags = [] if status == "ok" else [status]
+            store.put_grade(GradeRow(run_id, sid, r, status, float(score), content, judge,
+                                     [{"imported": True, "content": content, "model": judge,
+                                       "source": grades.source}], None, flags, 0.0))
+    store.set_status(run_id, "done", f"imported from a {grades.judge_info()['imported_from']} (no judge call)")
+    return run_id
+
+
+class ImportRefused(ValueError):
+    """Grades that must not be reused in this run (another judge, prompt, benchmark or model's answers)."""
+
+
+@dataclass
+class ImportReport:
+    imported: int
+    skipped_changed: list[str] = field(default_factory=list)   # ids whose graded prediction differs from ours
+    warnings: list[str] = field(default_factory=list)
+
+
+def import_grades(store: Store, run_id: str, grades: GradeSet) -> ImportReport:
+    """Reuse a grade file's grades in a run, only where they are this run's grades.
+
+    Refused (`ImportRefused`): grades made with another prompt than the official one; grades by a judge model
+    that is not the run's; a file with no sample of the run's benchmark. Grades of samples whose recorded
+    prediction differs from the run's are not imported (they are graded again); when the file does not record
+    predictions (official grade JSONs do not), the report warns, naming both models when the names differ.
+    """
+    run = store.get_run(run_id)
+    if run is None:
+        raise KeyError(f"no run {run_id!r}")
+    name = Path(grades.path).name
+    if grades.prompt != "official":
+        raise ImportRefused(f"{name}: its grades were made with {grades.prompt}'s prompt, not the official one; "
+                            "they cannot stand for this run's grades (view them with `aggregate` instead)")
+    wanted_judge = run.judge.get("model", "")
+    other = sorted({j for j in grades.judge_counts() if not judges_compatible(j, wanted_judge)})
+    if other:
+        raise ImportRefused(f"{name}: graded by {', '.join(other)}, but this run's judge is {wanted_judge}; "
+                            f"pass --judge-model {other[0]} to continue that judge's grades")
+    wanted = run.benchmark.get("samples", {})
+    common = [sid for sid in grades.scores if sid in wanted]
+    if not common:
+        raise ImportRefused(f"{name}: none of its samples belong to this run's benchmark")
+    report = ImportReport(0)
+    if grades.predictions:
+        report.skipped_changed = [sid for sid in common if sid in grades.predictions
+                                  and grades.predictions[sid] != run.predictions.get(sid)]
+        unknown = [sid for sid in common if sid not in grades.predictions]
+        if report.skipped_changed:
+            report.warnings.append(
+                f"{len(report.skipped_changed)} of {len(common)} grades were made for a different prediction than "
+                f"this run's (e.g. {report.skipped_changed[0]}): not imported, they will be graded again"
+                + (" — is the grade file another model's?" if len(report.skipped_changed) > len(common) / 2 else ""))
+        if unknown:
+            report.warnings.append(f"{len(unknown)} grades do not record their prediction: imported unchecked")
+    else:
+        file_model = grades.model_name
+        differs = file_model and file_model != run.model_name
+        report.warnings.append(
+            f"{name} does not record the predictions it graded (official grade files do not), so nothing proves "
+            f"these grades are for this run's answers"
+            + (f": the file is named for model '{file_model}' but this run is '{run.model_name}' — if those are "
+               f"different models, these grades are wrong for this run" if differs else "")
+            + "; use --import-grades only with the grade file of the same results file")
+    skip = set(report.skipped_changed)
+    for sid in common:
+        if sid in skip:
+            continue
+        for r, score in enumerate(grades.scores[sid][: run.n_runs]):
+            if score is None:
+                continue
+            content, model = grades.contents[sid][r], grades.judges[sid][r]
+            status = imported_status(content, float(score))
+            store.put_grade(GradeRow(run_id, sid, r, status, float(score), content, model,
+                                     [{"imported": True, "content": content, "model": model}], None,
+                                     [] if status == "ok" else [status], 0.0))
+            report.imported += 1
+    return report

@@ -69,6 +69,9 @@ _SAFE_FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,200}$")
 _TRUE = {"1", "ON", "YES", "TRUE"}
 _WHAT_TO_DO = ("Instead, download the official mm-vet.zip from https://github.com/yuweihao/MM-Vet and load it by "
                "its path, or use the bundled 'mmvet-v1'.")
+_WHAT_TO_DO_V2 = ("Instead, download the official MM-Vet v2 archive mm-vet-v2.zip "
+                  "(https://github.com/yuweihao/MM-Vet/releases/download/v2/mm-vet-v2.zip) and load it by its path "
+                  "(command line: --benchmark path/to/mm-vet-v2.zip).")
 
 _ID_COLUMNS = ("question_id", "id", "qid", "sample_id", "index")
 _QUESTION_COLUMNS = ("question", "prompt", "query", "text")
@@ -392,7 +395,8 @@ def _read_hub_cache(repo_id: str) -> Any | None:
 
 
 def _hub_error(repo_id: str, why: str) -> BenchmarkError:
-    return BenchmarkError(f"Could not load the Hugging Face dataset '{repo_id}': {why}. {_WHAT_TO_DO}")
+    todo = _WHAT_TO_DO_V2 if "v2" in repo_id.lower() else _WHAT_TO_DO   # v2's own zip, never v1's mm-vet.zip
+    return BenchmarkError(f"Could not load the Hugging Face dataset '{repo_id}': {why}. {todo}")
 
 
 def _download_hub_table(repo_id: str) -> Any:

@@ -66,9 +66,11 @@ def total_text(view: RunView) -> str:
         return "Total: — (nothing graded yet)"
     partial = "" if s.complete else f" (partial: {s.n_graded} of {s.n_samples} samples fully graded)"
     spread = f" ± {_fmt(s.total.std)}" if s.n_runs > 1 else ""
-    judge = view.run.judge.get("model", "")
-    note = " · offline keyword baseline, NOT the MM-Vet metric" if view.run.judge.get("provider") == "baseline" \
-        else f" · judge {judge}"
+    metric = view.metric_note
+    if view.run.judge.get("provider") == "baseline":
+        note = f" · {metric}"
+    else:
+        note = f" · judge {view.judge_text}" + (f" · {metric}" if metric else " · official MM-Vet metric")
     return f"Total: {_fmt(s.total.mean)}{spread} over {s.n_runs} run(s){partial}{note}"
 
 

@@ -341,3 +341,113 @@ def test_a_missing_file_is_a_results_error(tmp_path):
 
 def test_results_error_is_a_value_error():
     assert issubclass(ResultsError, ValueError)
+
+
+# --- ids are checked against the question text; a misaligned index is refused ------------------------------
+
+@pytest.mark.parametrize("fmt, write, name", [p for p in BUILT if p.values[0].startswith(("lmms", "vlmevalkit"))
+                                              and "named" not in p.id])
+def test_every_toolkit_layout_checks_all_218_questions_and_says_where_ids_come_from(fmt, write, name, tmp_path,
+                                                                                  bench, real):
+    report = validate_results(read_results(write(tmp_path / name, real)), bench)
+    assert report.questions_checked == 218 and not report.question_mismatches
+    assert "Question text checked: all 218 match the benchmark" in report.summary()
+    expected = {"lmms-eval-json": "gpt_eval_score.question_id", "lmms-eval-jsonl": "gpt_eval_score.question_id",
+                "lmms-eval-jsonl-v0.4": "gpt_eval_score.question_id",
+                "lmms-eval-jsonl-v0.7": "gpt_eval_score.question_id"}.get(fmt, "index (0-based")
+    assert report.id_source.startswith(expected) and f"Ids from: {report.id_source}" in report.summary()
+
+
+def shift_index(path: Path) -> Path:
+    """VLMEvalKit's index off by one against its own question column (rows keep their question)."""
+    if path.suffix == ".json":
+        df = pd.DataFrame(json.loads(path.read_text()))
+    elif path.suffix == ".xlsx":
+        df = pd.read_excel(path)
+    else:
+        df = pd.read_csv(path, sep="\t" if path.suffix == ".tsv" else ",")
+    df["index"] = df["index"] + 1
+    return tw.vlmevalkit_dump(df, path)
+
+
+@pytest.mark.parametrize("ext", ["xlsx", "tsv", "csv", "json"])
+def test_a_vlmevalkit_file_whose_index_is_misaligned_is_refused(ext, tmp_path, bench, real):
+    path = shift_index(tw.vlmevalkit(tmp_path / f"m_MMVet.{ext}", real, bench))
+    results = read_results(path)
+    report = validate_results(results, bench)
+    # 154 of the 217 shifted rows land on another question (MM-Vet repeats some questions, e.g. "What is x in
+    # the equation?", so a shift by one cannot be caught on every row); one mismatch is enough to refuse
+    assert not report.ok and len(report.question_mismatches) == 154
+    assert "Questions do NOT match the benchmark" in report.summary() and "refused" in report.summary()
+    with pytest.raises(ResultsError, match="do not match"):
+        select_predictions(results, bench, allow_missing=True)
+
+
+def test_lmms_eval_records_without_a_metric_are_checked_against_their_input(tmp_path, bench, real):
+    # a v0.4+ log of a task variant without gpt_eval_score: only doc_id and the model's input (pre_prompt +
+    # question) identify the sample; doc_id goes through the benchmark order and the input must hold the question
+    path = tw.lmms_v04_jsonl(tmp_path / "a_samples_mmvet.jsonl", real, bench)
+    records = [json.loads(x) for x in path.read_text().splitlines()]
+    for rec in records:
+        del rec["gpt_eval_score"]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    results = read_results(path)
+    report = validate_results(results, bench)
+    assert report.ok and report.questions_checked == 218
+    assert report.id_source.startswith("doc_id") and select_predictions(results, bench) == real
+    for rec in records:
+        rec["doc_id"] = (rec["doc_id"] + 1) % 218
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    with pytest.raises(ResultsError, match="155 of 218 ids.*v1_0: the file has '...[^']*at least 150 words.'"):
+        select_predictions(read_results(path), bench)
+
+
+def test_toolkit_grades_are_read_with_their_judge(tmp_path, bench, real):
+    scores = {sid: 0.5 for sid in real}
+    results = read_results(tw.vlmevalkit(tmp_path / "m_MMVet_gpt-4-turbo.tsv", real, bench, scores))
+    assert (results.grader, results.judge_hint, len(results.grades)) == ("vlmevalkit", "gpt-4-turbo", 218)
+    assert "Already graded: 218 samples" in validate_results(results, bench).summary()
+    results = read_results(tw.lmms_v07_jsonl(tmp_path / "s_samples_mmvet.jsonl", real, bench, scores, "gpt-4o"))
+    assert results.grader == "lmms-eval" and {g.judge for g in results.grades.values()} == {"gpt-4o"}
+
+
+# --- what real files revealed ------------------------------------------------------------------------------
+
+def test_a_chunk_file_says_which_ids_it_holds_and_suggests_concatenating(tmp_path, bench):
+    lines = (RESULTS / "llava-v1.5-13b.answers.jsonl").read_text(encoding="utf-8").splitlines()
+    (tmp_path / "8_3.jsonl").write_text("\n".join(lines[84:112]) + "\n", encoding="utf-8")   # LLaVA's chunk 3 of 8
+    results = read_results(tmp_path / "8_3.jsonl")
+    summary = validate_results(results, bench).summary()
+    assert "Holds 28 ids (v1_84–v1_111); 190 missing" in summary
+    assert "Concatenate all the chunks" in summary
+    assert "Missing predictions (190): v1_0–v1_83, v1_112–v1_217" in summary
+    with pytest.raises(ResultsError, match=r"holds 28 ids \(v1_84–v1_111\); 190 missing"):
+        select_predictions(results, bench)
+
+
+def test_a_file_with_scattered_gaps_is_not_called_a_chunk(bench, real):
+    results = ResultsFile("x.json", "official-json", {k: v for n, (k, v) in enumerate(real.items()) if n % 3})
+    summary = validate_results(results, bench).summary()
+    assert "Holds 145 ids" in summary and "Concatenate" not in summary
+
+
+@pytest.mark.parametrize("wrap, expected", [
+    pytest.param(lambda q, a: "A chat between a curious human and an artificial intelligence assistant. The "
+                              f"assistant gives helpful answers. USER: <image> ASSISTANT: {a}",
+                 "start with the same", id="system-prompt-prefix"),
+    pytest.param(lambda q, a: f"USER: <image>\n{q} ASSISTANT: {a}", "role markup", id="llava-template"),
+    pytest.param(lambda q, a: f"<|im_start|>assistant\n{a}", "start with the same", id="chatml"),
+    pytest.param(lambda q, a: f"{q}\n{a}", "repeat the question", id="question-echo"),
+])
+def test_echoed_chat_templates_and_questions_are_warned_about(wrap, expected, tmp_path, bench, real):
+    echoed = {sid: wrap(bench.samples[sid].question, a) for sid, a in real.items()}
+    report = validate_results(read_results(write_official(tmp_path / "e.json", echoed)), bench)
+    assert report.ok            # a warning, not a refusal: the user decides
+    assert any(expected in w for w in report.warnings), report.warnings
+    assert "Warning: 218 of 218 predictions" in report.summary()
+
+
+@pytest.mark.parametrize("name", ["llava-v1.5-13b.json", "llava-v1.5-7b.json", "llava-v1.5-7b-rerun.json",
+                                  "llava_llama2_13b_chat.json"])
+def test_real_predictions_raise_no_echo_warning(name, bench):
+    assert validate_results(read_results(RESULTS / name), bench).warnings == []

@@ -366,10 +366,13 @@ def test_datasets_arrow_cache_is_used_offline(hub_parquets, no_hub, tmp_path):
 # ------------------------------------------------------------------------------------------ unreachable hub
 
 
-def assert_clear_hub_error(excinfo):
+def assert_clear_hub_error(excinfo, version="v1"):
     message = str(excinfo.value)
     assert "could not be reached" in message
-    assert "mm-vet.zip" in message and "mmvet-v1" in message
+    if version == "v2":   # v2's own archive, never v1's mm-vet.zip or the bundled v1
+        assert "mm-vet-v2.zip" in message and "mm-vet.zip" not in message and "mmvet-v1" not in message
+    else:
+        assert "mm-vet.zip" in message and "mmvet-v1" in message
 
 
 def test_offline_hub_fails_fast_with_env_flag(no_hub, monkeypatch):
@@ -378,7 +381,7 @@ def test_offline_hub_fails_fast_with_env_flag(no_hub, monkeypatch):
     with pytest.raises(BenchmarkError) as excinfo:
         load_benchmark("mmvet-v2")
     assert time.monotonic() - start < 5
-    assert_clear_hub_error(excinfo)
+    assert_clear_hub_error(excinfo, "v2")
     assert "offline mode" in str(excinfo.value)
 
 
@@ -407,7 +410,7 @@ def test_real_hub_without_network_fails_fast(no_hub):
     with pytest.raises(BenchmarkError) as excinfo:
         load_benchmark("mmvet-v2")
     assert time.monotonic() - start < 5
-    assert_clear_hub_error(excinfo)
+    assert_clear_hub_error(excinfo, "v2")
 
 
 def test_probe_is_bounded_when_the_server_never_answers(monkeypatch):
