@@ -86,3 +86,82 @@ def test_baseline_grade_writes_the_three_official_files_and_labels_itself(tmp_pa
         "llava-v1.5-13b_keyword-baseline-cap-int-score-1runs.csv",
         "llava-v1.5-13b_keyword-baseline-cap-score-1runs.csv",
         "llava-v1.5-13b_keyword-baseline-grade-1runs.json"]
+
+
+# --- aggregate over any grade file; names; import safety -----------------------------------------------------
+
+import json  # noqa: E402
+import shutil  # noqa: E402
+
+from mmvet_core.benchmark import load_bundled_v1  # noqa: E402
+from tests import toolkit_writers as tw  # noqa: E402
+
+PREDS_13B = json.loads((SHARED / "results" / "llava-v1.5-13b.json").read_text(encoding="utf-8"))
+SCORES_13B = {s: e["score"][0] for s, e in
+              json.loads((GRADES / "llava-v1.5-13b_gpt-4-grade-1runs.json").read_text()).items()}
+OFFICIAL_13B = read_official_csv(GRADES / "llava-v1.5-13b_gpt-4-cap-score-1runs.csv")["llava-v1.5-13b"]
+
+
+def test_aggregate_names_outputs_from_the_stem_when_the_official_pattern_does_not_match(tmp_path):
+    shutil.copy(GRADES / "llava-v1.5-7b-rerun_gpt-4-0613-grade-1runs.json", tmp_path / "score_original.json")
+    proc = run_cli("aggregate", tmp_path / "score_original.json", "--out", tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    # not the row label "score" and the file "score_original.json-cap-score-1runs.csv" of the official pattern
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "score_original_gpt-4-0613-cap-int-score-1runs.csv", "score_original_gpt-4-0613-cap-score-1runs.csv"]
+    assert list(read_official_csv(tmp_path / "out" / "score_original_gpt-4-0613-cap-score-1runs.csv")) == [
+        "score_original"]
+
+
+def test_model_name_always_wins(tmp_path):
+    proc = run_cli("aggregate", GRADES / "llava-v1.5-7b-rerun_gpt-4-0613-grade-1runs.json", "--out", tmp_path,
+                   "--model-name", "mine")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine_gpt-4-0613-cap-int-score-1runs.csv",
+                                                          "mine_gpt-4-0613-cap-score-1runs.csv"]
+    assert list(read_official_csv(tmp_path / "mine_gpt-4-0613-cap-score-1runs.csv")) == ["mine"]
+
+
+def model_folder(d: Path) -> Path:
+    """lmms-eval writes <output>/<model_name_sanitized>/<date>_samples_mmvet.jsonl."""
+    (d / "liuhaotian__llava-v1.5-13b").mkdir()
+    return d / "liuhaotian__llava-v1.5-13b"
+
+
+@pytest.mark.parametrize("make, judge, files", [
+    pytest.param(lambda d: tw.vlmevalkit(d / "llava-v1.5-13b_MMVet_gpt-4-turbo.xlsx", PREDS_13B, load_bundled_v1(),
+                                         SCORES_13B),
+                 "gpt-4-turbo", "llava-v1.5-13b_gpt-4-turbo", id="vlmevalkit-xlsx"),
+    pytest.param(lambda d: tw.lmms_v07_jsonl(model_folder(d) / "0301_samples_mmvet.jsonl", PREDS_13B,
+                                             load_bundled_v1(), SCORES_13B, "gpt-4o-2024-11-20"),
+                 "gpt-4o-2024-11-20", "liuhaotian__llava-v1.5-13b_gpt-4o-2024-11-20", id="lmms-eval-v0.7"),
+])
+def test_aggregate_shows_a_toolkits_graded_file_with_its_judge_labelled(make, judge, files, tmp_path):
+    proc = run_cli("aggregate", make(tmp_path), "--out", tmp_path / "out", "--samples")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert f"Judge: {judge}" in out and "Metric: NOT the official MM-Vet metric" in out
+    assert "Total: 36.1" in out and "[NOT the official MM-Vet metric" in out
+    assert "Integrations: rec_know_gen " in out and f"v1_0\tocr,math\t0.0\t{judge}" in out
+    cap = read_official_csv(tmp_path / "out" / f"{files}-cap-score-1runs.csv")
+    row = next(iter(cap.values()))
+    assert {k: v for k, v in row.items() if k != "note"} == OFFICIAL_13B   # the official aggregation of its scores
+    assert row["note"].startswith("NOT the official MM-Vet metric")
+    grade = json.loads((tmp_path / "out" / f"{files}-grade-1runs.json").read_text())
+    assert grade["v1_1"]["prediction"] == PREDS_13B["v1_1"] and grade["v1_1"]["model"] == [judge]
+
+
+def test_aggregate_refuses_a_misaligned_file(tmp_path):
+    path = tw.vlmevalkit(tmp_path / "m_MMVet_gpt-4-turbo.csv", PREDS_13B, load_bundled_v1(), SCORES_13B)
+    text = path.read_text().replace('"0","What is x in the equation?"', '"9","What is x in the equation?"', 1)
+    path.write_text(text)                            # row v1_0 claims to be v1_9 (a different question)
+    proc = run_cli("aggregate", path, "--out", tmp_path / "out")
+    assert proc.returncode == 2 and "do not match" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_import_grades_refuses_another_judge_and_warns_about_unknown_predictions(tmp_path):
+    args = ("grade", SHARED / "results" / "llava-v1.5-7b.json", "--baseline", "--db", tmp_path / "g.db",
+            "--out", tmp_path / "out", "--import-grades", GRADES / "llava-v1.5-13b_gpt-4-grade-1runs.json")
+    proc = run_cli(*args)
+    assert proc.returncode == 2
+    assert "graded by gpt-4, but this run's judge is keyword-baseline" in proc.stderr

@@ -1,5 +1,8 @@
 """Runs as the CLI and the app share them: stored benchmark, overrides, exports, imported official grades."""
 import json
+import re
+
+import pytest
 from pathlib import Path
 
 from mmvet_core.benchmark import load_bundled_v1
@@ -82,3 +85,107 @@ def test_create_run_with_reuse_returns_the_same_run_for_the_same_job(tmp_path):
     assert create_run(store, reuse=True, **kw) == a
     assert create_run(store, reuse=False, **kw) != a
     assert create_run(store, reuse=True, **{**kw, "n_runs": 2}) != a
+
+
+# --- import of grades: only this run's grades are reused ----------------------------------------------------
+
+from mmvet_core.graded import read_grade_file  # noqa: E402
+from mmvet_core.runs import ImportRefused, create_grade_view, import_grades, metric_note  # noqa: E402
+from tests import toolkit_writers as tw  # noqa: E402
+
+PRED = {n: json.loads((SHARED / "results" / f"{n}.json").read_text()) for n in ("llava-v1.5-13b", "llava-v1.5-7b")}
+
+
+def _run(store, model="llava-v1.5-7b", judge="gpt-4-0613", n_runs=1):
+    return create_run(store, benchmark=load_bundled_v1(), spec="mmvet-v1", predictions=PRED[model], n_runs=n_runs,
+                      settings=JudgeSettings(model=judge), model_name=model)
+
+
+def _export_of(store, tmp_path, model):
+    """Our own grade JSON of `model` (it records the predictions it graded), graded from the official file."""
+    run_id = _run(store, model, judge="gpt-4")
+    import_official_grades(store, run_id, load_official_grades(GRADES / f"{model}_gpt-4-grade-1runs.json"))
+    return export_run(load_run_view(store, run_id), tmp_path / model)["grade"]
+
+
+def test_grades_of_another_models_predictions_are_not_imported(tmp_path):
+    # the real mistake: a smaller model's grades imported into another model's run (26.6 reported, not 38.5)
+    store = Store(tmp_path / "g.db")
+    other = _export_of(store, tmp_path, "llava-v1.5-13b")
+    assert json.loads(other.read_text())["v1_1"]["prediction"] == PRED["llava-v1.5-13b"]["v1_1"]
+    run_id = _run(store, "llava-v1.5-7b")
+    report = import_grades(store, run_id, read_grade_file(other, load_bundled_v1()))
+    same = [s for s in PRED["llava-v1.5-7b"] if PRED["llava-v1.5-7b"][s] == PRED["llava-v1.5-13b"][s]]
+    assert report.imported == len(same) and len(report.skipped_changed) == 218 - len(same)
+    assert "different prediction" in report.warnings[0] and "another model's" in report.warnings[0]
+    assert set(g.sample_id for g in store.grades(run_id)) == set(same)
+
+
+def test_our_own_export_of_the_same_predictions_imports_everything(tmp_path):
+    store = Store(tmp_path / "g.db")
+    mine = _export_of(store, tmp_path, "llava-v1.5-7b")
+    run_id = _run(store, "llava-v1.5-7b", n_runs=3)
+    report = import_grades(store, run_id, read_grade_file(mine, load_bundled_v1()))
+    assert (report.imported, report.skipped_changed, report.warnings) == (218, [], [])
+    assert load_run_view(store, run_id).scores.total.per_run[0] is not None
+
+
+def test_an_official_grade_file_warns_that_it_cannot_prove_whose_answers_it_graded(tmp_path):
+    store = Store(tmp_path / "g.db")
+    run_id = _run(store, "llava-v1.5-7b")
+    report = import_grades(store, run_id, read_grade_file(GRADES / "llava-v1.5-13b_gpt-4-grade-1runs.json",
+                                                          load_bundled_v1()))
+    assert report.imported == 218            # gpt-4 stands for gpt-4-0613; nothing to compare predictions with
+    assert "does not record the predictions" in report.warnings[0]
+    assert "named for model 'llava-v1.5-13b' but this run is 'llava-v1.5-7b'" in report.warnings[0]
+
+
+@pytest.mark.parametrize("judge, message", [
+    ("gpt-4o", "graded by gpt-4, but this run's judge is gpt-4o; pass --judge-model gpt-4"),
+    ("keyword-baseline", "this run's judge is keyword-baseline")])
+def test_grades_of_another_judge_are_refused(judge, message, tmp_path):
+    store = Store(tmp_path / "g.db")
+    run_id = _run(store, "llava-v1.5-13b", judge=judge)
+    with pytest.raises(ImportRefused, match=re.escape(message)):
+        import_grades(store, run_id, read_grade_file(GRADES / "llava-v1.5-13b_gpt-4-grade-1runs.json",
+                                                     load_bundled_v1()))
+    assert list(store.grades(run_id)) == []
+
+
+def test_grades_made_with_a_toolkits_prompt_are_refused(tmp_path):
+    bench = load_bundled_v1()
+    scores = {s: 1.0 for s in PRED["llava-v1.5-13b"]}
+    path = tw.lmms_v04_jsonl(tmp_path / "x_samples_mmvet.jsonl", PRED["llava-v1.5-13b"], bench, scores, "gpt-4-0613")
+    store = Store(tmp_path / "g.db")
+    run_id = _run(store, "llava-v1.5-13b")
+    with pytest.raises(ImportRefused, match="lmms-eval's prompt"):
+        import_grades(store, run_id, read_grade_file(path, bench))
+
+
+def test_a_grade_view_shows_a_toolkits_file_with_its_judge_and_the_note_in_every_export(tmp_path):
+    bench = load_bundled_v1()
+    official = json.loads((GRADES / "llava-v1.5-13b_gpt-4-grade-1runs.json").read_text())
+    scores = {s: e["score"][0] for s, e in official.items()}
+    path = tw.vlmevalkit(tmp_path / "llava-v1.5-13b_MMVet_gpt-4-turbo.xlsx", PRED["llava-v1.5-13b"], bench, scores)
+    store = Store(tmp_path / "g.db")
+    run_id = create_grade_view(store, read_grade_file(path, bench), benchmark=bench, spec="mmvet-v1")
+    view = load_run_view(store, run_id)
+    assert (view.run.status, view.run.model_name, view.judge_text) == ("done", "llava-v1.5-13b", "gpt-4-turbo")
+    assert view.scores.complete and view.scores.total.mean == 36.1 and store.cache_size() == 0
+    assert view.run.predictions == PRED["llava-v1.5-13b"]
+    assert view.metric_note.startswith("NOT the official MM-Vet metric") and "VLMEvalKit" in view.metric_note
+    paths = export_run(view, tmp_path / "out")
+    assert paths["cap"].name == "llava-v1.5-13b_gpt-4-turbo-cap-score-1runs.csv"
+    row = read_official_csv(paths["cap"])["llava-v1.5-13b"]
+    assert row["total"] == 36.1 and row["note"] == view.metric_note
+    assert json.loads(paths["grade"].read_text())["v1_0"]["metric_note"] == view.metric_note
+
+
+@pytest.mark.parametrize("judge, official", [
+    ({"model": "gpt-4-0613"}, True), ({"model": "gpt-4"}, True), ({"model": "gpt-4o"}, False),
+    ({"model": "keyword-baseline", "provider": "baseline"}, False),
+    ({"model": "gpt-4-0613", "official_metric": False, "metric_note": "NOT the official MM-Vet metric (x)"}, False)])
+def test_metric_note_of_a_run(judge, official):
+    note = metric_note(judge)
+    assert (note is None) is official
+    assert official or "NOT the" in note
