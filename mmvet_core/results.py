@@ -515,10 +515,10 @@ class ValidationReport:
         versions = {i.split("_", 1)[0] for i in self.extra if re.fullmatch(r"v\d+_\d+", i)}
         if len(versions) == 1 and (other := versions.pop()) != self.benchmark_version:
             if other == "v2":
-                return ("these are MM-Vet v2 ids: grade against MM-Vet v2 (command line: --benchmark mmvet-v2, or "
+                return ("wrong benchmark: these are MM-Vet v2 ids; grade against MM-Vet v2 (command line: --benchmark mmvet-v2, or "
                         "the official mm-vet-v2.zip; app: the hub dataset whyu/mm-vet-v2 or that zip)")
             if other == "v1":
-                return ("these are MM-Vet v1 ids: grade against MM-Vet v1 (command line: --benchmark mmvet-v1; "
+                return ("wrong benchmark: these are MM-Vet v1 ids; grade against MM-Vet v1 (command line: --benchmark mmvet-v1; "
                         "app: the bundled MM-Vet v1)")
         return "wrong benchmark?"
 

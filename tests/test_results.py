@@ -258,7 +258,7 @@ def test_a_results_file_of_another_benchmark_is_called_out(bench):
     results = read_results(V2_RESULTS)
     report = validate_results(results, bench)
     assert report.wrong_benchmark and report.matched == 0
-    assert "none of the 517 ids match mmvet-v1 — these are mm-vet v2 ids" in report.summary().lower()
+    assert "none of the 517 ids match mmvet-v1 — wrong benchmark: these are mm-vet v2 ids" in report.summary().lower()
     assert "--benchmark mmvet-v2" in report.summary()
     with pytest.raises(ResultsError, match="--benchmark mmvet-v2"):
         select_predictions(results, bench, allow_missing=True)   # 218 empty answers would be useless
