@@ -16,7 +16,7 @@ from .export import GradeFileError, make_cap_csv_text, make_cap_int_csv_text, ma
     official_file_names, write_grade_json
 from .aggregate import aggregate_scores
 from .graded import OFFICIAL_GRADE_NAME, read_grade_file, source_label
-from .grading import grade_run
+from .grading import DEFAULT_CONCURRENCY, grade_run
 from .judge import BASELINE_NAME, DEFAULT_JUDGE_MODEL, JudgeSettings, make_judge
 from .results import ResultsError, read_results, select_predictions, validate_results
 from .runs import ImportRefused, create_run, export_run, import_grades, load_run_view
@@ -57,7 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="offline keyword-matching judge (no key; NOT the MM-Vet metric)")
     g.add_argument("--max-tokens", type=int, default=3, help="judge answer limit (official: 3)")
     g.add_argument("--timeout", type=float, default=60.0, help="seconds per judge call before a retry")
-    g.add_argument("--concurrency", type=int, default=16, help="judge calls in flight at once")
+    g.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
+                   help=f"ceiling of judge calls in flight (default {DEFAULT_CONCURRENCY}); the calls in flight "
+                        "adapt to what the endpoint sustains and to its rate limits below that")
+    g.add_argument("--rate-limit-wait", type=float, default=1800.0,
+                   help="seconds of rate limiting (429s with no answer in between) waited out before calls "
+                        "give up (default 1800); 429s never count as failures before that")
     g.add_argument("--db", default=None, help=f"SQLite database (default {DEFAULT_DB}, or $MMVET_DATA_DIR)")
     g.add_argument("--allow-missing", action="store_true", help="grade missing predictions as empty answers")
     g.add_argument("--import-grades", default=None,
@@ -95,7 +100,7 @@ def _judge_settings(args) -> tuple[JudgeSettings, str | None]:
     if args.baseline:
         return JudgeSettings(model=BASELINE_NAME, provider="baseline"), None
     model = args.judge_model or DEFAULT_JUDGE_MODEL
-    common = dict(model=model, max_tokens=args.max_tokens, timeout=args.timeout)
+    common = dict(model=model, max_tokens=args.max_tokens, timeout=args.timeout, rate_limit_wait=args.rate_limit_wait)
     if args.azure:
         endpoint = args.base_url or os.environ.get("AZURE_OPENAI_ENDPOINT")
         key = os.environ.get("AZURE_OPENAI_API_KEY")
@@ -169,6 +174,7 @@ async def _grade(store, run_id, benchmark, settings, key, concurrency, total):
     judge = make_judge(settings, key)
     already = sum(n for s, n in store.count_grades(run_id).items() if s != "error")
     bar = tqdm(total=total, initial=already, unit="grade", desc="Grading", file=sys.stderr)
+    ticker = asyncio.create_task(_show_rate_limit(bar, judge))
     try:
         def on_grade(row):
             bar.update(1)
@@ -176,8 +182,26 @@ async def _grade(store, run_id, benchmark, settings, key, concurrency, total):
                 bar.write(f"{row.sample_id} run {row.run_index + 1}: {row.error}")
         return await grade_run(store, run_id, benchmark, judge, concurrency=concurrency, on_grade=on_grade)
     finally:
+        ticker.cancel()
         bar.close()
         await judge.aclose()
+
+
+async def _show_rate_limit(bar, judge) -> None:
+    """Keep the progress bar's note current: "waiting for the rate limit until HH:MM:SS" while 429s are
+    waited out."""
+    import time
+
+    shown = ""
+    waiting_until = getattr(judge, "waiting_until", None)
+    while waiting_until is not None:
+        until = waiting_until()
+        note = (f"waiting for the rate limit until {time.strftime('%H:%M:%S', time.localtime(until))}"
+                if until is not None else "")
+        if note != shown:
+            bar.set_postfix_str(note, refresh=True)
+            shown = note
+        await asyncio.sleep(0.25)
 
 
 def aggregate_names(path: str | Path, file_model: str, file_judge: str, model_name: str | None = None,

@@ -29,8 +29,11 @@ from .store import GradeRow, Store
 
 #: Statuses of a stored grade that count as graded (everything else is retried on resume).
 GRADED = frozenset({"ok", "fallback", "bad_request_zero"})
+#: Default ceiling of one run's calls in flight; the account's limiter (`mmvet_core.ratelimit`) starts lower and
+#: adapts to what the endpoint sustains.
+DEFAULT_CONCURRENCY = 256
 #: Judge failures that would fail every other call too: the run stops instead of erroring each sample.
-FATAL_KINDS = frozenset({"auth", "permission", "not_found", "connection"})
+FATAL_KINDS = frozenset({"auth", "permission", "not_found", "connection", "quota"})
 
 
 class BudgetExceeded(Exception):
@@ -65,7 +68,7 @@ class CachedCaller:
         self.stats = CallStats()
 
     async def __call__(self, prompt: str, temperature: float, k: int, sample: Sample,
-                       prediction: str) -> tuple[JudgeReply, bool]:
+                       prediction: str, *, priority: int = 1) -> tuple[JudgeReply, bool]:
         sha = prompt_sha(prompt)
         hit = self.store.get_answer(self.fingerprint, sha, temperature, k)
         if hit is not None:
@@ -73,7 +76,8 @@ class CachedCaller:
             return JudgeReply(**hit), True
         if self.budget is not None:
             self.budget()
-        reply = await self.judge.complete(prompt, temperature, sample=sample, prediction=prediction)
+        reply = await self.judge.complete(prompt, temperature, sample=sample, prediction=prediction,
+                                          priority=priority)
         self.stats.calls += 1
         self.store.put_answer(self.fingerprint, sha, temperature, k, content=reply.content, model=reply.model,
                               prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
@@ -103,7 +107,8 @@ async def grade_sample(call: CachedCaller, version: str, sample: Sample, predict
         else:
             retry_prompt = render_prompt(version, sample.question, sample.answer, prediction, retry=True)
             for i, temperature in enumerate(RETRY_TEMPERATURES):
-                reply, cached = await call(retry_prompt, temperature, run_index, sample, prediction)
+                # a retry continues a chain already started: it goes before new grades (priority 0)
+                reply, cached = await call(retry_prompt, temperature, run_index, sample, prediction, priority=0)
                 last = i == len(RETRY_TEMPERATURES) - 1
                 score = None if last else parse_score(reply.content)   # official: the last answer is never read
                 attempts.append(_attempt(reply, temperature, True, cached, score))
@@ -183,7 +188,8 @@ class WorkOrder:
         return sid, r
 
 
-async def grade_run(store: Store, run_id: str, benchmark: Benchmark, judge: Judge, *, concurrency: int = 16,
+async def grade_run(store: Store, run_id: str, benchmark: Benchmark, judge: Judge, *,
+                    concurrency: int = DEFAULT_CONCURRENCY,
                     on_grade: Callable[[GradeRow], None] | None = None, stop: asyncio.Event | None = None,
                     budget: Callable[[], None] | None = None) -> RunOutcome:
     """Grade every (sample, run) of `run_id` not yet graded. Returns how the run ended; never raises for

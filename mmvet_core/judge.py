@@ -3,8 +3,9 @@
 A judge answers one filled prompt at one temperature (`Judge.complete`). Two implementations:
 
 - `OpenAIJudge`: any OpenAI-compatible chat endpoint (OpenAI, Azure OpenAI, vLLM, Ollama, ...) through the async
-  openai SDK. The SDK retries 429 / 5xx / timeouts with backoff and honours ``retry-after``; what survives its
-  retries becomes a `JudgeError`. Reasoning models that reject ``max_tokens`` or a temperature get the parameter
+  openai SDK, paced by the account's limiter (`mmvet_core.ratelimit`): 429s pause the account for the server's
+  ``retry-after`` and are waited out; 5xx / timeouts are retried with backoff; what survives the retries becomes a
+  `JudgeError`. Reasoning models that reject ``max_tokens`` or a temperature get the parameter
   swapped or dropped once, and every reply records the parameters actually sent.
 - `BaselineJudge`: an offline keyword-matching baseline (the paper's "keyword matching", Table 6). It needs no
   key and no network and is clearly *not* the MM-Vet metric.
@@ -16,11 +17,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import random
 import re
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Protocol, runtime_checkable
 
 from .benchmark import Sample
+from .ratelimit import AccountLimiter, account_key, limiter_for, retry_after_seconds
 
 DEFAULT_JUDGE_MODEL = "gpt-4-0613"
 BASELINE_NAME = "keyword-baseline"
@@ -38,7 +42,8 @@ class JudgeSettings:
     token_param: str = "max_tokens"        # or "max_completion_tokens"; swapped automatically when rejected
     send_temperature: bool = True          # dropped automatically when the model rejects it
     timeout: float = 60.0
-    max_retries: int = 6
+    max_retries: int = 6                   # retries of 5xx / timeouts / connection errors (429s are waited out)
+    rate_limit_wait: float = 1800.0        # seconds of 429s with no answer in between before a call gives up
 
     def fingerprint(self) -> str:
         """Identity of the judge for the answer cache: provider, endpoint, model and token limit."""
@@ -70,7 +75,7 @@ class JudgeError(Exception):
 
     def __init__(self, kind: str, message: str, status: int | None = None):
         super().__init__(message)
-        self.kind = kind          # auth, permission, not_found, bad_request, rate_limit, server, timeout, connection, other
+        self.kind = kind          # auth, permission, not_found, bad_request, rate_limit, quota, server, timeout, connection, other
         self.status = status
         self.message = message
 
@@ -85,7 +90,8 @@ class Judge(Protocol):
     @property
     def name(self) -> str: ...
 
-    async def complete(self, prompt: str, temperature: float, *, sample: Sample, prediction: str) -> JudgeReply: ...
+    async def complete(self, prompt: str, temperature: float, *, sample: Sample, prediction: str,
+                       priority: int = 1) -> JudgeReply: ...
 
     async def aclose(self) -> None: ...
 
@@ -96,7 +102,8 @@ _HINTS = {
     "not_found": "the endpoint does not serve this model (or the base URL is wrong)",
     "connection": "the base URL could not be reached",
     "timeout": "the judge did not answer in time",
-    "rate_limit": "the endpoint kept answering 429 (rate limit) after all retries",
+    "rate_limit": "the endpoint kept answering 429 (rate limit) past the run's deadline for rate limits",
+    "quota": "the account has no quota left (429 insufficient_quota): add credit or use another key",
     "server": "the endpoint kept failing with a server error after all retries",
 }
 
@@ -109,30 +116,55 @@ def describe_judge_error(err: JudgeError) -> str:
 
 
 class OpenAIJudge:
-    """An OpenAI-compatible chat-completions judge (async openai SDK; OpenAI, Azure, vLLM, Ollama...)."""
+    """An OpenAI-compatible chat-completions judge (async openai SDK; OpenAI, Azure, vLLM, Ollama...).
+
+    The SDK (and its HTTP client) is imported and built on the first call only: a cached re-grade never pays for
+    it. Every call goes through the account's `AccountLimiter` (one per key and endpoint, shared by all runs).
+    The SDK's own retries are off (``max_retries=0``): we retry here so that a 429 pauses the whole account for
+    the server's ``retry-after`` and is waited out without counting against the retry budget, while 408, 409,
+    5xx, timeouts and connection errors are retried ``max_retries`` times with the SDK's backoff (0.5 s x 2^n,
+    at most 8 s, or the server's ``retry-after``)."""
 
     def __init__(self, settings: JudgeSettings, api_key: str | None, *, client=None):
-        import openai  # the only import of the SDK in the package
-
         self.settings = settings
-        self._openai = openai
+        self._api_key = api_key
+        self._client_obj = client
         self._token_param = settings.token_param
         self._send_temperature = settings.send_temperature
-        if client is not None:
-            self._client = client
-        else:
+        self._reached = False       # has the endpoint answered at least once? (see `_post`)
+        self._account = account_key(settings.provider, settings.base_url, settings.api_version, api_key)
+        self._limiter_obj = None
+
+    @property
+    def _client(self):
+        """The SDK client, built on first use (the only import of the SDK in the package)."""
+        if self._client_obj is None:
+            import openai
+
             from .transport import make_http_client   # aiohttp under the SDK (less CPU); None: the SDK's default
 
-            http_client = make_http_client(settings.timeout)
-            if settings.provider == "azure":
-                self._client = openai.AsyncAzureOpenAI(
-                    api_key=api_key, azure_endpoint=settings.base_url, api_version=settings.api_version,
-                    timeout=settings.timeout, max_retries=settings.max_retries, http_client=http_client)
+            s = self.settings
+            http_client = make_http_client(s.timeout)
+            if s.provider == "azure":
+                self._client_obj = openai.AsyncAzureOpenAI(
+                    api_key=self._api_key, azure_endpoint=s.base_url, api_version=s.api_version,
+                    timeout=s.timeout, max_retries=0, http_client=http_client)
             else:
-                self._client = openai.AsyncOpenAI(
-                    api_key=api_key or "EMPTY", base_url=settings.base_url,
-                    timeout=settings.timeout, max_retries=settings.max_retries, http_client=http_client)
-        self._reached = False       # has the endpoint answered at least once? (see `_create`)
+                self._client_obj = openai.AsyncOpenAI(
+                    api_key=self._api_key or "EMPTY", base_url=s.base_url,
+                    timeout=s.timeout, max_retries=0, http_client=http_client)
+        return self._client_obj
+
+    @property
+    def limiter(self) -> AccountLimiter:
+        """This judge's account limiter on the running loop (shared with every judge of the same account)."""
+        if self._limiter_obj is None or self._limiter_obj is not limiter_for(self._account):
+            self._limiter_obj = limiter_for(self._account)
+        return self._limiter_obj
+
+    def waiting_until(self) -> float | None:
+        """Wall-clock time until which this judge's calls wait for the rate limit, or None."""
+        return self._limiter_obj.waiting_until() if self._limiter_obj is not None else None
 
     @property
     def name(self) -> str:
@@ -145,13 +177,15 @@ class OpenAIJudge:
         return params
 
     async def complete(self, prompt: str, temperature: float, *, sample: Sample | None = None,
-                       prediction: str | None = None) -> JudgeReply:
-        o = self._openai
+                       prediction: str | None = None, priority: int = 1) -> JudgeReply:
+        import openai as o
+
+        client = self._client
         for _ in range(3):  # at most: original, token-param swap, temperature drop
             params = self._params(temperature)
             body = {"model": self.settings.model, "messages": [{"role": "user", "content": prompt}], **params}
             try:
-                response = await self._post(body)
+                response = await self._post(client, body, len(prompt), priority)
             except o.BadRequestError as e:
                 # retry when this rejection adapted the parameters, or a concurrent call already had
                 if self._adapt_to(e) or params != self._params(temperature):
@@ -164,7 +198,7 @@ class OpenAIJudge:
             except o.NotFoundError as e:
                 raise JudgeError("not_found", _message(e), 404) from e
             except o.RateLimitError as e:
-                raise JudgeError("rate_limit", _message(e), 429) from e
+                raise JudgeError("quota" if _is_quota(e) else "rate_limit", _message(e), 429) from e
             except o.APITimeoutError as e:
                 raise JudgeError("timeout", str(e) or "request timed out") from e
             except o.APIConnectionError as e:
@@ -175,39 +209,74 @@ class OpenAIJudge:
             return reply_from_body(response.status_code, response.content, params)
         raise JudgeError("bad_request", "the endpoint rejected every parameter combination tried")
 
-    async def _post(self, body: dict):
-        """POST the chat-completions `body` through the SDK (its auth, Azure deployment URLs, retries honouring
-        ``retry-after``, timeouts and error classes) and return the raw HTTP response.
+    async def _post(self, client, body: dict, prompt_chars: int, priority: int):
+        """POST the chat-completions `body` through the SDK (its auth, Azure deployment URLs, timeouts and error
+        classes) when the account's limiter gives the turn, and return the raw HTTP response.
 
         This is the SDK's documented generic ``client.post`` with ``cast_to`` the HTTP response class, which is
         exactly what ``chat.completions.create`` sends minus two steps whose result we do not use: re-checking our
         own parameters against the SDK's type declarations and building typed response models. They cost about a
         third of the client's CPU per call; `reply_from_body` reads the four fields we keep.
 
-        Until the endpoint has answered once a connection error is not retried: a wrong base URL or a server that
-        is down then fails the run at once instead of after the SDK's backoff (about 20 s with 6 retries). The
-        retry count is kept overall."""
-        o = self._openai
-        client = self._client
-        if not self._reached:
+        Retries (see the class docstring): a 429 pauses the account and is retried until the run's rate-limit
+        deadline (``settings.rate_limit_wait`` seconds of 429s with no answer in between); a 429 saying the quota
+        is exhausted (``insufficient_quota``) is not a rate limit and fails at once. Until the endpoint has
+        answered once a connection error is not retried: a wrong base URL or a server that is down then fails
+        the run at once instead of after the backoff."""
+        import openai as o
+
+        limiter = self.limiter
+        cost = limiter.estimate_tokens(prompt_chars, self.settings.max_tokens)
+        failures = 0
+        while True:
+            ticket = await limiter.acquire(cost, priority=priority)
+            t0 = time.monotonic()
             try:
-                resp = await _chat_post(client.with_options(max_retries=0), body)
+                resp = await _chat_post(client, body)
+            except o.RateLimitError as e:
                 self._reached = True
-                return resp
-            except o.APITimeoutError as e:      # slow is not unreachable: the remaining retries apply
-                err, delay = e, 0.0
+                headers = _headers(e)
+                limiter.release(ticket, outcome="error" if _is_quota(e) else "rate_limited", headers=headers,
+                                retry_after=retry_after_seconds(headers))
+                if _is_quota(e):
+                    raise
+                self._check_rate_limit_deadline(limiter, e)
+                continue
             except o.APIStatusError as e:
                 self._reached = True
-                if e.status_code not in (408, 409, 429) and e.status_code < 500:   # the SDK would not retry
+                limiter.release(ticket, outcome="error", headers=_headers(e))
+                if e.status_code not in (408, 409) and e.status_code < 500:      # not retryable
                     raise
-                err, delay = e, _retry_after(e.response)
-            if client.max_retries < 1:
-                raise err
-            await asyncio.sleep(delay)
-            client = client.with_options(max_retries=client.max_retries - 1)
-        resp = await _chat_post(client, body)
-        self._reached = True
-        return resp
+                failures += 1
+                if failures > self.settings.max_retries:
+                    raise
+                await asyncio.sleep(_backoff(failures, retry_after_seconds(_headers(e))))
+                continue
+            except o.APIConnectionError as e:          # includes APITimeoutError
+                timed_out = isinstance(e, o.APITimeoutError)
+                limiter.release(ticket, outcome="timeout" if timed_out else "error")
+                if not timed_out and not self._reached:   # slow is not unreachable; unreachable fails at once
+                    raise
+                failures += 1
+                if failures > self.settings.max_retries:
+                    raise
+                await asyncio.sleep(_backoff(failures, None))
+                continue
+            except BaseException:
+                limiter.release(ticket, outcome="error")
+                raise
+            self._reached = True
+            limiter.release(ticket, outcome="ok", headers=resp.headers, latency=time.monotonic() - t0,
+                            prompt_chars=prompt_chars, prompt_tokens=_usage_prompt_tokens(resp))
+            return resp
+
+    def _check_rate_limit_deadline(self, limiter: AccountLimiter, err) -> None:
+        """Raise the 429 when waiting it out would pass the run's deadline for rate limits."""
+        now = time.monotonic()
+        waited = now - (limiter.limited_since or now)
+        ahead = max(0.0, limiter.paused_until - now)
+        if waited + ahead > self.settings.rate_limit_wait:
+            raise err
 
     def _adapt_to(self, err) -> bool:
         """Swap ``max_tokens`` for ``max_completion_tokens`` or drop the temperature when the model rejects it."""
@@ -223,7 +292,35 @@ class OpenAIJudge:
         return False
 
     async def aclose(self) -> None:
-        await self._client.close()
+        if self._client_obj is not None:
+            await self._client_obj.close()
+
+
+def _headers(err):
+    return getattr(getattr(err, "response", None), "headers", None) or {}
+
+
+def _is_quota(err) -> bool:
+    """A 429 that is not a rate limit: the account has no quota left (OpenAI's ``insufficient_quota``)."""
+    return (getattr(err, "code", None) or "") == "insufficient_quota" or "insufficient_quota" in _message(err)
+
+
+def _backoff(failures: int, retry_after: float | None) -> float:
+    """The SDK's retry delay: the server's ``retry-after`` when given (up to 60 s), else 0.5 s x 2^(n-1), at most
+    8 s, minus up to 25% jitter."""
+    if retry_after is not None and retry_after <= 60:
+        return retry_after
+    return min(0.5 * 2 ** (failures - 1), 8.0) * (1 - 0.25 * random.random())
+
+
+def _usage_prompt_tokens(resp) -> int | None:
+    """``usage.prompt_tokens`` of a raw response, cheaply (the body is parsed again by `reply_from_body`)."""
+    content = resp.content
+    i = content.rfind(b'"prompt_tokens"')
+    if i < 0:
+        return None
+    m = re.match(rb'"prompt_tokens"\s*:\s*(\d+)', content[i:i + 40])
+    return int(m.group(1)) if m else None
 
 
 async def _chat_post(client, body: dict):
@@ -271,18 +368,6 @@ def reply_from_body(status: int, content: bytes, sent: dict) -> JudgeReply:
 
 def _int_or_none(value) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _retry_after(response, default: float = 0.5, cap: float = 60.0) -> float:
-    """Seconds a 429 / 5xx response asks to wait (``retry-after-ms`` or ``retry-after``), else the SDK's first
-    backoff."""
-    headers = getattr(response, "headers", None) or {}
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        try:
-            return min(cap, max(0.0, float(headers[name]) * scale))
-        except (KeyError, TypeError, ValueError):
-            continue
-    return default
 
 
 def _message(err) -> str:
@@ -344,7 +429,8 @@ class BaselineJudge:
     def name(self) -> str:
         return BASELINE_NAME
 
-    async def complete(self, prompt: str, temperature: float, *, sample: Sample, prediction: str) -> JudgeReply:
+    async def complete(self, prompt: str, temperature: float, *, sample: Sample, prediction: str,
+                       priority: int = 1) -> JudgeReply:
         score = keyword_score(sample.answer, prediction)
         return JudgeReply(content=f"{score:.1f}", model=BASELINE_NAME, sent={"temperature": temperature})
 

@@ -2,7 +2,8 @@
 
 The answer is a deterministic function of the filled prompt's last row (question | ground truth | prediction),
 so the same prediction always gets the same grade. Faults are injectable at run time through `FakeState`:
-latency, 429 with ``retry-after``, 500s, slow answers (client timeouts), garbage answers, a 200 whose body is not a
+latency, 429 with ``retry-after``, a rate limit enforced like OpenAI's (requests per second and / or tokens per
+minute, with 429 + ``retry-after-ms`` and ``x-ratelimit-*`` headers), an exhausted quota, 500s, slow answers (client timeouts), garbage answers, a 200 whose body is not a
 chat completion, a wrong key, a model the endpoint does not serve, and reasoning-model parameter rejections. It
 also serves Azure OpenAI's deployment route (``/openai/deployments/{model}/chat/completions``, key in ``api-key``).
 
@@ -62,6 +63,14 @@ class FakeState:
     answer_fn: object = None             # callable(prompt, temperature) -> str, overrides the default
     raw_body: bytes | None = None        # when set, every call answers 200 with this body (a broken proxy)
     raw_media_type: str = "text/html"
+    rps: float | None = None             # enforce this many requests per second (429 + retry-after-ms beyond)
+    tpm: float | None = None             # enforce this many tokens per minute (prompt tokens + max_tokens)
+    token_period: float = 60.0           # the tokens bucket refills `tpm` tokens in this many seconds
+    ratelimit_headers: bool = True       # send OpenAI's x-ratelimit-* headers with every answer
+    quota_exhausted: bool = False        # every call answers 429 insufficient_quota (no credit left)
+    buckets: dict = field(default_factory=dict)
+    in_flight: int = 0                   # requests being answered now (after the rate-limit check)
+    peak_in_flight: int = 0
     calls: list[dict] = field(default_factory=list)   # every request that reached the server
     lock: threading.Lock = field(default_factory=threading.Lock)
     rng: random.Random = field(default_factory=lambda: random.Random(0))
@@ -76,6 +85,76 @@ class FakeState:
 
     def completed_calls(self) -> list[dict]:
         return [c for c in self.calls if c.get("status") == 200]
+
+
+class ServerBucket:
+    """A token bucket as OpenAI enforces limits: `limit` per `period` seconds, refilled continuously."""
+
+    def __init__(self, limit: float, period: float):
+        self.limit, self.period = float(limit), float(period)
+        self.level, self.stamp = self.limit, time.monotonic()
+
+    def refill(self, now: float) -> None:
+        self.level = min(self.limit, self.level + (now - self.stamp) * self.limit / self.period)
+        self.stamp = now
+
+    def wait(self, cost: float) -> float:
+        return 0.0 if self.level >= cost else (cost - self.level) * self.period / self.limit
+
+    def reset(self) -> float:
+        return (self.limit - self.level) * self.period / self.limit
+
+
+def openai_duration(seconds: float) -> str:
+    """A duration as OpenAI writes it in ``x-ratelimit-reset-*``: ``20ms``, ``1.5s``, ``6m0s``."""
+    if seconds < 1:
+        return f"{max(0, round(seconds * 1000))}ms"
+    minutes, rest = divmod(seconds, 60)
+    text = f"{rest:.3f}".rstrip("0").rstrip(".") + "s"
+    return f"{int(minutes)}m{text}" if minutes else text
+
+
+def request_tokens(body: dict) -> int:
+    """Tokens a request counts against a tokens-per-minute limit: its prompt tokens (as `usage` reports them)
+    plus its ``max_tokens``."""
+    prompt = body["messages"][-1]["content"]
+    return len(prompt) // 4 + int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
+
+
+def check_rate_limit(state: "FakeState", body: dict) -> tuple[dict, JSONResponse | None]:
+    """Spend this request from the state's buckets: (x-ratelimit headers, None) or (headers, a 429)."""
+    limits = [("requests", state.rps, 1.0, 1), ("tokens", state.tpm, state.token_period, request_tokens(body))]
+    now = time.monotonic()
+    headers: dict = {}
+    with state.lock:
+        active = []
+        for kind, limit, period, cost in limits:
+            if not limit:
+                continue
+            bucket = state.buckets.get(kind)
+            if bucket is None or bucket.limit != limit:
+                bucket = state.buckets[kind] = ServerBucket(limit, period)
+            bucket.refill(now)
+            active.append((kind, bucket, cost))
+        wait = max((b.wait(c) for _, b, c in active), default=0.0)
+        if wait == 0:
+            for _, bucket, cost in active:
+                bucket.level -= cost
+        if state.ratelimit_headers:
+            for kind, bucket, _ in active:
+                headers[f"x-ratelimit-limit-{kind}"] = str(int(bucket.limit))
+                headers[f"x-ratelimit-remaining-{kind}"] = str(max(0, int(bucket.level)))
+                headers[f"x-ratelimit-reset-{kind}"] = openai_duration(bucket.reset())
+    if wait == 0:
+        return headers, None
+    kind, bucket, cost = max(active, key=lambda a: a[1].wait(a[2]))
+    unit = "RPM" if kind == "requests" else "TPM"
+    message = (f"Rate limit reached for {body.get('model')} in organization org-fake on {kind} per min ({unit}): "
+               f"Limit {int(bucket.limit)}, Used {int(bucket.limit - bucket.level)}, Requested {cost}. "
+               f"Please try again in {openai_duration(wait)}.")
+    headers.update({"retry-after-ms": str(max(1, round(wait * 1000))), "retry-after": str(max(1, round(wait)))})
+    return headers, JSONResponse({"error": {"message": message, "type": kind, "param": None,
+                                            "code": "rate_limit_exceeded"}}, status_code=429, headers=headers)
 
 
 def _error(status: int, message: str, *, param: str | None = None, code: str | None = None,
@@ -128,34 +207,51 @@ def make_app(state: FakeState) -> FastAPI:
             record["status"] = 400
             return _error(400, "Unsupported value: 'temperature' does not support 0 with this model.",
                           param="temperature", code="unsupported_value")
+        if state.quota_exhausted:
+            record["status"] = 429
+            return _error(429, "You exceeded your current quota, please check your plan and billing details.",
+                          code="insufficient_quota")
         if state.take("fail_429"):
             record["status"] = 429
             return _error(429, "Rate limit reached", headers={"retry-after": str(state.retry_after)})
+        rl_headers, refused = check_rate_limit(state, body) if (state.rps or state.tpm) else ({}, None)
+        if refused is not None:
+            record["status"] = 429
+            return refused
         with state.lock:
             random_500 = state.fail_500_ratio > 0 and state.rng.random() < state.fail_500_ratio
         if state.take("fail_500") or random_500:
             record["status"] = 500
             return _error(500, "The server had an error while processing your request.",
                           headers={"retry-after": "0.01"})
-        if state.take("slow_calls"):
-            await asyncio.sleep(state.slow_seconds)
-        if state.latency:
-            await asyncio.sleep(state.latency)
+        with state.lock:
+            state.in_flight += 1
+            state.peak_in_flight = max(state.peak_in_flight, state.in_flight)
+        try:
+            if state.take("slow_calls"):
+                await asyncio.sleep(state.slow_seconds)
+            if state.latency:
+                await asyncio.sleep(state.latency)
+        finally:
+            with state.lock:
+                state.in_flight -= 1
         if state.raw_body is not None:
             record["status"] = 200
-            return Response(state.raw_body, status_code=200, media_type=state.raw_media_type)
+            return Response(state.raw_body, status_code=200, media_type=state.raw_media_type, headers=rl_headers)
         fn = state.answer_fn or deterministic_answer
         content = fn(record["prompt"], body.get("temperature", 1.0))
         record["status"] = 200
         record["answer"] = content
-        return {"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
-                "model": state.model_reported,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                             "finish_reason": "length"}],
-                "usage": {"prompt_tokens": len(record["prompt"]) // 4, "completion_tokens": 2,
-                          "total_tokens": len(record["prompt"]) // 4 + 2}}
+        return JSONResponse(completion_body(state, record["prompt"], content), headers=rl_headers)
 
     return app
+
+
+def completion_body(state: FakeState, prompt: str, content: str) -> dict:
+    return {"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
+            "model": state.model_reported,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "length"}],
+            "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": 2, "total_tokens": len(prompt) // 4 + 2}}
 
 
 def free_port() -> int:
@@ -198,8 +294,12 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--fail-500-ratio", type=float, default=0.0, help="share of calls answering 500")
+    parser.add_argument("--rps", type=float, default=None, help="enforce this many requests per second")
+    parser.add_argument("--tpm", type=float, default=None, help="enforce this many tokens per minute")
+    parser.add_argument("--no-ratelimit-headers", action="store_true", help="429s without x-ratelimit-* headers")
     args = parser.parse_args()
-    state = FakeState(latency=args.latency, fail_500_ratio=args.fail_500_ratio)
+    state = FakeState(latency=args.latency, fail_500_ratio=args.fail_500_ratio, rps=args.rps, tpm=args.tpm,
+                      ratelimit_headers=not args.no_ratelimit_headers)
     print(json.dumps({"url": f"http://127.0.0.1:{args.port}/v1"}), flush=True)
     uvicorn.run(make_app(state), host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
 

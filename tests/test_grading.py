@@ -353,7 +353,7 @@ def test_nan_is_unparsable_for_us_but_a_score_for_the_official_script(store, fak
 
 # --- API failures ------------------------------------------------------------------------------------------------
 
-def test_429_with_retry_after_is_retried_by_the_sdk(store, fake_judge):
+def test_429_with_retry_after_is_waited_out(store, fake_judge):
     fake_judge.state.fail_429, fake_judge.state.retry_after = 2, 0.05
     row, calls, outcome = grade_one_sample(store, fake_judge, lambda p, t: "0.8")
     assert [c["status"] for c in calls] == [429, 429, 200]

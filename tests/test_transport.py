@@ -53,7 +53,8 @@ def test_judges_use_the_aiohttp_transport_unless_opted_out(monkeypatch):
                      JudgeSettings(provider="azure", base_url="https://x.openai.azure.com", api_version="2024-06-01")):
         judge = make_judge(settings, "sk-test")
         assert isinstance(judge._client._client._transport, AiohttpTransport)
-        assert judge._client.timeout == settings.timeout and judge._client.max_retries == settings.max_retries
+        # the SDK does not retry: we do (a 429 pauses the whole account, see mmvet_core.ratelimit)
+        assert judge._client.timeout == settings.timeout and judge._client.max_retries == 0
         asyncio.run(judge.aclose())
         monkeypatch.setenv(ENV_VAR, "default")
         judge = make_judge(settings, "sk-test")
@@ -74,7 +75,7 @@ def test_normal_answers(fake_judge):
     assert all(c["auth"] == "Bearer sk-test" and c["max_tokens"] == 3 and c["temperature"] == 0.0 for c in calls)
 
 
-def test_429_with_retry_after_is_retried_by_the_sdk(fake_judge):
+def test_429_with_retry_after_is_waited_out(fake_judge):
     fake_judge.state.fail_429, fake_judge.state.retry_after = 2, 0.3
     t0 = time.monotonic()
     (reply,) = _run(_complete, _settings(fake_judge))
@@ -83,11 +84,27 @@ def test_429_with_retry_after_is_retried_by_the_sdk(fake_judge):
     assert time.monotonic() - t0 >= 0.55                             # retry-after (0.3 s) honoured twice
 
 
-def test_429_after_all_retries_is_a_rate_limit_error(fake_judge):
+def test_429s_do_not_count_against_the_retry_budget(fake_judge):
     fake_judge.state.fail_429, fake_judge.state.retry_after = 10, 0.01
-    err = _error(_settings(fake_judge, max_retries=2))
+    (reply,) = _run(_complete, _settings(fake_judge, max_retries=0))
+    assert reply.content == deterministic_answer(PROMPT, 0.0)
+    assert [c["status"] for c in fake_judge.state.calls] == [429] * 10 + [200]
+
+
+def test_429s_past_the_rate_limit_deadline_are_a_rate_limit_error(fake_judge):
+    fake_judge.state.fail_429, fake_judge.state.retry_after = 1000, 0.05
+    t0 = time.monotonic()
+    err = _error(_settings(fake_judge, rate_limit_wait=0.3))
     assert (err.kind, err.status) == ("rate_limit", 429)
-    assert len(fake_judge.state.calls) == 3
+    assert 0.2 <= time.monotonic() - t0 < 3
+    assert 3 <= len(fake_judge.state.calls) <= 10
+
+
+def test_an_exhausted_quota_is_not_waited_out(fake_judge):
+    fake_judge.state.quota_exhausted = True
+    err = _error(_settings(fake_judge))
+    assert (err.kind, err.status) == ("quota", 429) and "quota" in err.message
+    assert len(fake_judge.state.calls) == 1
 
 
 def test_500_is_retried(fake_judge):
