@@ -96,7 +96,7 @@ def test_two_runs_on_one_key_share_the_limit_and_both_finish(store):
 
 
 def test_a_429_pauses_every_call_of_the_account_for_its_retry_after(store, fake_judge):
-    """One 429 with retry-after 0.6 s: no call of the account starts during the pause (not only the refused one)."""
+    """One 429 with retry-after 1 s: no call of the account starts during the pause (not only the refused one)."""
     fake_judge.state.latency = 0.05
     bench = tiny(40)
     settings = JudgeSettings(base_url=fake_judge.url)
@@ -108,7 +108,7 @@ def test_a_429_pauses_every_call_of_the_account_for_its_retry_after(store, fake_
     def answer(prompt, temperature):
         if not armed:                                      # the first answer: the next call to arrive is refused
             armed.append(True)
-            state.fail_429, state.retry_after = 1, 0.6
+            state.fail_429, state.retry_after = 1, 1.0
         return "0.5"
     state.answer_fn = answer
     (outcome,) = _grade_all(store, settings, [(run_id, bench)])
@@ -116,10 +116,11 @@ def test_a_429_pauses_every_call_of_the_account_for_its_retry_after(store, fake_
     times = [c["t"] for c in state.calls]
     statuses = [c["status"] for c in state.calls]
     i = statuses.index(429)
-    # calls sent before the client read the 429 may still arrive just after it; then nothing until the pause ends
-    gap = [t - times[i] for t in times[i + 1:] if 0.1 < t - times[i] < 0.55]
+    # calls sent before the client read the 429 may still arrive just after it (later on a loaded machine); then
+    # nothing until the pause ends
+    gap = [t - times[i] for t in times[i + 1:] if 0.4 < t - times[i] < 0.95]
     assert not gap, gap
-    assert max(times) - times[i] >= 0.55
+    assert max(times) - times[i] >= 0.95
 
 
 def test_the_window_starts_wide_and_grows_while_the_endpoint_keeps_up(store):
