@@ -173,9 +173,9 @@ def test_concurrency_32(fake_judge):
             return replies, time.monotonic() - t0, judge._client._client._transport
         finally:
             await judge.aclose()
-    replies, elapsed, transport = asyncio.run(go())
+    replies, _elapsed, transport = asyncio.run(go())
     assert [r.content for r in replies] == [deterministic_answer(p, 0.0) for p in prompts]
-    assert elapsed < 160 * 0.05 / 4                                  # really concurrent (sequential: 8 s)
+    assert fake_judge.state.peak_in_flight >= 16                     # really concurrent, whatever the machine's load
     assert transport._session is None                                # closed by aclose
 
 
