@@ -5,6 +5,7 @@ Configuration comes from the environment only (see README "Configuration" and "H
 """
 from __future__ import annotations
 
+import html
 import os
 import re
 import secrets
@@ -22,12 +23,12 @@ from mmvet_core.benchmark import ASSETS_DIR, Benchmark, BenchmarkError
 from mmvet_core.budget import BudgetLimits, HostBudget, visitor_id
 from mmvet_core.charts import make_radar, paper_model_names, paper_series
 from mmvet_core.estimate import estimate_cost
-from mmvet_core.export import GradeFileError, load_official_grades
+from mmvet_core.export import GradeFileError
 from mmvet_core.jobs import JobManager
 from mmvet_core.grading import GRADED
 from mmvet_core.judge import BASELINE_NAME, DEFAULT_JUDGE_MODEL, JudgeSettings, make_judge
 from mmvet_core.results import ResultsError, read_results, select_predictions, validate_results
-from mmvet_core.runs import create_run, export_run, import_official_grades, load_run_view, RunView
+from mmvet_core.runs import create_run, export_run, load_run_view, open_grade_file, RunView
 from mmvet_core.sources import load_benchmark, load_subset
 from mmvet_core.store import Store
 from mmvet_core import views
@@ -206,7 +207,7 @@ def _share_url(svc: Services, request: gr.Request | None, run_id: str) -> str:
 def _radar_figures(view: RunView, overlays: list[str], svc: Services, owner: str):
     cap_axes = [c.name for c in view.scores.capabilities]
     int_axes = [c.name for c in view.scores.integrations]
-    label = f"{view.run.model_name} (this run)"
+    label = f"{view.run.model_name} (this run{', NOT the official MM-Vet metric' if view.metric_note else ''})"
     caps = [(label, {c.name: c.mean for c in view.scores.capabilities})]
     ints = [(label, {c.name: c.mean for c in view.scores.integrations})]
     subset = view.benchmark.subset_name
@@ -312,8 +313,10 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
                     grade_btn = gr.Button("Grade", variant="primary", elem_id="grade-button")
                     stop_btn = gr.Button("Stop", variant="stop", elem_id="stop-button")
                     resume_btn = gr.Button("Resume", elem_id="resume-button")
-                grade_json_file = gr.File(label="…or view an official grade JSON (no judge call)",
-                                          elem_id="grade-json-file", file_types=[".json"])
+                grade_json_file = gr.File(label="…or view a grade file (no judge call): an official grade JSON, "
+                                                "a VLMEvalKit graded table, a graded lmms-eval log",
+                                          elem_id="grade-json-file",
+                                          file_types=[".json", ".jsonl", ".xlsx", ".tsv", ".csv"])
             with gr.Column(scale=2):
                 progress = gr.HTML(elem_id="progress")
                 total = gr.Textbox(label="Score", interactive=False, elem_id="total-score")
@@ -463,6 +466,10 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
             run = _own(run_id, owner_tok)
             if svc.jobs.is_running(run_id):
                 return gr.Timer(active=True)
+            if run.judge.get("provider") == "imported":     # a grade file's view: no judge, no predictions to grade
+                gr.Warning("These grades were imported from a grade file: there is nothing to resume. To grade "
+                           "the answers yourself, drop the results file and click Grade.")
+                return gr.skip()
             view = load_run_view(svc.store, run_id)
             stored = JudgeSettings(**run.judge)
             if stored.provider == "baseline":
@@ -596,20 +603,12 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
                 return gr.skip(), gr.skip()
             _check_size(path, settings)
             bench, spec = _resolve_benchmark(svc, bench_c, bench_f, hub, sub)
-            try:
-                grades = load_official_grades(path, allow_partial=True)
-            except GradeFileError as e:
-                raise gr.Error(f"Grade file: {e}")
-            known = [i for i in grades.scores if i in bench.samples]
-            if not known:
-                raise gr.Error(f"None of the grade file's ids belong to {bench.name}.")
-            judge = sorted(grades.judge_models)[0] if grades.judge_models else "judge"
-            name = Path(path).name.split("-grade-")[0].rpartition("_")[0] or Path(path).stem
-            run_id = create_run(svc.store, benchmark=bench, spec=spec, predictions={}, n_runs=grades.n_runs,
-                                settings=JudgeSettings(model=judge), model_name=name,
-                                results_format="official-grade-json", owner=owner_tok)
-            import_official_grades(svc.store, run_id, grades)
-            svc.store.set_status(run_id, "done", "imported from an official grade file (no judge call)")
+            try:   # an official grade JSON, a VLMEvalKit graded table or a graded lmms-eval log; no judge call
+                run_id = open_grade_file(svc.store, path, benchmark=bench, spec=spec, owner=owner_tok,
+                                         max_bytes=settings.max_upload_mb * 1024 * 1024)
+            except GradeFileError as e:   # the user's file: a warning (escaped: toasts render HTML), page unchanged
+                gr.Warning(html.escape(f"Grade file: {e}"))
+                return gr.skip(), gr.skip()
             return run_id, _share_url(svc, request, run_id)
 
         grade_json_file.upload(view_grade_file, [grade_json_file, bench_choice, bench_file, hub_id, subset, owner],
@@ -635,7 +634,8 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
             out = {"run_id": run_id, "status": view.run.status, "message": view.run.message, "done": p.done,
                    "errored": p.errored, "total": p.total, "total_score": view.scores.total.mean,
                    "total_std": view.scores.total.std, "complete": view.scores.complete,
-                   "scores": view.scores.to_dict(), "flags": view.flag_counts()}
+                   "scores": view.scores.to_dict(), "flags": view.flag_counts(), "judge": view.judge_text,
+                   "metric_note": view.metric_note}
             for rid in [r for r, (t, _) in list(status_cache.items()) if now - t >= STATUS_TTL]:
                 status_cache.pop(rid, None)
             if out["status"] == "running" and svc.jobs.is_running(run_id):

@@ -15,7 +15,7 @@ from .aggregate import Scores, aggregate_scores
 from .benchmark import Benchmark, Sample
 from .export import (OfficialGrades, make_grade_json, official_file_names, write_grade_json,
                      write_official_files)
-from .graded import GradeSet, is_official_judge, judges_compatible
+from .graded import GradeSet, is_official_judge, judges_compatible, read_grade_file
 from .grading import GRADED
 from .judge import JudgeSettings
 from .prompt import parse_score
@@ -347,3 +347,12 @@ def import_grades(store: Store, run_id: str, grades: GradeSet) -> ImportReport:
                                      [] if status == "ok" else [status], 0.0))
             report.imported += 1
     return report
+
+
+def open_grade_file(store: Store, path: str | Path, *, benchmark: Benchmark, spec: str, owner: str = "",
+                    max_bytes: int = 50_000_000) -> str:
+    """Read any grade file (official grade JSON, VLMEvalKit graded table, graded lmms-eval log) against
+    `benchmark` and store it as a finished run (no judge call). Returns the run id; raises `GradeFileError`
+    with a message for the user (no grades, another benchmark, ids mapped to the wrong questions)."""
+    grades = read_grade_file(path, benchmark, max_bytes=max_bytes)
+    return create_grade_view(store, grades, benchmark=benchmark, spec=spec, owner=owner)
