@@ -5,8 +5,8 @@ Supported layouts (detected from the content, not the extension):
 - ``official-json``: the official ``{"v1_0": "answer", ...}`` (or ``v2_N``) mapping;
 - ``llava-jsonl``: LLaVA's answer file, one ``{"question_id": 0, "text": ..., "model_id": ...}`` per line;
 - lmms-eval's per-sample logs, in each layout its writer has had:
-  ``lmms-eval-json`` (v0.1–v0.2.0: ``{"args": ..., "logs": [{"doc_id", "doc": {...}, "filtered_resps": [..]}]}``),
-  ``lmms-eval-jsonl`` (v0.2.x–v0.3: ``*_samples_mmvet.jsonl``, one record with ``doc`` per line),
+  ``lmms-eval-json`` (v0.1–v0.2.3: ``{"args": ..., "logs": [{"doc_id", "doc": {...}, "filtered_resps": [..]}]}``),
+  ``lmms-eval-jsonl`` (v0.2.4–v0.3: ``*_samples_mmvet.jsonl``, one record with ``doc`` per line),
   ``lmms-eval-jsonl-v0.4`` (v0.4–v0.6: no ``doc``; ``doc_id``, ``target``, ``filtered_resps`` list, ``doc_hash``,
   ``input`` and the task's ``gpt_eval_score`` dict) and ``lmms-eval-jsonl-v0.7`` (v0.7+: ``filtered_resps`` a
   plain string, ``token_counts``);
@@ -37,8 +37,8 @@ from .benchmark import Benchmark
 
 FORMAT_LABELS: dict[str, str] = {
     "official-json": "official JSON", "llava-jsonl": "LLaVA answers JSONL",
-    "lmms-eval-json": "lmms-eval logs JSON (v0.1–v0.2.0)",
-    "lmms-eval-jsonl": "lmms-eval samples JSONL (v0.2–v0.3, with doc)",
+    "lmms-eval-json": "lmms-eval logs JSON (v0.1–v0.2.3)",
+    "lmms-eval-jsonl": "lmms-eval samples JSONL (v0.2.4–v0.3, with doc)",
     "lmms-eval-jsonl-v0.4": "lmms-eval samples JSONL (v0.4–v0.6)",
     "lmms-eval-jsonl-v0.7": "lmms-eval samples JSONL (v0.7+)",
     "vlmevalkit-xlsx": "VLMEvalKit XLSX", "vlmevalkit-tsv": "VLMEvalKit TSV", "vlmevalkit-csv": "VLMEvalKit CSV",

@@ -2,10 +2,10 @@
 
 Each writer reproduces what the toolkit's own writer puts on disk (studied in their sources, not copied):
 
-* lmms-eval v0.1–v0.2.0: ``__main__`` dumps ``{"args", "model_configs", "logs": [...sorted by doc_id], "time"}``;
+* lmms-eval v0.1–v0.2.3: ``__main__`` dumps ``{"args", "model_configs", "logs": [...sorted by doc_id], "time"}``;
   each log is the evaluator's example ``{"doc_id", "target", "doc", "arguments", "resps", "filtered_resps"}`` plus
   the task's metric dict ``gpt_eval_score``;
-* lmms-eval v0.2.x–v0.3: ``EvaluationTracker.save_results_samples`` appends one JSON line per sample to
+* lmms-eval v0.2.4–v0.3: ``EvaluationTracker.save_results_samples`` appends one JSON line per sample to
   ``<model>/<date>_samples_mmvet.jsonl``: the example (``doc`` without image keys, ``doc_hash``, ``prompt_hash``,
   ``target_hash``) with ``input`` added, ``arguments`` turned into a dict, ``target`` a string;
 * lmms-eval v0.4–v0.6: the same writer also pops ``doc`` and ``arguments`` (and ``resps`` when equal to
