@@ -26,9 +26,13 @@ def text_of(page, elem_id: str) -> str:
     return page.locator(f"#{elem_id} textarea").input_value()
 
 
+# generous: the first chart loads plotly.js, and the machine may be busy with other test runs
+TIMEOUT_MS = 90_000
+
+
 @pytest.fixture(scope="module")
 def page(app_server, browser):
-    p = new_page(browser, app_server.url)
+    p = new_page(browser, app_server.url, timeout_ms=TIMEOUT_MS)
     yield p
     p.context.close()
 
@@ -40,8 +44,9 @@ def view(page, path) -> str:
     if clear.count():
         clear.click()
     page.locator("#grade-json-file input[type=file]").set_input_files(str(path))
-    expect(page.locator("#share-link textarea")).not_to_have_value(before or "\x00", timeout=30_000)
-    expect(page.locator("#share-link textarea")).to_have_value(re.compile(r"\?run=[\w-]{24}$"))
+    expect(page.locator("#share-link textarea")).not_to_have_value(before or "\x00", timeout=TIMEOUT_MS)
+    expect(page.locator("#share-link textarea")).to_have_value(re.compile(r"\?run=[\w-]{24}$"),
+                                                               timeout=TIMEOUT_MS)
     return text_of(page, "share-link").rsplit("run=", 1)[1]
 
 
@@ -72,11 +77,12 @@ def test_a_toolkits_graded_file_shows_with_its_judge_labelled_and_no_judge_call(
     run_id = view(page, make(tmp_path))
     total = page.locator("#total-score textarea")
     expect(total).to_have_value(re.compile(r"^Total: 36\.1 over 1 run\(s\) · " + re.escape(judge)
-                                           + r" · NOT the official MM-Vet metric"))
+                                           + r" · NOT the official MM-Vet metric"), timeout=TIMEOUT_MS)
     assert prompt in text_of(page, "total-score")
-    expect(page.locator("#radar-capabilities .js-plotly-plot")).to_be_visible()
-    expect(page.locator("#radar-integrations .js-plotly-plot")).to_be_visible()
-    expect(page.locator("#samples-table [role=grid]")).to_have_attribute("aria-rowcount", "219")  # 218 + header
+    expect(page.locator("#radar-capabilities .js-plotly-plot")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("#radar-integrations .js-plotly-plot")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("#samples-table [role=grid]")).to_have_attribute("aria-rowcount", "219",  # 218 + header
+                                                                       timeout=TIMEOUT_MS)
     assert len(fake_server.state.calls) == calls                    # viewing grades never calls the judge
     run = app_server.view(run_id)
     assert run.scores.total.mean == 36.1 and run.run.predictions == PREDS   # every sample, its prediction too
@@ -86,7 +92,7 @@ def test_a_toolkits_graded_file_shows_with_its_judge_labelled_and_no_judge_call(
 def test_the_official_grade_file_is_labelled_as_the_official_metric(page):
     view(page, OFFICIAL_GRADES / "llava-v1.5-7b-rerun_gpt-4-0613-grade-1runs.json")
     expect(page.locator("#total-score textarea")).to_have_value(
-        re.compile(r"· judge gpt-4-0613 · official MM-Vet metric$"))
+        re.compile(r"· judge gpt-4-0613 · official MM-Vet metric$"), timeout=TIMEOUT_MS)
 
 
 def test_a_misaligned_file_is_refused_with_a_toast_and_the_page_keeps_its_run(page, tmp_path):
@@ -96,7 +102,8 @@ def test_a_misaligned_file_is_refused_with_a_toast_and_the_page_keeps_its_run(pa
                                              '"9","What is x in the equation?"', 1))
     page.locator("#grade-json-file button[aria-label='Clear']").click()
     page.locator("#grade-json-file input[type=file]").set_input_files(str(path))
-    expect(page.locator('[data-testid="toast-text"]').filter(has_text="do not match")).to_be_visible()
+    expect(page.locator('[data-testid="toast-text"]').filter(has_text="do not match")).to_be_visible(
+        timeout=TIMEOUT_MS)
     assert text_of(page, "share-link").endswith(run_id)
 
 
