@@ -5,9 +5,9 @@ Every judge call of every run that uses the same key and endpoint goes through o
 start, from three things it learns as answers come back:
 
 - **A concurrency window** (AIMD, as TCP does): it starts at `START_WINDOW` calls in flight and grows by one per
-  answer (doubling per round trip) while answers come back without 429 and their latency stays flat; after the
-  first 429, timeout or latency rise it grows by one per window; a 429 or a timeout halves it (once per round
-  trip). The run's ``--concurrency`` is a ceiling on top (its number of workers).
+  answer (doubling per round trip) while answers come back without 429 and their latency stays flat, and holds
+  while latency rises; a 429 or a timeout halves it (once per round trip), after which it grows by one per
+  round trip. The run's ``--concurrency`` is a ceiling on top (its number of workers).
 - **Pacing to the server's buckets.** When answers carry OpenAI's ``x-ratelimit-limit/remaining/reset-requests``
   and ``-tokens`` headers, the limiter mirrors each bucket (capacity, refill rate, level) and starts a call only
   when the bucket holds its cost: 1 request, and the call's estimated tokens (prompt tokens, estimated from its
@@ -215,6 +215,7 @@ class AccountLimiter:
         self.limited_since: float | None = None  # first 429 since the last answer
         self._base_latency: float | None = None
         self._avg_latency: float | None = None
+        self._answers = 0
         self._epoch = 0                         # bumped at each decrease: one decrease per round trip
         self._waiters: list[_Waiter] = []
         self._seq = itertools.count()
@@ -294,14 +295,15 @@ class AccountLimiter:
                 bucket.observe(reading, spent_at_send=mark, sent_at=ticket.sent_at, now=now)
 
     def _on_answer(self, latency: float | None, now: float) -> None:
-        flat = True
+        """Grow the window by one per answer (doubling per round trip) below `ssthresh`, by one per window above
+        it, while the window is in use and latency is flat; hold it while latency rises (the endpoint queues)."""
+        self._answers += 1
         if latency is not None and latency >= 0:
             self._base_latency = latency if self._base_latency is None else min(self._base_latency, latency)
-            self._avg_latency = latency if self._avg_latency is None else 0.9 * self._avg_latency + 0.1 * latency
-            flat = self._avg_latency <= 1.5 * self._base_latency + 0.05
-        if not flat:
-            self.ssthresh = min(self.ssthresh, self.window)
-            return
+            self._avg_latency = latency if self._avg_latency is None else 0.95 * self._avg_latency + 0.05 * latency
+            # the first answers carry connection set-up and warm-up: judge flatness once a few are in
+            if self._answers > 16 and self._avg_latency > 1.5 * self._base_latency + 0.05:
+                return
         if self.in_flight + 1 < 0.8 * self.window:     # the window is not what limits us: no reason to grow
             return
         self.window = min(self.max_window, self.window + (1.0 if self.window < self.ssthresh else 1.0 / self.window))

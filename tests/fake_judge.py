@@ -172,6 +172,29 @@ def make_app(state: FakeState) -> FastAPI:
         names = sorted(state.served_models or {state.model_reported})
         return {"object": "list", "data": [{"id": n, "object": "model"} for n in names]}
 
+    @app.get("/fake/stats")
+    async def stats():
+        """What the server saw (for benchmarks running it as a process): answers, 429s, tokens, timing."""
+        with state.lock:
+            calls = list(state.calls)
+        ok = [c for c in calls if c.get("status") == 200]
+        by_status: dict = {}
+        for c in calls:
+            by_status[str(c.get("status"))] = by_status.get(str(c.get("status")), 0) + 1
+        return {"calls": len(calls), "by_status": by_status, "ok": len(ok),
+                "rate_limited": by_status.get("429", 0),
+                "ok_tokens": sum(request_tokens(c["body"]) for c in ok),
+                "first": min((c["t"] for c in calls), default=None), "last_ok": max((c["t"] for c in ok), default=None),
+                "peak_in_flight": state.peak_in_flight}
+
+    @app.post("/fake/reset")
+    async def reset():
+        with state.lock:
+            state.calls.clear()
+            state.peak_in_flight = 0
+            state.buckets.clear()
+        return {"ok": True}
+
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
         return await answer(await request.json(), request.headers.get("authorization", ""))
