@@ -63,6 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--rate-limit-wait", type=float, default=1800.0,
                    help="seconds of rate limiting (429s with no answer in between) waited out before calls "
                         "give up (default 1800); 429s never count as failures before that")
+    g.add_argument("--batch", action="store_true",
+                   help="grade through the OpenAI Batch API: half the price, answers within 24 h; rerun the same "
+                        "command to resume (submitted batches are never submitted again)")
+    g.add_argument("--batch-poll", type=float, default=30.0, help="seconds between two polls of a batch (default 30)")
     g.add_argument("--db", default=None, help=f"SQLite database (default {DEFAULT_DB}, or $MMVET_DATA_DIR)")
     g.add_argument("--allow-missing", action="store_true", help="grade missing predictions as empty answers")
     g.add_argument("--import-grades", default=None,
@@ -157,7 +161,12 @@ def cmd_grade(args) -> int:
     total = len(benchmark) * args.runs
     print(f"Run {run_id}: {len(benchmark)} samples x {args.runs} run(s) with judge {settings.model}"
           + ("  [offline keyword baseline: NOT the MM-Vet metric]" if not settings.is_official else ""))
-    outcome = asyncio.run(_grade(store, run_id, benchmark, settings, key, args.concurrency, total))
+    if args.batch:
+        if not settings.is_official or settings.provider != "openai":
+            raise UsageError("--batch needs an OpenAI-compatible endpoint with a Batch API (not --azure or --baseline)")
+        outcome = asyncio.run(_grade_batch(store, run_id, benchmark, settings, key, args.batch_poll))
+    else:
+        outcome = asyncio.run(_grade(store, run_id, benchmark, settings, key, args.concurrency, total))
     view = load_run_view(store, run_id)
     print(f"\n{outcome.status}: {outcome.message}. Judge calls: {outcome.stats.calls} made, "
           f"{outcome.stats.cached} reused from {store.path}")
@@ -184,6 +193,21 @@ async def _grade(store, run_id, benchmark, settings, key, concurrency, total):
     finally:
         ticker.cancel()
         bar.close()
+        await judge.aclose()
+
+
+async def _grade_batch(store, run_id, benchmark, settings, key, poll):
+    from .batch import grade_run_batch
+
+    judge = make_judge(settings, key)
+
+    def on_grade(row):
+        if row.status == "error":
+            print(f"{row.sample_id} run {row.run_index + 1}: {row.error}", flush=True)
+    try:
+        return await grade_run_batch(store, run_id, benchmark, judge, poll=poll, on_grade=on_grade,
+                                     on_event=lambda message: print(message, flush=True))
+    finally:
         await judge.aclose()
 
 

@@ -2,7 +2,8 @@
 
 Tokens are estimated from characters (about 4 per token for English text; the few-shot prompt dominates).
 The call count is the minimum (one call per sample and run); unparsable answers add up to five retries each.
-Prices are list prices in USD per million tokens, as published by OpenAI; unknown models get no price.
+Prices are list prices in USD per million tokens, as published by OpenAI; unknown models get no price. The Batch
+API (`grade --batch`) costs half.
 """
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ PRICES: dict[str, tuple[float, float]] = {
     "gpt-4.1-mini": (0.4, 1.6),
 }
 CHARS_PER_TOKEN = 4.0
+#: The Batch API's price relative to live calls (OpenAI: 50% off).
+BATCH_DISCOUNT = 0.5
 
 
 @dataclass
@@ -32,10 +35,16 @@ class Estimate:
     completion_tokens: int
     cost_usd: float | None
 
+    @property
+    def batch_cost_usd(self) -> float | None:
+        """The same calls through the OpenAI Batch API (half the list price, answers within 24 h)."""
+        return None if self.cost_usd is None else self.cost_usd * BATCH_DISCOUNT
+
     def summary(self, model: str) -> str:
-        cost = f"≈ ${self.cost_usd:.2f}" if self.cost_usd is not None else "cost unknown for this model"
+        cost = (f"≈ ${self.cost_usd:.2f} with {model} (≈ ${self.batch_cost_usd:.2f} with the Batch API, "
+                f"answers within 24 h)" if self.cost_usd is not None else f"cost unknown for {model}")
         return (f"{self.calls} judge calls (at least; unparsable answers add retries) · "
-                f"≈ {self.prompt_tokens:,} prompt tokens · {cost} with {model}")
+                f"≈ {self.prompt_tokens:,} prompt tokens · {cost}")
 
 
 def estimate_cost(benchmark: Benchmark, predictions: dict[str, str], n_runs: int, model: str,

@@ -1,4 +1,4 @@
-"""SQLite persistence: runs, grades, overrides, the judge-answer cache and judge-call budgets.
+"""SQLite persistence: runs, grades, overrides, the judge-answer cache, Batch API submissions and judge-call budgets.
 
 Every judge answer is committed the moment it arrives (`Store.put_answer`), so a process killed at any moment
 (kill -9) loses nothing it paid for. The cache is keyed by (judge fingerprint, sha256 of the prompt, temperature,
@@ -69,6 +69,18 @@ CREATE TABLE IF NOT EXISTS judge_cache (
     sent TEXT NOT NULL,
     created_at REAL NOT NULL,
     PRIMARY KEY (fingerprint, prompt_sha, temperature, k)
+);
+CREATE TABLE IF NOT EXISTS batches (
+    id TEXT PRIMARY KEY,              -- our id; the Batch API's id is batch_id once created
+    run_id TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    status TEXT NOT NULL,             -- submitting, submitted, done, failed
+    input_file_id TEXT,
+    batch_id TEXT,
+    requests TEXT NOT NULL,           -- JSON custom_id -> [prompt_sha, temperature, k]
+    message TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS usage (
     day TEXT NOT NULL,
@@ -250,6 +262,31 @@ class Store:
 
     def cache_size(self) -> int:
         return self._query("SELECT COUNT(*) AS n FROM judge_cache")[0]["n"]
+
+    # --- Batch API submissions (mmvet_core/batch.py) --------------------------------------------------------
+    def add_batch(self, run_id: str, round_: int, requests: dict) -> str:
+        """Record a batch about to be submitted (before its file is uploaded): a restart then never submits the
+        same calls twice. Returns our id of it."""
+        bid, now = new_run_id(), time.time()
+        self._exec("INSERT INTO batches (id, run_id, round, status, requests, created_at, updated_at)"
+                   " VALUES (?,?,?,?,?,?,?)", (bid, run_id, round_, "submitting", json.dumps(requests), now, now))
+        return bid
+
+    def update_batch(self, bid: str, **fields) -> None:
+        allowed = {"status", "input_file_id", "batch_id", "message"}
+        assert set(fields) <= allowed, fields
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        self._exec(f"UPDATE batches SET {sets}, updated_at = ? WHERE id = ?", (*fields.values(), time.time(), bid))
+
+    def open_batches(self, run_id: str) -> list[dict]:
+        """The run's batches still submitting or submitted (to resume after a restart), oldest first."""
+        rows = self._query("SELECT * FROM batches WHERE run_id = ? AND status IN ('submitting', 'submitted')"
+                           " ORDER BY created_at", (run_id,))
+        return [{**dict(r), "requests": json.loads(r["requests"])} for r in rows]
+
+    def batches(self, run_id: str) -> list[dict]:
+        rows = self._query("SELECT * FROM batches WHERE run_id = ? ORDER BY created_at", (run_id,))
+        return [{**dict(r), "requests": json.loads(r["requests"])} for r in rows]
 
     # --- judge-call budgets (hosting) --------------------------------------------------------------------
     def add_usage(self, day: str, visitor: str, calls: int = 1) -> None:

@@ -5,7 +5,8 @@ so the same prediction always gets the same grade. Faults are injectable at run 
 latency, 429 with ``retry-after``, a rate limit enforced like OpenAI's (requests per second and / or tokens per
 minute, with 429 + ``retry-after-ms`` and ``x-ratelimit-*`` headers), an exhausted quota, 500s, slow answers (client timeouts), garbage answers, a 200 whose body is not a
 chat completion, a wrong key, a model the endpoint does not serve, and reasoning-model parameter rejections. It
-also serves Azure OpenAI's deployment route (``/openai/deployments/{model}/chat/completions``, key in ``api-key``).
+also serves the Files and Batch APIs (``/v1/files``, ``/v1/batches``: a batch answers every line like a live call
+after `batch_delay` seconds, or when a test releases `batch_hold`), and Azure OpenAI's deployment route (``/openai/deployments/{model}/chat/completions``, key in ``api-key``).
 
 Use in-process: ``with FakeJudgeServer() as srv: srv.url, srv.state.calls``; or as a process:
 ``python -m tests.fake_judge --port 8765 --latency 0.1``.
@@ -69,6 +70,11 @@ class FakeState:
     ratelimit_headers: bool = True       # send OpenAI's x-ratelimit-* headers with every answer
     quota_exhausted: bool = False        # every call answers 429 insufficient_quota (no credit left)
     buckets: dict = field(default_factory=dict)
+    files: dict = field(default_factory=dict)        # Files API: id -> {"bytes", "purpose", "filename"}
+    batches: dict = field(default_factory=dict)      # Batch API: id -> batch object
+    batch_delay: float = 0.0             # seconds a batch stays in progress
+    batch_hold: bool = False             # while True, batches stay in progress (a test releases them)
+    batch_requests: list[dict] = field(default_factory=list)   # every request a batch ran (its body)
     in_flight: int = 0                   # requests being answered now (after the rate-limit check)
     peak_in_flight: int = 0
     calls: list[dict] = field(default_factory=list)   # every request that reached the server
@@ -195,6 +201,98 @@ def make_app(state: FakeState) -> FastAPI:
             state.buckets.clear()
         return {"ok": True}
 
+    # --- Files and Batch APIs (the shapes of OpenAI's /v1/files and /v1/batches) ------------------------------
+    def file_object(fid: str) -> dict:
+        f = state.files[fid]
+        return {"id": fid, "object": "file", "bytes": len(f["bytes"]), "created_at": f["created_at"],
+                "filename": f["filename"], "purpose": f["purpose"], "status": "processed"}
+
+    def new_file(data: bytes, purpose: str, filename: str) -> str:
+        with state.lock:
+            fid = f"file-fake{len(state.files) + 1}"
+            state.files[fid] = {"bytes": data, "purpose": purpose, "filename": filename,
+                                "created_at": int(time.time())}
+        return fid
+
+    @app.post("/v1/files")
+    async def upload(request: Request):
+        form = await request.form()
+        upload = form.get("file")
+        if upload is None or not form.get("purpose"):
+            return _error(400, "file and purpose are required")
+        data = await upload.read()
+        return file_object(new_file(data, str(form["purpose"]), upload.filename or "upload.jsonl"))
+
+    @app.get("/v1/files/{fid}/content")
+    async def file_content(fid: str):
+        if fid not in state.files:
+            return _error(404, f"No such File object: {fid}")
+        return Response(state.files[fid]["bytes"], media_type="application/octet-stream")
+
+    @app.get("/v1/files/{fid}")
+    async def file_get(fid: str):
+        return file_object(fid) if fid in state.files else _error(404, f"No such File object: {fid}")
+
+    def run_line(line: dict) -> dict:
+        body = line.get("body") or {}
+        with state.lock:
+            state.batch_requests.append({"custom_id": line.get("custom_id"), "body": body})
+        prompt = body["messages"][-1]["content"]
+        content = (state.answer_fn or deterministic_answer)(prompt, body.get("temperature", 1.0))
+        return {"id": f"batch_req_{len(state.batch_requests)}", "custom_id": line.get("custom_id"),
+                "response": {"status_code": 200, "request_id": "req-fake", "body": completion_body(state, prompt, content)},
+                "error": None}
+
+    async def process(bid: str) -> None:
+        batch = state.batches[bid]
+        batch["status"] = "in_progress"
+        batch["in_progress_at"] = int(time.time())
+        await asyncio.sleep(state.batch_delay)
+        while state.batch_hold:
+            await asyncio.sleep(0.05)
+        if batch["status"] != "in_progress":
+            return
+        lines = [json.loads(x) for x in state.files[batch["input_file_id"]]["bytes"].decode().splitlines() if x.strip()]
+        out = [run_line(line) for line in lines]
+        batch["output_file_id"] = new_file("".join(json.dumps(o) + "\n" for o in out).encode(), "batch_output",
+                                           "batch_output.jsonl")
+        batch["request_counts"] = {"total": len(lines), "completed": len(out), "failed": 0}
+        batch["status"], batch["completed_at"] = "completed", int(time.time())
+
+    @app.post("/v1/batches")
+    async def create_batch(request: Request):
+        body = await request.json()
+        fid = body.get("input_file_id")
+        if fid not in state.files:
+            return _error(400, f"No such File object: {fid}")
+        if body.get("endpoint") != "/v1/chat/completions" or body.get("completion_window") != "24h":
+            return _error(400, "endpoint must be /v1/chat/completions and completion_window 24h")
+        with state.lock:
+            bid = f"batch_fake{len(state.batches) + 1}"
+            state.batches[bid] = {"id": bid, "object": "batch", "endpoint": body["endpoint"], "errors": None,
+                                  "input_file_id": fid, "completion_window": "24h", "status": "validating",
+                                  "output_file_id": None, "error_file_id": None, "created_at": int(time.time()),
+                                  "request_counts": {"total": 0, "completed": 0, "failed": 0},
+                                  "metadata": body.get("metadata")}
+        asyncio.get_running_loop().create_task(process(bid))
+        return state.batches[bid]
+
+    @app.get("/v1/batches/{bid}")
+    async def get_batch(bid: str):
+        return state.batches[bid] if bid in state.batches else _error(404, f"No such Batch object: {bid}")
+
+    @app.get("/v1/batches")
+    async def list_batches():
+        data = sorted(state.batches.values(), key=lambda b: b["created_at"], reverse=True)
+        return {"object": "list", "data": data, "first_id": None, "last_id": None, "has_more": False}
+
+    @app.post("/v1/batches/{bid}/cancel")
+    async def cancel_batch(bid: str):
+        if bid not in state.batches:
+            return _error(404, f"No such Batch object: {bid}")
+        state.batches[bid]["status"] = "cancelled"
+        return state.batches[bid]
+
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
         return await answer(await request.json(), request.headers.get("authorization", ""))
@@ -320,9 +418,10 @@ def main() -> None:
     parser.add_argument("--rps", type=float, default=None, help="enforce this many requests per second")
     parser.add_argument("--tpm", type=float, default=None, help="enforce this many tokens per minute")
     parser.add_argument("--no-ratelimit-headers", action="store_true", help="429s without x-ratelimit-* headers")
+    parser.add_argument("--batch-delay", type=float, default=0.0, help="seconds a batch stays in progress")
     args = parser.parse_args()
     state = FakeState(latency=args.latency, fail_500_ratio=args.fail_500_ratio, rps=args.rps, tpm=args.tpm,
-                      ratelimit_headers=not args.no_ratelimit_headers)
+                      ratelimit_headers=not args.no_ratelimit_headers, batch_delay=args.batch_delay)
     print(json.dumps({"url": f"http://127.0.0.1:{args.port}/v1"}), flush=True)
     uvicorn.run(make_app(state), host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
 

@@ -1,0 +1,121 @@
+"""`grade --batch` (mmvet_core/batch.py) against the fake judge's Files and Batch APIs: the same grades as live
+grading, the official retries in rounds, no call made twice, and a run killed between submission and completion
+resumes its batch instead of paying again."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from mmvet_core.batch import BatchGrader, batch_line, custom_id
+from mmvet_core.estimate import estimate_cost
+from mmvet_core.judge import JudgeSettings, make_judge
+from tests.conftest import cli_env
+from tests.fake_judge import FakeJudgeServer, FakeState
+from tests.test_grading import RESULTS_FILE, V1, new_run, predictions_for, tiny
+
+
+def cli(tmp: Path, url: str, db: str, out: str, *extra: str, wait: bool = True):
+    cmd = [sys.executable, "-m", "mmvet_core", "grade", str(RESULTS_FILE), "--runs", "3", "--base-url", url,
+           "--db", str(tmp / db), "--out", str(tmp / out), *extra]
+    if wait:
+        return subprocess.run(cmd, cwd=tmp, env=cli_env(OPENAI_API_KEY="sk-test"), capture_output=True, text=True,
+                              timeout=300)
+    return subprocess.Popen(cmd, cwd=tmp, env=cli_env(OPENAI_API_KEY="sk-test"), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def grade_json(folder: Path) -> dict:
+    (path,) = folder.glob("*-grade-3runs.json")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_batch_grades_v1_x3_like_live_grading_and_makes_each_call_once(tmp_path):
+    with FakeJudgeServer() as live:
+        proc = cli(tmp_path, live.url, "live.db", "live")
+        live_calls = sorted(json.dumps([c["prompt"], c["temperature"]]) for c in live.state.calls)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with FakeJudgeServer() as server:
+        proc = cli(tmp_path, server.url, "batch.db", "batch", "--batch", "--batch-poll", "0.05")
+        state = server.state
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert grade_json(tmp_path / "batch") == grade_json(tmp_path / "live")      # same grades, same scores
+    assert sorted((tmp_path / "batch").iterdir()) and len(list((tmp_path / "batch").iterdir())) == 3
+    assert state.calls == []                                                    # nothing sent live
+    sent = sorted(json.dumps([r["body"]["messages"][-1]["content"], r["body"]["temperature"]])
+                  for r in state.batch_requests)
+    assert sent == live_calls                                                   # the same calls, each once
+    # the official retries ran in rounds: the first calls, then each re-ask at the next temperature
+    assert len(state.batches) == 6 and "round 2: batch" in proc.stdout
+    assert f"Judge calls: {len(sent)} made" in proc.stdout
+
+
+def test_a_batch_run_killed_between_submission_and_completion_resumes_without_paying_again(tmp_path):
+    with FakeJudgeServer(FakeState(batch_hold=True)) as server:
+        state = server.state
+        first = cli(tmp_path, server.url, "batch.db", "out", "--batch", "--batch-poll", "0.05", wait=False)
+        deadline = time.time() + 120
+        while not state.batches and time.time() < deadline:
+            assert first.poll() is None, first.stdout.read()
+            time.sleep(0.05)
+        time.sleep(0.3)                                      # the CLI is polling the batch in progress
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait(30)
+        assert list(state.batches) == ["batch_fake1"] and state.batch_requests == []
+        db = sqlite3.connect(tmp_path / "batch.db")
+        rows = db.execute("SELECT status, batch_id FROM batches").fetchall()
+        db.close()
+        assert rows == [("submitted", "batch_fake1")]                  # the batch id was stored before the kill
+        state.batch_hold = False
+        again = cli(tmp_path, server.url, "batch.db", "out", "--batch", "--batch-poll", "0.05")
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert "batch batch_fake1: completed" in again.stdout          # the submitted batch was resumed ...
+        first_round = [b for b in state.batches.values() if b["input_file_id"] == "file-fake1"]
+        assert len(first_round) == 1                                    # ... not submitted again
+        keys = [json.dumps([r["body"]["messages"][-1]["content"], r["body"]["temperature"], r["custom_id"]])
+                for r in state.batch_requests]
+        assert len(keys) == len(set(keys))                              # no call made twice
+    assert "done: 654 grades" in again.stdout
+
+
+def test_a_batch_whose_creation_was_interrupted_is_found_by_its_file(store):
+    """Killed after the batch was created but before its id was stored: the restart finds it by its input file."""
+    bench = tiny(3)
+    with FakeJudgeServer() as server:
+        settings = JudgeSettings(base_url=server.url)
+        run_id = new_run(store, bench, settings, predictions_for(bench, "0.5"))
+
+        async def go():
+            judge = make_judge(settings, "sk-test")
+            grader = BatchGrader(store, run_id, bench, judge, poll=0.05)
+            _, needs = await grader._replay(store.get_run(run_id))
+            bid = store.add_batch(run_id, 0, {k: [n.k, n.temperature] for k, n in needs.items()})
+            lines = "".join(json.dumps(batch_line(judge, n)) + "\n" for n in needs.values()).encode()
+            uploaded = await judge._client.files.create(file=("x.jsonl", lines), purpose="batch")
+            store.update_batch(bid, input_file_id=uploaded.id)
+            await judge._client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions",
+                                               completion_window="24h")
+            # ... killed here; a new process:
+            outcome = await BatchGrader(store, run_id, bench, make_judge(settings, "sk-test"), poll=0.05).run()
+            await judge.aclose()
+            return outcome
+        outcome = asyncio.run(go())
+        assert outcome.status == "done" and outcome.graded == 3
+        assert len(server.state.batches) == 1 and len(server.state.batch_requests) == 3
+
+
+def test_the_estimate_shows_the_batch_price():
+    est = estimate_cost(V1, predictions_for(V1), 3, "gpt-4-0613")
+    assert est.batch_cost_usd == est.cost_usd / 2
+    text = est.summary("gpt-4-0613")
+    assert f"${est.cost_usd:.2f}" in text and f"${est.batch_cost_usd:.2f} with the Batch API" in text
+
+
+def test_custom_ids_are_unique_per_call():
+    assert custom_id("s", 0.0, 0) != custom_id("s", 0.0, 1) != custom_id("s", 0.5, 1)
