@@ -33,7 +33,8 @@ GRADED = frozenset({"ok", "fallback", "bad_request_zero"})
 #: adapts to what the endpoint sustains.
 DEFAULT_CONCURRENCY = 256
 #: Judge failures that would fail every other call too: the run stops instead of erroring each sample.
-FATAL_KINDS = frozenset({"auth", "permission", "not_found", "connection", "quota"})
+FATAL_KINDS = frozenset({"auth", "permission", "not_found", "connection", "quota", "unresponsive", "blocked",
+                         "redirect", "too_large"})
 
 
 class BudgetExceeded(Exception):

@@ -44,6 +44,8 @@ class JudgeSettings:
     timeout: float = 60.0
     max_retries: int = 6                   # retries of 5xx / timeouts / connection errors (429s are waited out)
     rate_limit_wait: float = 1800.0        # seconds of 429s with no answer in between before a call gives up
+    deadline: float = 120.0                # seconds a call may spend in HTTP attempts and their backoff, all
+                                           # retries included (waits for the rate limit are not counted)
 
     def fingerprint(self) -> str:
         """Identity of the judge for the answer cache: provider, endpoint, model and token limit."""
@@ -75,7 +77,9 @@ class JudgeError(Exception):
 
     def __init__(self, kind: str, message: str, status: int | None = None):
         super().__init__(message)
-        self.kind = kind          # auth, permission, not_found, bad_request, rate_limit, quota, server, timeout, connection, other
+        # auth, permission, not_found, bad_request, rate_limit, quota, server, timeout, unresponsive, connection,
+        # blocked, redirect, too_large, other
+        self.kind = kind
         self.status = status
         self.message = message
 
@@ -105,14 +109,27 @@ _HINTS = {
     "rate_limit": "the endpoint kept answering 429 (rate limit) past the run's deadline for rate limits",
     "quota": "the account has no quota left (429 insufficient_quota): add credit or use another key",
     "server": "the endpoint kept failing with a server error after all retries",
+    "unresponsive": "the endpoint has not answered a single call in time",
+    "blocked": "this server does not call that address",
+    "redirect": "the endpoint answered with a redirect, which is not followed: give the final URL as the base URL",
+    "too_large": "the endpoint's answer was too large (a judge answer is a few bytes)",
+    "bad_request": "the endpoint rejected the request",
+    "other": "the endpoint's answer was not a chat completion",
 }
+#: What a redacted error says instead of the endpoint's own words (its body may echo a key or an internal page).
+REDACTED = "details hidden on this server"
+
+
+class _DeadlinePassed(Exception):
+    """A call spent its `JudgeSettings.deadline` in HTTP attempts and backoff."""
 
 
 def describe_judge_error(err: JudgeError) -> str:
     """A one-line, user-facing explanation of a judge failure."""
     hint = _HINTS.get(err.kind)
     status = f" (HTTP {err.status})" if err.status else ""
-    return f"{hint}{status}: {err.message}" if hint else f"{err.kind}{status}: {err.message}"
+    text = f"{hint}{status}" if hint else f"{err.kind}{status}"
+    return f"{text}: {err.message}" if err.message else text
 
 
 class OpenAIJudge:
@@ -123,12 +140,22 @@ class OpenAIJudge:
     The SDK's own retries are off (``max_retries=0``): we retry here so that a 429 pauses the whole account for
     the server's ``retry-after`` and is waited out without counting against the retry budget, while 408, 409,
     5xx, timeouts and connection errors are retried ``max_retries`` times with the SDK's backoff (0.5 s x 2^n,
-    at most 8 s, or the server's ``retry-after``)."""
+    at most 8 s, or the server's ``retry-after``).
 
-    def __init__(self, settings: JudgeSettings, api_key: str | None, *, client=None):
+    Whatever the endpoint does, a call ends: each attempt is bounded in total by ``timeout`` (a server that drips
+    a byte at a time cannot stretch it), and the call by ``deadline`` (attempts and backoff; waiting for the
+    account's rate-limit turn is not counted). `policy` (a `transport.EndpointPolicy`) caps response bodies and
+    can refuse private destinations; `redact` replaces the endpoint's own error text by a generic one (a public
+    host: an upstream body may echo the key or an internal page). The key never appears in an error."""
+
+    def __init__(self, settings: JudgeSettings, api_key: str | None, *, client=None, policy=None,
+                 redact: bool = False):
         self.settings = settings
         self._api_key = api_key
         self._client_obj = client
+        self._policy = policy
+        self._redact = redact
+        self._secrets = tuple(x for x in (api_key,) if x and len(x) >= 4)
         self._token_param = settings.token_param
         self._send_temperature = settings.send_temperature
         self._reached = False       # has the endpoint answered at least once? (see `_post`)
@@ -141,10 +168,10 @@ class OpenAIJudge:
         if self._client_obj is None:
             import openai
 
-            from .transport import make_http_client   # aiohttp under the SDK (less CPU); None: the SDK's default
+            from .transport import make_http_client   # aiohttp under the SDK (less CPU), with the body cap
 
             s = self.settings
-            http_client = make_http_client(s.timeout)
+            http_client = make_http_client(s.timeout, self._policy)
             if s.provider == "azure":
                 self._client_obj = openai.AsyncAzureOpenAI(
                     api_key=self._api_key, azure_endpoint=s.base_url, api_version=s.api_version,
@@ -178,7 +205,25 @@ class OpenAIJudge:
 
     async def complete(self, prompt: str, temperature: float, *, sample: Sample | None = None,
                        prediction: str | None = None, priority: int = 1) -> JudgeReply:
+        """One judge answer, or `JudgeError` (scrubbed of the key; redacted when the judge redacts)."""
+        try:
+            return await self._complete(prompt, temperature, priority)
+        except JudgeError as e:
+            raise self._scrubbed(e) from e.__cause__
+
+    def _scrubbed(self, err: JudgeError) -> JudgeError:
+        """`err` without the endpoint's own words when redacting, and never with the key in it."""
+        message = err.message
+        if self._redact and err.kind not in ("timeout", "unresponsive", "blocked", "redirect", "too_large"):
+            message = REDACTED
+        for secret in self._secrets:
+            message = message.replace(secret, "[key]")
+        return err if message == err.message else JudgeError(err.kind, message, err.status)
+
+    async def _complete(self, prompt: str, temperature: float, priority: int) -> JudgeReply:
         import openai as o
+
+        from .transport import CAPPED, BlockedDestination
 
         client = self._client
         for _ in range(3):  # at most: original, token-param swap, temperature drop
@@ -186,6 +231,13 @@ class OpenAIJudge:
             body = {"model": self.settings.model, "messages": [{"role": "user", "content": prompt}], **params}
             try:
                 response = await self._post(client, body, len(prompt), priority)
+            except _DeadlinePassed:
+                if not self._reached:
+                    raise JudgeError("unresponsive", f"no answer within {self.settings.deadline:g} s") from None
+                raise JudgeError("timeout", f"no answer within the call's deadline of {self.settings.deadline:g} s"
+                                 ) from None
+            except BlockedDestination as e:
+                raise JudgeError("blocked", str(e)) from e
             except o.BadRequestError as e:
                 # retry when this rejection adapted the parameters, or a concurrent call already had
                 if self._adapt_to(e) or params != self._params(temperature):
@@ -202,11 +254,20 @@ class OpenAIJudge:
             except o.APITimeoutError as e:
                 raise JudgeError("timeout", str(e) or "request timed out") from e
             except o.APIConnectionError as e:
+                blocked = _blocked(e)
+                if blocked is not None:
+                    raise JudgeError("blocked", str(blocked)) from e
                 raise JudgeError("connection", str(e) or "connection failed") from e
             except o.APIStatusError as e:
+                if e.response.extensions.get(CAPPED):
+                    raise JudgeError("too_large", "", e.status_code) from e
+                if 300 <= e.status_code < 400:
+                    raise JudgeError("redirect", "", e.status_code) from e
                 kind = "server" if e.status_code >= 500 else "other"
                 raise JudgeError(kind, _message(e), e.status_code) from e
-            return reply_from_body(response.status_code, response.content, params)
+            if response.extensions.get(CAPPED):
+                raise JudgeError("too_large", "", response.status_code)
+            return reply_from_body(response.status_code, response.content, params, redact=self._redact)
         raise JudgeError("bad_request", "the endpoint rejected every parameter combination tried")
 
     async def _post(self, client, body: dict, prompt_chars: int, priority: int):
@@ -228,11 +289,19 @@ class OpenAIJudge:
         limiter = self.limiter
         cost = limiter.estimate_tokens(prompt_chars, self.settings.max_tokens)
         failures = 0
+        left = self.settings.deadline       # for attempts and their backoff (rate-limit waits are not counted)
         while True:
             ticket = await limiter.acquire(cost, priority=priority)
             t0 = time.monotonic()
             try:
-                resp = await _chat_post(client, body)
+                try:
+                    async with asyncio.timeout(max(left, 0.0)):
+                        resp = await _chat_post(client, body)
+                finally:
+                    left -= time.monotonic() - t0
+            except TimeoutError:                      # the call's deadline (not the SDK's APITimeoutError)
+                limiter.release(ticket, outcome="timeout")
+                raise _DeadlinePassed() from None
             except o.RateLimitError as e:
                 self._reached = True
                 headers = _headers(e)
@@ -250,7 +319,7 @@ class OpenAIJudge:
                 failures += 1
                 if failures > self.settings.max_retries:
                     raise
-                await asyncio.sleep(_backoff(failures, retry_after_seconds(_headers(e))))
+                left = await _sleep_within(_backoff(failures, retry_after_seconds(_headers(e))), left)
                 continue
             except o.APIConnectionError as e:          # includes APITimeoutError
                 timed_out = isinstance(e, o.APITimeoutError)
@@ -260,7 +329,7 @@ class OpenAIJudge:
                 failures += 1
                 if failures > self.settings.max_retries:
                     raise
-                await asyncio.sleep(_backoff(failures, None))
+                left = await _sleep_within(_backoff(failures, None), left)
                 continue
             except BaseException:
                 limiter.release(ticket, outcome="error")
@@ -294,6 +363,26 @@ class OpenAIJudge:
     async def aclose(self) -> None:
         if self._client_obj is not None:
             await self._client_obj.close()
+
+
+async def _sleep_within(delay: float, left: float) -> float:
+    """Sleep `delay` seconds of backoff out of the call's `left` seconds; `_DeadlinePassed` when they do not
+    fit. Returns the seconds left."""
+    if delay >= left:
+        raise _DeadlinePassed()
+    await asyncio.sleep(delay)
+    return left - delay
+
+
+def _blocked(err: BaseException):
+    """The `transport.BlockedDestination` behind an SDK connection error, if any."""
+    from .transport import BlockedDestination
+
+    for _ in range(6):
+        if err is None or isinstance(err, BlockedDestination):
+            return err
+        err = err.__cause__ or err.__context__
+    return None
 
 
 def _headers(err):
@@ -332,7 +421,7 @@ async def _chat_post(client, body: dict):
                              options={"security": {"bearer_auth": True}})
 
 
-def reply_from_body(status: int, content: bytes, sent: dict) -> JudgeReply:
+def reply_from_body(status: int, content: bytes, sent: dict, *, redact: bool = False) -> JudgeReply:
     """The judge's answer in a chat-completions response body (pure). A body that is not a JSON object is a
     `JudgeError` (kind ``other``): the sample is left errored and retryable, never scored.
 
@@ -351,6 +440,9 @@ def reply_from_body(status: int, content: bytes, sent: dict) -> JudgeReply:
     except ValueError:
         data = None
     if not isinstance(data, dict):
+        if redact:      # the body may be an internal page the visitor pointed us at
+            raise JudgeError("other", f"the endpoint answered HTTP {status} with a body that is not a chat "
+                                      f"completion ({REDACTED})", status)
         preview = content[:200].decode("utf-8", "replace")
         raise JudgeError("other", f"the endpoint answered HTTP {status} with a body that is not a chat completion: "
                                   f"{preview!r}", status)
@@ -438,8 +530,11 @@ class BaselineJudge:
         return None
 
 
-def make_judge(settings: JudgeSettings, api_key: str | None = None) -> Judge:
-    """Build the judge `settings` describe. The key is used by the client only and never stored."""
+def make_judge(settings: JudgeSettings, api_key: str | None = None, *, policy=None, redact: bool = False) -> Judge:
+    """Build the judge `settings` describe. The key is used by the client only and never stored.
+
+    `policy` (a `transport.EndpointPolicy`) bounds what the endpoint can do to us (body cap, private destinations);
+    `redact` replaces the endpoint's own error text by a generic one (see `OpenAIJudge`)."""
     if settings.provider == "baseline":
         return BaselineJudge(settings)
-    return OpenAIJudge(settings, api_key)
+    return OpenAIJudge(settings, api_key, policy=policy, redact=redact)

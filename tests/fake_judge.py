@@ -8,6 +8,12 @@ chat completion, a wrong key, a model the endpoint does not serve, and reasoning
 also serves the Files and Batch APIs (``/v1/files``, ``/v1/batches``: a batch answers every line like a live call
 after `batch_delay` seconds, or when a test releases `batch_hold`), and Azure OpenAI's deployment route (``/openai/deployments/{model}/chat/completions``, key in ``api-key``).
 
+Hostile modes (attacks a visitor's endpoint can perform, issue 9): a huge 200 body streamed in 1 MB chunks
+(`huge_body`), an endpoint that accepts the request and never answers (`hang`), one that drips a byte every N
+seconds forever (`drip_every`), a 307 redirect re-sending the POST elsewhere (`redirect_to`), and a 401 whose body
+echoes the caller's key (`echo_key`). `secret_page` is served at ``GET|POST /internal`` (an "internal" page for
+SSRF tests).
+
 Use in-process: ``with FakeJudgeServer() as srv: srv.url, srv.state.calls``; or as a process:
 ``python -m tests.fake_judge --port 8765 --latency 0.1``.
 """
@@ -25,7 +31,7 @@ from dataclasses import dataclass, field
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 RETRY_MARK = "Predict the correctness of the answer (digit):"
 
@@ -77,6 +83,13 @@ class FakeState:
     batch_requests: list[dict] = field(default_factory=list)   # every request a batch ran (its body)
     in_flight: int = 0                   # requests being answered now (after the rate-limit check)
     peak_in_flight: int = 0
+    huge_body: int = 0                   # > 0: answer 200 with a JSON body of this many bytes, streamed
+    hang: bool = False                   # accept the request, never answer
+    drip_every: float = 0.0              # > 0: answer 200 and send one byte every this many seconds, forever
+    redirect_to: str | None = None       # answer 307 to this URL (clients that follow re-send the POST)
+    echo_key: bool = False               # answer 401 with the Authorization header in the error message
+    secret_page: str = "INTERNAL-ONLY: db password hunter2"    # served at /internal
+    open_streams: int = 0                # hostile answers still being sent (a client that hung up ends them)
     calls: list[dict] = field(default_factory=list)   # every request that reached the server
     lock: threading.Lock = field(default_factory=threading.Lock)
     rng: random.Random = field(default_factory=lambda: random.Random(0))
@@ -293,6 +306,12 @@ def make_app(state: FakeState) -> FastAPI:
         state.batches[bid]["status"] = "cancelled"
         return state.batches[bid]
 
+    @app.api_route("/internal", methods=["GET", "POST"])
+    async def internal():
+        with state.lock:
+            state.calls.append({"route": "internal", "t": time.time(), "status": 200})
+        return Response(state.secret_page, media_type="text/plain")
+
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
         return await answer(await request.json(), request.headers.get("authorization", ""))
@@ -313,6 +332,9 @@ def make_app(state: FakeState) -> FastAPI:
                   "auth": auth, "t": time.time()}
         with state.lock:
             state.calls.append(record)
+        hostile = _hostile(state, record)
+        if hostile is not None:
+            return hostile
         if state.api_key is not None and record["auth"] != f"Bearer {state.api_key}":
             record["status"] = 401
             return _error(401, "Incorrect API key provided.", code="invalid_api_key")
@@ -373,6 +395,53 @@ def completion_body(state: FakeState, prompt: str, content: str) -> dict:
             "model": state.model_reported,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "length"}],
             "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": 2, "total_tokens": len(prompt) // 4 + 2}}
+
+
+def _hostile(state: FakeState, record: dict):
+    """The answer of a hostile mode, or None when no hostile mode is on."""
+    if state.echo_key:
+        record["status"] = 401
+        return _error(401, f"Incorrect API key provided: {record['auth'].removeprefix('Bearer ')}",
+                      code="invalid_api_key")
+    if state.redirect_to:
+        record["status"] = 307
+        return Response(status_code=307, headers={"location": state.redirect_to})
+    if state.hang:
+        record["status"] = "hang"
+        return _Forever()
+    if state.huge_body or state.drip_every:
+        record["status"] = "hostile-200"
+        return StreamingResponse(_hostile_stream(state), media_type="application/json")
+    return None
+
+
+async def _hostile_stream(state: FakeState):
+    with state.lock:
+        state.open_streams += 1
+    try:
+        if state.huge_body:
+            yield b'{"model": "m", "choices": [{"message": {"content": "1.0"}}], "pad": "'
+            chunk, left = b"x" * (1 << 20), state.huge_body
+            while left > 0:
+                yield chunk[:left]
+                left -= len(chunk)
+            yield b'"}'
+        else:
+            while True:
+                yield b" "
+                await asyncio.sleep(state.drip_every)
+    finally:
+        with state.lock:
+            state.open_streams -= 1
+
+
+class _Forever(Response):
+    """A response that never starts (the request was read; no status line is ever sent) until the client
+    hangs up."""
+
+    async def __call__(self, scope, receive, send):
+        while (await receive())["type"] != "http.disconnect":
+            pass
 
 
 def free_port() -> int:

@@ -251,7 +251,7 @@ def test_compressed_and_streamed_bodies(aiohttp_server):
         try:
             r = await client.post(f"http://127.0.0.1:{port}/gzip", content=b"hello")
             assert r.status_code == 200 and r.json() == {"ok": True, "echo": "hello"}
-            assert r.headers["content-encoding"] == "gzip"
+            assert "content-encoding" not in r.headers       # decoded here, within the body cap
             async with client.stream("GET", f"http://127.0.0.1:{port}/sse") as s:
                 text = "".join([chunk async for chunk in s.aiter_text()])
             assert text == "data: 0\n\ndata: 1\n\ndata: 2\n\n"
@@ -259,3 +259,146 @@ def test_compressed_and_streamed_bodies(aiohttp_server):
             await client.aclose()
             await runner.cleanup()
     asyncio.run(go())
+
+
+# --- hostile endpoints (issue 9): each test performs the attack against a real HTTP server ----------------------
+
+@pytest.fixture(params=["aiohttp", "default"])
+def http_client(request, monkeypatch):
+    """Both HTTP clients: our aiohttp transport and ``MMVET_HTTP_CLIENT=default`` (httpx2's own transport)."""
+    if request.param == "default":
+        monkeypatch.setenv(ENV_VAR, "default")
+    return request.param
+
+
+def test_a_huge_body_is_cut_at_the_cap_not_read_whole(fake_judge, http_client):
+    # a valid chat completion padded to 64 MB: read whole, it would even be scored 1.0
+    fake_judge.state.huge_body = 64 << 20
+    t0 = time.monotonic()
+    err = _error(_settings(fake_judge))
+    assert (err.kind, err.status) == ("too_large", 200)
+    assert time.monotonic() - t0 < 10
+    assert len(fake_judge.state.calls) == 1                          # not retried: every try would be the same
+
+
+def test_a_gzip_bomb_is_decoded_only_up_to_the_cap(http_client):
+    from aiohttp import web
+
+    bomb = gzip.compress(b'{"choices": [{"message": {"content": "1.0"}}], "pad": "' + b"x" * (200 << 20) + b'"}')
+
+    async def go():
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", lambda r: web.Response(
+            body=bomb, headers={"Content-Encoding": "gzip", "Content-Type": "application/json"}))
+        runner = web.AppRunner(app)
+        await runner.setup()
+        port = free_port()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        judge = make_judge(JudgeSettings(base_url=f"http://127.0.0.1:{port}/v1", max_retries=0), "k")
+        try:
+            with pytest.raises(JudgeError) as info:
+                await judge.complete(PROMPT, 0.0)
+            return info.value
+        finally:
+            await judge.aclose()
+            await runner.cleanup()
+    assert len(bomb) < 1 << 20
+    assert asyncio.run(go()).kind == "too_large"
+
+
+def test_an_endpoint_that_never_answers_fails_at_the_call_deadline(fake_judge, http_client):
+    fake_judge.state.hang = True
+    t0 = time.monotonic()
+    err = _error(_settings(fake_judge, timeout=60, deadline=1.5))     # per-attempt timeout alone: 7 x 60 s
+    elapsed = time.monotonic() - t0
+    assert err.kind == "unresponsive" and "1.5 s" in err.message
+    assert 1.4 < elapsed < 5
+
+
+def test_an_endpoint_that_drips_a_byte_every_half_second_times_out(fake_judge):
+    # the per-read timeout (1 s) never fires on it; the per-attempt total does, then the call's deadline
+    fake_judge.state.drip_every = 0.5
+    t0 = time.monotonic()
+    err = _error(_settings(fake_judge, timeout=1.0, max_retries=0, deadline=30))
+    assert err.kind in ("timeout", "unresponsive")
+    assert time.monotonic() - t0 < 5
+
+
+def test_a_dripping_endpoint_hits_the_deadline_with_either_client(fake_judge, http_client):
+    fake_judge.state.drip_every = 0.3
+    t0 = time.monotonic()
+    err = _error(_settings(fake_judge, timeout=60, deadline=2))
+    assert err.kind in ("timeout", "unresponsive") and time.monotonic() - t0 < 6
+
+
+def test_redirects_are_not_followed(http_client):
+    from tests.fake_judge import FakeJudgeServer, FakeState
+
+    with FakeJudgeServer() as inner, FakeJudgeServer(FakeState(redirect_to=inner.url + "/chat/completions")) as outer:
+        err = _error(_settings(outer))
+        assert (err.kind, err.status) == ("redirect", 307)
+        assert inner.state.calls == []                               # the POST was not re-sent to the target
+
+
+def test_a_key_echoed_by_the_endpoint_is_never_shown(fake_judge):
+    fake_judge.state.echo_key = True
+    err = _error(_settings(fake_judge), "sk-host-secret-key")
+    assert err.kind == "auth" and "sk-host-secret-key" not in str(err)      # scrubbed even unredacted (the CLI)
+
+    async def redacted():
+        judge = make_judge(_settings(fake_judge), "sk-host-secret-key", redact=True)
+        try:
+            await judge.complete(PROMPT, 0.0)
+        finally:
+            await judge.aclose()
+    with pytest.raises(JudgeError) as info:
+        asyncio.run(redacted())
+    assert "Incorrect API key" not in str(info.value) and "hidden" in str(info.value)
+
+
+def test_private_destinations_are_refused_at_connect_time(fake_judge):
+    from mmvet_core.transport import BlockedDestination, EndpointPolicy, check_endpoint_url
+
+    guarded = EndpointPolicy(block_private=True)
+
+    async def call(url):
+        judge = make_judge(JudgeSettings(base_url=url, max_retries=2), "k", policy=guarded, redact=True)
+        try:
+            await judge.complete(PROMPT, 0.0)
+        finally:
+            await judge.aclose()
+    for url in (fake_judge.url, fake_judge.url.replace("127.0.0.1", "localhost"),
+                fake_judge.url.replace("127.0.0.1", "[::ffff:127.0.0.1]")):
+        with pytest.raises(JudgeError) as info:
+            asyncio.run(call(url))
+        assert info.value.kind == "blocked", url
+        with pytest.raises(BlockedDestination):
+            check_endpoint_url(url)
+    assert fake_judge.state.calls == []                              # nothing reached the loopback server
+    for url in ("file:///etc/passwd", "ftp://example.com/v1", "gopher://x", ""):
+        with pytest.raises(BlockedDestination, match="http"):
+            check_endpoint_url(url, block_private=False)
+    check_endpoint_url(fake_judge.url, block_private=False)             # allowed explicitly (a private deployment)
+    asyncio.run(_complete(_settings(fake_judge)))                        # and the default policy calls it
+
+
+def test_dns_rebinding_is_caught_when_connecting(fake_judge, monkeypatch):
+    """The early check saw a public address; by connection time the name resolves to loopback."""
+    from aiohttp.resolver import DefaultResolver
+
+    from mmvet_core.transport import EndpointPolicy
+
+    async def rebound(self, host, port=0, family=0):
+        return [{"hostname": host, "host": "127.0.0.1", "port": port, "family": 2, "proto": 0, "flags": 0}]
+    monkeypatch.setattr(DefaultResolver, "resolve", rebound)
+
+    async def call():
+        judge = make_judge(JudgeSettings(base_url=f"http://judge.example:{fake_judge.port}/v1"), "k",
+                           policy=EndpointPolicy(block_private=True))
+        try:
+            await judge.complete(PROMPT, 0.0)
+        finally:
+            await judge.aclose()
+    with pytest.raises(JudgeError) as info:
+        asyncio.run(call())
+    assert info.value.kind == "blocked" and fake_judge.state.calls == []
