@@ -25,7 +25,7 @@ from .benchmark import Benchmark, Sample
 from .judge import Judge, JudgeError, JudgeReply, describe_judge_error
 from .prompt import RETRY_TEMPERATURES, parse_score, render_prompt
 from .steering import detect_steering
-from .store import GradeRow, Store
+from .store import GradeRow, Store, StoreError
 
 #: Statuses of a stored grade that count as graded (everything else is retried on resume).
 GRADED = frozenset({"ok", "fallback", "bad_request_zero"})
@@ -201,7 +201,7 @@ async def grade_run(store: Store, run_id: str, benchmark: Benchmark, judge: Judg
     done = {(g.sample_id, g.run_index) for g in store.grades(run_id, evidence_for=None) if g.status in GRADED}
     todo = WorkOrder([(sid, r) for r in range(run.n_runs) for sid in benchmark.ids if (sid, r) not in done])
     call = CachedCaller(judge, store, budget=budget)
-    state = {"graded": 0, "errored": 0, "fatal": None, "budget": None}
+    state = {"graded": 0, "errored": 0, "fatal": None, "budget": None, "store": None}
     halt = asyncio.Event()
 
     async def worker() -> None:
@@ -212,21 +212,26 @@ async def grade_run(store: Store, run_id: str, benchmark: Benchmark, judge: Judg
             sid, r = item
             sample, prediction = benchmark.samples[sid], run.predictions.get(sid, "")
             try:
-                row = await grade_sample(call, benchmark.version, sample, prediction, r, run_id)
-                state["graded"] += 1
-                todo.observe(sid, len(row.attempts))
-            except BudgetExceeded as e:
-                state["budget"] = str(e)
+                try:
+                    row = await grade_sample(call, benchmark.version, sample, prediction, r, run_id)
+                    state["graded"] += 1
+                    todo.observe(sid, len(row.attempts))
+                except BudgetExceeded as e:
+                    state["budget"] = str(e)
+                    halt.set()
+                    return
+                except JudgeError as err:
+                    row = GradeRow(run_id, sid, r, "error", None, None, None, [], describe_judge_error(err),
+                                   ["error"], time.time())
+                    state["errored"] += 1
+                    if err.kind in FATAL_KINDS:
+                        state["fatal"] = describe_judge_error(err)
+                        halt.set()
+                store.put_grade(row)
+            except StoreError as e:     # no more calls: their answers could not be kept
+                state["store"] = str(e)
                 halt.set()
                 return
-            except JudgeError as err:
-                row = GradeRow(run_id, sid, r, "error", None, None, None, [], describe_judge_error(err),
-                               ["error"], time.time())
-                state["errored"] += 1
-                if err.kind in FATAL_KINDS:
-                    state["fatal"] = describe_judge_error(err)
-                    halt.set()
-            store.put_grade(row)
             if on_grade is not None:
                 on_grade(row)
 
@@ -240,8 +245,12 @@ async def grade_run(store: Store, run_id: str, benchmark: Benchmark, judge: Judg
             t.cancel()
         store.set_status(run_id, "stopped", "stopped by the user; resume continues without paying again")
         raise
-    outcome = _outcome(store, run_id, benchmark, run.n_runs, state, stop, call.stats)
-    store.set_status(run_id, outcome.status, outcome.message)
+    if state["store"]:
+        outcome = RunOutcome("failed", f"stopped: {state['store']}; the grades stored before are kept",
+                             state["graded"], state["errored"], call.stats)
+    else:
+        outcome = _outcome(store, run_id, benchmark, run.n_runs, state, stop, call.stats)
+    store.set_status(run_id, outcome.status, outcome.message)   # may raise StoreError: the caller records it
     return outcome
 
 

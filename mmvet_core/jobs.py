@@ -2,8 +2,15 @@
 
 A job persists each grade as it arrives, so closing the browser tab never stops or loses it. Each job has its
 own judge client and its own concurrency bound, so a slow or failing judge of one visitor only holds that
-visitor's slots while the others keep progressing. Stopping is graceful: calls already in flight finish and
-are stored (they were paid for), then the job ends with status ``stopped``.
+visitor's slots while the others keep progressing.
+
+Stopping takes new calls off at once and gives the calls in flight `STOP_GRACE` seconds to answer (an answer that
+arrives is stored: it was paid for); calls still running then are cancelled, so an endpoint that never answers
+cannot hold a run (their cost, if the endpoint bills them, is the run owner's). The job then ends ``stopped``.
+
+Run slots are bounded: at most `max_active` jobs at once and `per_visitor` per visitor, for new runs and resumed
+ones alike (`TooManyRuns`). A job that fails on the database (`StoreError`, e.g. a full disk) ends ``failed`` with
+the reason; when even that status cannot be written, `JobManager.failure` still reports it.
 """
 from __future__ import annotations
 
@@ -16,7 +23,15 @@ from typing import Callable
 from .benchmark import Benchmark
 from .grading import RunOutcome, grade_run
 from .judge import Judge
-from .store import Store
+from .store import Store, StoreError
+
+#: Seconds the calls in flight get to answer after Stop before they are cancelled.
+STOP_GRACE = 2.0
+STOPPED = "stopped by the user; resume continues without paying again"
+
+
+class TooManyRuns(Exception):
+    """No run slot is free (for everyone, or for this visitor); the message says which and what to do."""
 
 
 @dataclass
@@ -24,16 +39,20 @@ class Job:
     run_id: str
     future: Future
     stop: asyncio.Event
+    visitor: str | None = None
     outcome: RunOutcome | None = None
     error: str | None = None
+    task: asyncio.Task | None = None
     calls: dict = field(default_factory=dict)
 
 
 class JobManager:
-    """Starts, stops and tracks grading jobs on a private event loop thread."""
+    """Starts, stops and tracks grading jobs on a private event loop thread. `max_active` and `per_visitor`
+    bound the jobs running at once (0: no bound)."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, *, max_active: int = 0, per_visitor: int = 0, stop_grace: float = STOP_GRACE):
         self.store = store
+        self.max_active, self.per_visitor, self.stop_grace = max_active, per_visitor, stop_grace
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="mmvet-jobs", daemon=True)
         self._thread.start()
@@ -44,45 +63,87 @@ class JobManager:
         job = self._jobs.get(run_id)
         return job is not None and not job.future.done()
 
-    def running_count(self) -> int:
-        return sum(not j.future.done() for j in list(self._jobs.values()))
+    def running_count(self, visitor: str | None = None) -> int:
+        """Jobs running now (of `visitor` only, when given)."""
+        return sum(not j.future.done() and (visitor is None or j.visitor == visitor)
+                   for j in list(self._jobs.values()))
+
+    def check_capacity(self, visitor: str | None = None) -> None:
+        """Raise `TooManyRuns` when a new job of `visitor` would exceed a bound."""
+        if self.max_active and self.running_count() >= self.max_active:
+            raise TooManyRuns("The server is grading as many runs as it can; try again in a minute.")
+        if visitor is not None and self.per_visitor and self.running_count(visitor) >= self.per_visitor:
+            raise TooManyRuns(f"You already have {self.per_visitor} run(s) grading, the most allowed at once "
+                              "here: stop one or wait until it ends.")
 
     def start(self, run_id: str, benchmark: Benchmark, judge: Judge, *, concurrency: int = 16,
-              budget: Callable[[], None] | None = None) -> bool:
-        """Start grading `run_id` in the background; False when it is already running."""
+              budget: Callable[[], None] | None = None, visitor: str | None = None) -> bool:
+        """Start grading `run_id` in the background (a new run or a resumed one); False when it is already
+        running; `TooManyRuns` when no slot is free (then `judge` is closed)."""
         with self._lock:
             if self.is_running(run_id):
                 return False
+            try:
+                self.check_capacity(visitor)
+            except TooManyRuns:
+                asyncio.run_coroutine_threadsafe(judge.aclose(), self._loop)
+                raise
             stop = asyncio.Event()
-            coro = self._run(run_id, benchmark, judge, concurrency, budget, stop)
-            future = asyncio.run_coroutine_threadsafe(coro, self._loop)
-            self._jobs[run_id] = Job(run_id, future, stop)
+            job = Job(run_id, None, stop, visitor)      # type: ignore[arg-type]  (the future is set just below)
+            self._jobs[run_id] = job
+            job.future = asyncio.run_coroutine_threadsafe(
+                self._run(job, benchmark, judge, concurrency, budget), self._loop)
             return True
 
-    async def _run(self, run_id, benchmark, judge, concurrency, budget, stop) -> RunOutcome | None:
-        job = None
+    async def _run(self, job: Job, benchmark, judge, concurrency, budget) -> RunOutcome | None:
+        run_id = job.run_id
+        job.task = asyncio.ensure_future(grade_run(self.store, run_id, benchmark, judge, concurrency=concurrency,
+                                                   stop=job.stop, budget=budget))
         try:
-            outcome = await grade_run(self.store, run_id, benchmark, judge, concurrency=concurrency,
-                                      stop=stop, budget=budget)
-            job = self._jobs.get(run_id)
-            if job is not None:
-                job.outcome = outcome
-            return outcome
+            await asyncio.wait({job.task})
+            if job.task.cancelled():     # Stop's grace ran out: the calls still in flight were cancelled
+                job.outcome = RunOutcome("stopped", STOPPED + " (the calls still in flight were cancelled)", 0, 0)
+                self._set_status(job, "stopped", job.outcome.message)
+                return job.outcome
+            job.outcome = job.task.result()
+            return job.outcome
         except Exception as e:  # never lose the reason: it is shown to the user
-            self.store.set_status(run_id, "failed", f"{type(e).__name__}: {e}")
-            job = self._jobs.get(run_id)
-            if job is not None:
-                job.error = str(e)
-            return None
+            reason = str(e) if isinstance(e, StoreError) else f"{type(e).__name__}: {e}"
+            message = reason if reason.startswith("stopped: ") else \
+                f"stopped: {reason}; the grades stored before are kept"
+            job.error = message
+            job.outcome = RunOutcome("failed", message, 0, 0)
+            self._set_status(job, "failed", message)
+            return job.outcome
         finally:
             await judge.aclose()
 
+    def _set_status(self, job: Job, status: str, message: str) -> None:
+        try:
+            self.store.set_status(job.run_id, status, message)
+        except StoreError:      # the database cannot even take the status (a full disk): `failure` keeps it
+            pass
+
+    def failure(self, run_id: str) -> str | None:
+        """Why a job of this process failed, when it did. Views show it over the stored status, which a full disk
+        may have kept at ``running``."""
+        job = self._jobs.get(run_id)
+        if job is None or not job.future.done():
+            return None
+        return job.error or (job.outcome.message if job.outcome and job.outcome.status == "failed" else None)
+
     def stop(self, run_id: str) -> bool:
-        """Ask a running job to stop after its in-flight calls; False when it was not running."""
+        """Stop a running job: no new call starts; the calls in flight get `stop_grace` seconds to answer (their
+        answers are stored), then they are cancelled. False when it was not running."""
         job = self._jobs.get(run_id)
         if job is None or job.future.done():
             return False
-        self._loop.call_soon_threadsafe(job.stop.set)
+
+        def cancel_later() -> None:
+            job.stop.set()
+            if job.task is not None:
+                self._loop.call_later(self.stop_grace, job.task.cancel)
+        self._loop.call_soon_threadsafe(cancel_later)
         return True
 
     def wait(self, run_id: str, timeout: float | None = None) -> RunOutcome | None:

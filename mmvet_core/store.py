@@ -7,6 +7,12 @@ No API key is ever passed to this module.
 
 One `Store` may be shared by threads (a lock serialises its single connection); WAL mode lets other processes
 (the CLI beside the app) read and write the same file.
+
+Faults are named, not generic: opening a damaged file, or one that fails SQLite's ``PRAGMA quick_check``, raises
+`StoreError` saying what is wrong and what to do; a write that fails (disk full, read-only file) raises
+`StoreError` too, which stops the run that needed it with the reason. A marker file beside the database
+(``<name>.id``) notices a database that vanished or was replaced since the last start: `Store.warnings` says so
+(every run and budget count it held is gone), instead of silently starting empty.
 """
 from __future__ import annotations
 
@@ -82,6 +88,10 @@ CREATE TABLE IF NOT EXISTS batches (
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS usage (
     day TEXT NOT NULL,
     visitor TEXT NOT NULL,
@@ -89,6 +99,25 @@ CREATE TABLE IF NOT EXISTS usage (
     PRIMARY KEY (day, visitor)
 );
 """
+
+
+class StoreError(Exception):
+    """The database cannot be read or written; the message says what is wrong (no server path in it: it may be
+    shown to visitors)."""
+
+
+def _describe(err: sqlite3.Error) -> str:
+    text = str(err) or type(err).__name__
+    low = text.lower()
+    if "disk is full" in low or "database or disk is full" in low:
+        return f"the disk holding the database is full ({text})"
+    if "readonly" in low or "read-only" in low:
+        return f"the database file cannot be written ({text})"
+    if "malformed" in low or "not a database" in low or "corrupt" in low:
+        return f"the database file is damaged ({text})"
+    if "disk i/o" in low:
+        return f"the disk failed while using the database ({text})"
+    return text
 
 
 def new_run_id() -> str:
@@ -131,17 +160,70 @@ class GradeRow:
 class Store:
     """The SQLite database at `path` (created with its parent folder when missing)."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, *, check: bool = True):
+        """Open (or create) the database. `check` runs ``PRAGMA quick_check`` (a damaged file raises
+        `StoreError` with what SQLite found) and compares the database with its marker file (`warnings`)."""
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.warnings: list[str] = []
+        existed = self.path.exists() and self.path.stat().st_size > 0
         self._lock = threading.RLock()
-        self._conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30, isolation_level=None)
+        try:
+            self._conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30, isolation_level=None)
+        except sqlite3.Error as e:
+            raise StoreError(f"the database {self.path.name} cannot be opened: {_describe(e)}") from e
         self._conn.row_factory = sqlite3.Row
-        with self._lock:
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.execute("PRAGMA busy_timeout=30000")
-            self._conn.executescript(SCHEMA)
+        try:
+            with self._lock:
+                if check and existed:
+                    problems = [r[0] for r in self._conn.execute("PRAGMA quick_check(5)").fetchall()]
+                    if problems != ["ok"]:
+                        raise StoreError(self._damaged("; ".join(problems)))
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._conn.execute("PRAGMA busy_timeout=30000")
+                self._conn.executescript(SCHEMA)
+        except sqlite3.DatabaseError as e:
+            self._conn.close()
+            raise StoreError(self._damaged(_describe(e))) from e
+        except StoreError:
+            self._conn.close()
+            raise
+        if check:
+            self._check_marker(existed)
+
+    def _damaged(self, what: str) -> str:
+        return (f"the database {self.path.name} is damaged ({what}). Stop every process using it, move it aside "
+                f"(keep it: `sqlite3 {self.path.name} .recover` may save its grades) and start again with a new one.")
+
+    def _check_marker(self, existed: bool) -> None:
+        """Notice a database that vanished (or was swapped) since the last start, through the marker file beside
+        it that holds the database's random id."""
+        marker = self.path.with_name(self.path.name + ".id")
+        rows = self._query("SELECT value FROM meta WHERE key = 'id'")
+        db_id = rows[0]["value"] if rows else None
+        if db_id is None:
+            db_id = secrets.token_hex(8)
+            self._exec("INSERT INTO meta (key, value) VALUES ('id', ?)", (db_id,))
+        try:
+            known = marker.read_text().strip() if marker.exists() else None
+        except OSError:
+            known = None
+        if known and known != db_id:
+            if not existed:
+                self.warnings.append(
+                    f"the database {self.path.name} existed at the last start and is missing now: every earlier "
+                    "run, grade, cached answer and today's budget counts are gone (a new, empty database was "
+                    "created). Restore it from a backup if you have one.")
+            else:
+                self.warnings.append(
+                    f"the database {self.path.name} is not the one of the last start (it was replaced): runs and "
+                    "budget counts are those of the file now in place.")
+        if known != db_id:
+            try:
+                marker.write_text(db_id)
+            except OSError as e:
+                self.warnings.append(f"the marker file {marker.name} cannot be written ({e})")
 
     def close(self) -> None:
         with self._lock:
@@ -149,11 +231,17 @@ class Store:
 
     def _exec(self, sql: str, args: tuple = ()) -> sqlite3.Cursor:
         with self._lock:
-            return self._conn.execute(sql, args)
+            try:
+                return self._conn.execute(sql, args)
+            except sqlite3.Error as e:
+                raise StoreError(f"the server could not write to its database: {_describe(e)}") from e
 
     def _query(self, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
         with self._lock:
-            return self._conn.execute(sql, args).fetchall()
+            try:
+                return self._conn.execute(sql, args).fetchall()
+            except sqlite3.Error as e:
+                raise StoreError(f"the server could not read its database: {_describe(e)}") from e
 
     # --- runs --------------------------------------------------------------------------------------------
     def create_run(self, *, model_name: str, benchmark: dict, n_runs: int, judge: dict,

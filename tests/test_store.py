@@ -57,3 +57,44 @@ def test_run_ids_are_unguessable():
     ids = {new_run_id() for _ in range(1000)}
     assert len(ids) == 1000
     assert all(len(i) == 24 for i in ids)   # 18 random bytes = 144 bits, URL-safe base64
+
+
+# --- faults are named (issue 9 row 14) ---------------------------------------------------------------------------
+
+def test_a_corrupted_database_is_refused_at_startup_with_what_is_wrong(tmp_path):
+    import pytest
+
+    from mmvet_core.store import StoreError
+
+    db = tmp_path / "g.db"
+    store = Store(db)
+    for i in range(300):
+        store.put_answer("fp", f"sha{i}", 0.0, 0, content="0.5" * 50, model="m", prompt_tokens=1,
+                         completion_tokens=1, sent={})
+    store._exec("PRAGMA wal_checkpoint(TRUNCATE)")
+    store.close()
+    data = bytearray(db.read_bytes())
+    data[4096 * 3: 4096 * 3 + 2000] = b"\x07" * 2000          # a damaged page in the middle of the file
+    db.write_bytes(bytes(data))
+    with pytest.raises(StoreError, match="is damaged") as info:
+        Store(db)
+    assert ".recover" in str(info.value) and str(tmp_path) not in str(info.value)   # what to do; no server path
+
+    db.write_bytes(b"this is not a database at all" * 100)
+    with pytest.raises(StoreError, match="is damaged"):
+        Store(db)
+
+
+def test_a_database_that_vanished_since_the_last_start_is_reported(tmp_path):
+    db = tmp_path / "g.db"
+    first = Store(db)
+    assert first.warnings == []
+    run_id = first.create_run(model_name="m", benchmark={}, n_runs=1, judge={}, predictions={})
+    first.close()
+    assert Store(db).warnings == [] and Store(db).get_run(run_id) is not None     # a normal restart: no warning
+    for suffix in ("", "-wal", "-shm"):
+        (tmp_path / f"g.db{suffix}").unlink(missing_ok=True)
+    again = Store(db)
+    assert len(again.warnings) == 1 and "missing now" in again.warnings[0]
+    assert "budget" in again.warnings[0]
+    assert Store(db).warnings == []                     # said once: the new database is the known one now
