@@ -150,7 +150,16 @@ class JobManager:
         job = self._jobs.get(run_id)
         return job.future.result(timeout) if job is not None else None
 
-    def shutdown(self) -> None:
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Stop every job (as `stop` does, calls in flight cancelled after the grace), then the loop."""
         for run_id in list(self._jobs):
             self.stop(run_id)
+        for job in list(self._jobs.values()):
+            try:
+                job.future.result(self.stop_grace + timeout)
+            except BaseException:       # noqa: BLE001 — a job's own failure is already recorded
+                pass
         self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout)
+        if not self._thread.is_alive():
+            self._loop.close()
