@@ -63,7 +63,7 @@ def prompt_sha(prompt: str) -> str:
 class CachedCaller:
     """Calls the judge through the store's answer cache; counts calls; charges an optional budget hook."""
 
-    def __init__(self, judge: Judge, store: Store, *, budget: Callable[[], None] | None = None):
+    def __init__(self, judge: Judge, store: Store, *, budget: Callable[[str], object] | None = None):
         self.judge, self.store, self.budget = judge, store, budget
         self.fingerprint = judge.settings.fingerprint()
         self.stats = CallStats()
@@ -75,10 +75,13 @@ class CachedCaller:
         if hit is not None:
             self.stats.cached += 1
             return JudgeReply(**hit), True
-        if self.budget is not None:
-            self.budget()
+        # the budget hook charges the call's estimated tokens (or raises BudgetExceeded) and returns what
+        # corrects the estimate with the tokens the endpoint reports
+        settle = self.budget(prompt) if self.budget is not None else None
         reply = await self.judge.complete(prompt, temperature, sample=sample, prediction=prediction,
                                           priority=priority)
+        if callable(settle):
+            settle(reply)
         self.stats.calls += 1
         self.store.put_answer(self.fingerprint, sha, temperature, k, content=reply.content, model=reply.model,
                               prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
@@ -192,7 +195,7 @@ class WorkOrder:
 async def grade_run(store: Store, run_id: str, benchmark: Benchmark, judge: Judge, *,
                     concurrency: int = DEFAULT_CONCURRENCY,
                     on_grade: Callable[[GradeRow], None] | None = None, stop: asyncio.Event | None = None,
-                    budget: Callable[[], None] | None = None) -> RunOutcome:
+                    budget: Callable[[str], object] | None = None) -> RunOutcome:
     """Grade every (sample, run) of `run_id` not yet graded. Returns how the run ended; never raises for
     judge failures (they are stored and reported). Cancelling the task stops the run cleanly ("stopped")."""
     run = store.get_run(run_id)

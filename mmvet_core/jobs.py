@@ -77,7 +77,7 @@ class JobManager:
                               "here: stop one or wait until it ends.")
 
     def start(self, run_id: str, benchmark: Benchmark, judge: Judge, *, concurrency: int = 16,
-              budget: Callable[[], None] | None = None, visitor: str | None = None) -> bool:
+              budget: Callable[[str], object] | None = None, visitor: str | None = None) -> bool:
         """Start grading `run_id` in the background (a new run or a resumed one); False when it is already
         running; `TooManyRuns` when no slot is free (then `judge` is closed)."""
         with self._lock:

@@ -96,9 +96,12 @@ CREATE TABLE IF NOT EXISTS usage (
     day TEXT NOT NULL,
     visitor TEXT NOT NULL,
     calls INTEGER NOT NULL,
+    tokens INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (day, visitor)
 );
 """
+#: Columns added after a table was first released: (table, column, definition), added to older databases.
+MIGRATIONS = [("usage", "tokens", "INTEGER NOT NULL DEFAULT 0")]
 
 
 class StoreError(Exception):
@@ -183,6 +186,10 @@ class Store:
                 self._conn.execute("PRAGMA synchronous=NORMAL")
                 self._conn.execute("PRAGMA busy_timeout=30000")
                 self._conn.executescript(SCHEMA)
+                for table, column, definition in MIGRATIONS:
+                    have = {r[1] for r in self._conn.execute(f"PRAGMA table_info({table})")}
+                    if column not in have:
+                        self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
         except sqlite3.DatabaseError as e:
             self._conn.close()
             raise StoreError(self._damaged(_describe(e))) from e
@@ -377,9 +384,17 @@ class Store:
         return [{**dict(r), "requests": json.loads(r["requests"])} for r in rows]
 
     # --- judge-call budgets (hosting) --------------------------------------------------------------------
-    def add_usage(self, day: str, visitor: str, calls: int = 1) -> None:
-        self._exec("INSERT INTO usage (day, visitor, calls) VALUES (?,?,?) ON CONFLICT(day, visitor)"
-                   " DO UPDATE SET calls = calls + excluded.calls", (day, visitor, calls))
+    def add_usage(self, day: str, visitor: str, calls: int = 1, tokens: int = 0) -> None:
+        self._exec("INSERT INTO usage (day, visitor, calls, tokens) VALUES (?,?,?,?) ON CONFLICT(day, visitor)"
+                   " DO UPDATE SET calls = calls + excluded.calls, tokens = tokens + excluded.tokens",
+                   (day, visitor, calls, tokens))
+
+    def token_usage(self, day: str, visitor: str | None = None) -> int:
+        if visitor is None:
+            rows = self._query("SELECT COALESCE(SUM(tokens), 0) AS n FROM usage WHERE day = ?", (day,))
+        else:
+            rows = self._query("SELECT tokens AS n FROM usage WHERE day = ? AND visitor = ?", (day, visitor))
+        return int(rows[0]["n"]) if rows else 0
 
     def usage(self, day: str, visitor: str | None = None) -> int:
         if visitor is None:
