@@ -109,7 +109,7 @@ class BatchGrader:
 
     def __init__(self, store: Store, run_id: str, benchmark: Benchmark, judge, *, poll: float = DEFAULT_POLL,
                  on_grade: Callable[[GradeRow], None] | None = None, on_event: Callable[[str], None] | None = None,
-                 stop: asyncio.Event | None = None, budget: Callable[[], None] | None = None):
+                 stop: asyncio.Event | None = None, budget: Callable[[str], object] | None = None):
         if judge.settings.provider != "openai":
             raise JudgeError("other", "the Batch API is used with OpenAI-compatible endpoints only (not Azure here, "
                                       "not the offline baseline)")
@@ -141,9 +141,9 @@ class BatchGrader:
                 caller, needs = await self._replay(run)
                 if not needs or (self.stop is not None and self.stop.is_set()):
                     break
-                if self.budget is not None:
-                    for _ in needs:
-                        self.budget()
+                if self.budget is not None:      # charged with each call's estimated tokens (see budget.py)
+                    for need in needs.values():
+                        self.budget(need.prompt)
                 batch = await self._submit(round_, needs)
                 await self._finish(batch)
                 round_ += 1
