@@ -267,8 +267,12 @@ def create_grade_view(store: Store, grades: GradeSet, *, benchmark: Benchmark, s
             if score is None:
                 continue
             content, judge = grades.contents[sid][r], grades.judges[sid][r]
-            status = "fallback" if grades.failed[sid][r] else imported_status(content, score) \
-                if grades.source == "official-grade-json" else "ok"
+            if grades.failed[sid][r]:                    # the toolkit's own 0.0 after no parsable answer
+                status = "fallback"
+            elif grades.source == "official-grade-json":   # the official content is the judge's raw answer
+                status = imported_status(content, score)
+            else:                                          # a toolkit's log is not a raw answer
+                status = "ok"
             flags = [] if status == "ok" else [status]
             store.put_grade(GradeRow(run_id, sid, r, status, float(score), content, judge,
                                      [{"imported": True, "content": content, "model": judge,
