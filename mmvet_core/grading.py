@@ -63,13 +63,17 @@ def prompt_sha(prompt: str) -> str:
 class CachedCaller:
     """Calls the judge through the store's answer cache; counts calls; charges an optional budget hook."""
 
-    def __init__(self, judge: Judge, store: Store, *, budget: Callable[[str], object] | None = None):
+    def __init__(self, judge: Judge, store: Store, *, budget: Callable[[str], object] | None = None,
+                 on_retry: Callable[[str], None] | None = None):
         self.judge, self.store, self.budget = judge, store, budget
         self.fingerprint = judge.settings.fingerprint()
         self.stats = CallStats()
+        self.on_retry = on_retry        # told the sample id when a grade starts the official re-asks
 
     async def __call__(self, prompt: str, temperature: float, k: int, sample: Sample,
                        prediction: str, *, priority: int = 1) -> tuple[JudgeReply, bool]:
+        if priority == 0 and self.on_retry is not None:
+            self.on_retry(sample.id)
         sha = prompt_sha(prompt)
         hit = self.store.get_answer(self.fingerprint, sha, temperature, k)
         if hit is not None:
@@ -203,7 +207,8 @@ async def grade_run(store: Store, run_id: str, benchmark: Benchmark, judge: Judg
         raise KeyError(f"no run {run_id!r} in {store.path}")
     done = {(g.sample_id, g.run_index) for g in store.grades(run_id, evidence_for=None) if g.status in GRADED}
     todo = WorkOrder([(sid, r) for r in range(run.n_runs) for sid in benchmark.ids if (sid, r) not in done])
-    call = CachedCaller(judge, store, budget=budget)
+    # a sample whose answer needed re-asking will likely need them in its other runs too: they go next
+    call = CachedCaller(judge, store, budget=budget, on_retry=lambda sid: todo.observe(sid, 2))
     state = {"graded": 0, "errored": 0, "fatal": None, "budget": None, "store": None}
     halt = asyncio.Event()
 

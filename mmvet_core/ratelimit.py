@@ -106,7 +106,8 @@ def read_bucket(headers, kind: str) -> BucketReading | None:
         return None
     if not (math.isfinite(limit) and math.isfinite(remaining)) or limit <= 0:
         return None
-    return BucketReading(limit, max(0.0, min(remaining, limit)), parse_duration(headers.get(f"x-ratelimit-reset-{kind}")))
+    reset = parse_duration(headers.get(f"x-ratelimit-reset-{kind}"))
+    return BucketReading(limit, max(0.0, min(remaining, limit)), reset)
 
 
 class Bucket:

@@ -3,10 +3,12 @@
 The answer is a deterministic function of the filled prompt's last row (question | ground truth | prediction),
 so the same prediction always gets the same grade. Faults are injectable at run time through `FakeState`:
 latency, 429 with ``retry-after``, a rate limit enforced like OpenAI's (requests per second and / or tokens per
-minute, with 429 + ``retry-after-ms`` and ``x-ratelimit-*`` headers), an exhausted quota, 500s, slow answers (client timeouts), garbage answers, a 200 whose body is not a
-chat completion, a wrong key, a model the endpoint does not serve, and reasoning-model parameter rejections. It
-also serves the Files and Batch APIs (``/v1/files``, ``/v1/batches``: a batch answers every line like a live call
-after `batch_delay` seconds, or when a test releases `batch_hold`), and Azure OpenAI's deployment route (``/openai/deployments/{model}/chat/completions``, key in ``api-key``).
+minute, with 429 + ``retry-after-ms`` and ``x-ratelimit-*`` headers), an exhausted quota, 500s, slow answers
+(client timeouts), garbage answers, a 200 whose body is not a chat completion, a wrong key, a model the endpoint
+does not serve, and reasoning-model parameter rejections. It also serves the Files and Batch APIs (``/v1/files``,
+``/v1/batches``: a batch answers every line like a live call after `batch_delay` seconds, or once a test releases
+`batch_hold`) and Azure OpenAI's deployment route (``/openai/deployments/{model}/chat/completions``, key in
+``api-key``).
 
 Hostile modes (attacks a visitor's endpoint can perform, issue 9): a huge 200 body streamed in 1 MB chunks
 (`huge_body`), an endpoint that accepts the request and never answers (`hang`), one that drips a byte every N
@@ -253,7 +255,8 @@ def make_app(state: FakeState) -> FastAPI:
         prompt = body["messages"][-1]["content"]
         content = (state.answer_fn or deterministic_answer)(prompt, body.get("temperature", 1.0))
         return {"id": f"batch_req_{len(state.batch_requests)}", "custom_id": line.get("custom_id"),
-                "response": {"status_code": 200, "request_id": "req-fake", "body": completion_body(state, prompt, content)},
+                "response": {"status_code": 200, "request_id": "req-fake",
+                             "body": completion_body(state, prompt, content)},
                 "error": None}
 
     async def process(bid: str) -> None:
