@@ -12,6 +12,7 @@ import time
 import pytest
 
 from mmvet_core.grading import grade_run
+from mmvet_core.jobs import JobManager
 from mmvet_core.judge import JudgeSettings, make_judge
 from mmvet_core.ratelimit import START_WINDOW, AccountLimiter, account_key, limiter_for
 from mmvet_core.store import Store
@@ -82,13 +83,21 @@ def test_tokens_per_minute_limit_is_paced(store):
     assert tokens <= 12_000 * (span + 1) * 1.05                           # never above what the server allows
 
 
-def test_two_runs_on_one_key_share_the_limit_and_both_finish(store):
+def test_two_app_runs_on_the_host_key_share_the_limit_and_both_finish(store):
+    """The app's background jobs (one event loop for every run): two runs with the host's key, each with its own
+    judge object, share one limiter and split the account's 15 requests/s instead of fighting over them."""
     bench_a, bench_b = tiny(30), tiny(30, start=30)
     with FakeJudgeServer(FakeState(rps=15, latency=0.05)) as judge:
         settings = JudgeSettings(base_url=judge.url)
-        runs = [(new_run(store, bench_a, settings, n_runs=2), bench_a), (new_run(store, bench_b, settings, n_runs=2),
-                                                                          bench_b)]
-        outcomes = _grade_all(store, settings, runs)
+        jobs = JobManager(store)
+        try:
+            runs = [(new_run(store, bench_a, settings, n_runs=2), bench_a),
+                    (new_run(store, bench_b, settings, n_runs=2), bench_b)]
+            for run_id, bench in runs:
+                jobs.start(run_id, bench, make_judge(settings, "sk-host"))
+            outcomes = [jobs.wait(run_id, timeout=120) for run_id, _ in runs]
+        finally:
+            jobs.shutdown()
         calls = list(judge.state.calls)
     assert [o.status for o in outcomes] == ["done", "done"]
     assert sum(c["status"] == 429 for c in calls) <= 0.25 * 120
