@@ -238,14 +238,16 @@ def scenario_cached(tmp: Path, args) -> None:
     try:
         first = run_cli(tmp, judge.url, 5, db="cached.db")
         judge.reset()
-        code, wall, out = run_cli(tmp, judge.url, 5, db="cached.db")
+        again = [run_cli(tmp, judge.url, 5, db="cached.db") for _ in range(3)]
         stats = judge.stats()
     finally:
         judge.stop()
-    show("cached re-grade, v1 x 5 (every answer stored)", [
+    walls = sorted(w for _, w, _ in again)
+    show("cached re-grade, v1 x 5 (every answer stored), 3 times", [
         ("first grading", f"exit {first[0]}, {first[1]:.1f} s"),
-        ("re-grade: exit code, wall", f"{code}, {wall:.2f} s from process start  (target < 1 s)"),
-        ("re-grade: calls", f"{made_calls(out)}; the judge saw {stats['calls']}  (target 0)"),
+        ("re-grade: exit codes", ", ".join(str(code) for code, _, _ in again)),
+        ("re-grade: wall from process start", f"best {walls[0]:.2f} s, median {walls[1]:.2f} s  (target < 1 s)"),
+        ("re-grade: calls", f"{made_calls(again[-1][2])}; the judge saw {stats['calls']} in all 3  (target 0)"),
     ])
 
 
