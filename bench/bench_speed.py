@@ -230,7 +230,8 @@ def scenario_app(tmp: Path, args) -> None:
     rows = [(name, f"{r['status']}, {r['done']}/{r['total']} grades in {r['wall']:.1f} s")
             for name, r in sorted(results.items())]
     show(f"two app visitors on the host key at once, {args.rps:g} requests/s limit, 0.1 s judge, "
-         f"v1 x {args.app_runs} each", rows + limited_figures(stats, 0, 218 * args.app_runs * 2, rps=args.rps))
+         f"v1 x {args.app_runs} each", rows + limited_figures(stats, 0, 218 * args.app_runs * 2, rps=args.rps)
+         + [("answers per second", " ".join(map(str, stats["ok_per_second"])))])
 
 
 def scenario_cached(tmp: Path, args) -> None:

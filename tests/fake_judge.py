@@ -206,7 +206,8 @@ def make_app(state: FakeState) -> FastAPI:
                 "rate_limited": by_status.get("429", 0),
                 "ok_tokens": sum(request_tokens(c["body"]) for c in ok),
                 "first": min((c["t"] for c in calls), default=None), "last_ok": max((c["t"] for c in ok), default=None),
-                "peak_in_flight": state.peak_in_flight}
+                "peak_in_flight": state.peak_in_flight,
+                "ok_per_second": _per_second([c["t"] for c in ok], min((c["t"] for c in calls), default=0.0))}
 
     @app.post("/fake/reset")
     async def reset():
@@ -391,6 +392,15 @@ def make_app(state: FakeState) -> FastAPI:
         return JSONResponse(completion_body(state, record["prompt"], content), headers=rl_headers)
 
     return app
+
+
+def _per_second(times: list[float], start: float) -> list[int]:
+    counts: list[int] = []
+    for t in times:
+        i = int(t - start)
+        counts.extend([0] * (i + 1 - len(counts)))
+        counts[i] += 1
+    return counts
 
 
 def completion_body(state: FakeState, prompt: str, content: str) -> dict:
