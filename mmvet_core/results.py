@@ -347,6 +347,10 @@ def _read_json(text: str, path: Path) -> ResultsFile:
         found.duplicates = list(dict.fromkeys(doc.repeated + found.duplicates))
         found.id_source = "keys"
         return found
+    if isinstance(doc, dict) and isinstance(doc.get("results"), dict) and ("configs" in doc or "versions" in doc):
+        raise _fail(path, "this is lmms-eval's aggregated results file (<date>_results.json): it has no "
+                          "per-sample answers. Use the <date>_samples_mmvet.jsonl beside it (lmms-eval writes it "
+                          "with --log_samples)")
     raise _fail(path, f"unknown JSON layout; supported formats: {SUPPORTED}")
 
 
@@ -361,8 +365,10 @@ def _read_table(data: bytes, text: str | None, path: Path, max_bytes: int) -> Re
             fmt = "vlmevalkit-xlsx"
             df = pd.read_excel(io.BytesIO(data), dtype=object, keep_default_na=False)
         else:
-            header = next(csv.reader([text.split("\n", 1)[0]]), [])
-            fmt, sep = ("vlmevalkit-csv", ",") if "prediction" in header else ("vlmevalkit-tsv", "\t")
+            first = text.split("\n", 1)[0]
+            header = next(csv.reader([first]), [])
+            comma = "prediction" in header or ("\t" not in first and len(header) > 1)
+            fmt, sep = ("vlmevalkit-csv", ",") if comma else ("vlmevalkit-tsv", "\t")
             # dtype=str and no NA parsing: an answer "None" or "NA" stays that text, byte for byte
             df = pd.read_csv(io.StringIO(text), sep=sep, dtype=str, keep_default_na=False)
     except ResultsError:
@@ -370,6 +376,10 @@ def _read_table(data: bytes, text: str | None, path: Path, max_bytes: int) -> Re
     except Exception as e:  # pandas/openpyxl raise many types for a broken file
         raise _fail(path, f"cannot read as a table ({type(e).__name__}: {e}); supported formats: {SUPPORTED}")
     columns = [str(c) for c in df.columns]
+    if {"Category", "tot", "acc"} <= set(columns):
+        raise _fail(path, "this is VLMEvalKit's score summary ({model}_MMVet_{judge}_score.csv), not per-sample "
+                          "answers: use {model}_MMVet.xlsx to grade, or {model}_MMVet_{judge}.xlsx to view its "
+                          "grades")
     if "index" not in columns or "prediction" not in columns:
         raise _fail(path, f"a VLMEvalKit table needs 'index' and 'prediction' columns, found: "
                           f"{', '.join(columns[:12]) or 'none'}; supported formats: {SUPPORTED}")

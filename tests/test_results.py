@@ -317,6 +317,12 @@ ERRORS = [  # (file content, expected message pattern)
     pytest.param(b'{"v1_0": {"question": "q", "answer": "a"}}', "metadata or a grade file", id="metadata-file"),
     pytest.param(b'{"doc": {"q": 1}, "filtered_resps": ["x"]}\n{"doc": {}}\n', "doc.question_id",
                  id="lmms-eval-sample-without-id"),
+    # the aggregate files users pick by mistake: say which file to use instead
+    pytest.param(json.dumps({"results": {"mmvet": {"alias": "mmvet", "gpt_eval_score,none": 31.2}},
+                             "group_subtasks": {"mmvet": []}, "configs": {"mmvet": {}}, "versions": {"mmvet": 0.0},
+                             "n-shot": {"mmvet": 0}}).encode(), "_samples_mmvet.jsonl", id="lmms-eval-results-json"),
+    pytest.param(b'"Category","tot","acc"\n"rec","187","40.6"\n"Overall","218","36.1"\n',
+                 "score summary", id="vlmevalkit-score-csv"),
 ]
 
 
