@@ -220,7 +220,8 @@ def _radar_figures(view: RunView, overlays: list[str], svc: Services, owner: str
         if o.startswith("run:"):
             other = load_run_view(svc.store, o.split(":", 1)[1].split(" ")[0])
             if other is not None and other.run.owner == owner:
-                name = f"{other.run.model_name} ({other.run.id[:6]})"
+                name = f"{other.run.model_name} ({other.run.id[:6]}" \
+                       f"{', NOT the official MM-Vet metric' if other.metric_note else ''})"
                 caps.append((name, {c.name: c.mean for c in other.scores.capabilities}))
                 ints.append((name, {c.name: c.mean for c in other.scores.integrations}))
     # the paper's short column names (Table 2): long labels are clipped on narrow screens
