@@ -44,6 +44,7 @@ class Job:
     error: str | None = None
     task: asyncio.Task | None = None
     calls: dict = field(default_factory=dict)
+    judge: Judge | None = None
 
 
 class JobManager:
@@ -90,6 +91,7 @@ class JobManager:
                 raise
             stop = asyncio.Event()
             job = Job(run_id, None, stop, visitor)      # type: ignore[arg-type]  (the future is set just below)
+            job.judge = judge
             self._jobs[run_id] = job
             job.future = asyncio.run_coroutine_threadsafe(
                 self._run(job, benchmark, judge, concurrency, budget), self._loop)
@@ -123,6 +125,15 @@ class JobManager:
             self.store.set_status(job.run_id, status, message)
         except StoreError:      # the database cannot even take the status (a full disk): `failure` keeps it
             pass
+
+    def waiting_until(self, run_id: str) -> float | None:
+        """While a running job's calls wait out the judge account's rate limit (a 429's retry-after): until when
+        (``time.time()``); else None."""
+        job = self._jobs.get(run_id)
+        if job is None or job.future is None or job.future.done():
+            return None
+        waiting = getattr(job.judge, "waiting_until", None)
+        return waiting() if waiting is not None else None
 
     def failure(self, run_id: str) -> str | None:
         """Why a job of this process failed, when it did. Views show it over the stored status, which a full disk

@@ -179,3 +179,24 @@ def test_window_rules():
         return grown, lim.window
     grown, after = asyncio.run(go())
     assert grown > 4 and after == grown / 2
+
+
+def test_a_job_tells_until_when_it_waits_for_the_rate_limit(store, fake_judge):
+    """What the app's progress shows: a running job waiting out a 429 reports the pause's end, then finishes."""
+    fake_judge.state.fail_429, fake_judge.state.retry_after = 1, 2.0
+    bench = tiny(4)
+    settings = JudgeSettings(base_url=fake_judge.url)
+    run_id = new_run(store, bench, settings)
+    jobs = JobManager(store)
+    try:
+        t0 = time.time()
+        jobs.start(run_id, bench, make_judge(settings, "sk-test"))
+        seen = None
+        while seen is None and time.time() < t0 + 30:
+            seen = jobs.waiting_until(run_id)
+            time.sleep(0.02)
+        outcome = jobs.wait(run_id, timeout=60)
+    finally:
+        jobs.shutdown()
+    assert seen is not None and t0 + 1.5 <= seen <= time.time() + 0.5
+    assert outcome.status == "done" and jobs.waiting_until(run_id) is None
