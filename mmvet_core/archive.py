@@ -15,7 +15,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ArchiveError", "ArchiveLimits", "check_zip", "safe_extract_zip"]
+__all__ = ["ArchiveError", "ArchiveLimits", "check_zip", "entry_name", "safe_extract_zip"]
 
 _CHUNK = 1 << 20
 _FLAG_ENCRYPTED = 0x1
@@ -149,15 +149,25 @@ def _clean_up(created: list[Path], root: Path, remove_root: bool) -> None:
             pass
 
 
-def safe_extract_zip(path: str | Path, dest_dir: str | Path, limits: ArchiveLimits = ArchiveLimits()) -> Path:
+def entry_name(info: zipfile.ZipInfo) -> str:
+    """An entry's name as `safe_extract_zip`'s `only` mapping expects it (``/`` separators, no trailing ``/``)."""
+    return _normalised_name(info.filename).rstrip("/")
+
+
+def safe_extract_zip(path: str | Path, dest_dir: str | Path, limits: ArchiveLimits = ArchiveLimits(), *,
+                     only: dict[str, str] | None = None) -> Path:
     """Extract the zip at `path` into `dest_dir` (created if needed) and return the resolved destination.
 
     Runs `check_zip` first, then streams every entry while counting the bytes actually written; every written
-    path must resolve inside `dest_dir`, and existing files are never overwritten. On any failure everything this
-    call wrote is removed (the destination too, if this call created it) and `ArchiveError` is raised.
+    path must resolve inside `dest_dir`, and existing files are never overwritten. With `only` (entry name, as
+    `entry_name` spells it -> relative path in `dest_dir`), only those entries are written, under those names;
+    everything else in the archive is never extracted. On any failure everything this call wrote is removed (the
+    destination too, if this call created it) and `ArchiveError` is raised.
     """
     path = Path(path)
     infos = check_zip(path, limits)
+    if only is not None:
+        infos = [i for i in infos if not i.is_dir() and entry_name(i) in only]
     dest = Path(dest_dir)
     dest_existed = dest.exists()
     dest.mkdir(parents=True, exist_ok=True)
@@ -167,7 +177,8 @@ def safe_extract_zip(path: str | Path, dest_dir: str | Path, limits: ArchiveLimi
     try:
         with _open_zip(path) as zf:
             for info in infos:
-                parts = [p for p in _normalised_name(info.filename).split("/") if p not in ("", ".")]
+                name = only[entry_name(info)] if only is not None else _normalised_name(info.filename)
+                parts = [p for p in name.split("/") if p not in ("", ".")]
                 if not parts:
                     continue
                 target = _inside(root, root.joinpath(*parts))

@@ -11,6 +11,7 @@ live in `mmvet_core.sources`; this module has no I/O besides the bundled files.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -32,6 +33,11 @@ CAPABILITY_LABELS: dict[str, str] = {
 ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
 BUNDLED_V1_METADATA = ASSETS_DIR / "mm-vet.json"
 BUNDLED_V1_BARD_SET = ASSETS_DIR / "bard_set.json"
+
+
+#: What a capability code may look like. Codes of an uploaded benchmark become CSV column names, chart labels and
+#: filter choices, so anything else (a formula, markup, a path) is refused.
+CAPABILITY_CODE = re.compile(r"^[a-z0-9_]{1,40}$")
 
 
 class BenchmarkError(ValueError):
@@ -157,6 +163,11 @@ def make_samples_from_metadata(metadata: Mapping[str, Mapping]) -> dict[str, Sam
             caps = [c.strip() for c in caps.split(",") if c.strip()]
         if not isinstance(caps, (list, tuple)) or not caps or not all(isinstance(c, str) for c in caps):
             raise BenchmarkError(f"sample {sid!r}: 'capability' must be a non-empty list of capability codes")
+        caps = [c.strip() for c in caps]
+        bad = next((c for c in caps if not CAPABILITY_CODE.match(c)), None)
+        if bad is not None:
+            raise BenchmarkError(f"sample {str(sid)[:80]!r}: capability code {bad[:40]!r} is not allowed; codes are "
+                                 "lowercase letters, digits and '_' (like rec, ocr, know, gen, spat, math, seq)")
         samples[str(sid)] = Sample(
             id=str(sid),
             question=str(entry["question"]),

@@ -31,6 +31,36 @@ OFFICIAL_SUBSET_PREFIXES: dict[str, str] = {"bard": "bardset_", "bardset": "bard
 SUMMARY_COLUMNS: tuple[str, ...] = ("total", "std", "runs")
 
 
+#: First characters that make a spreadsheet read a CSV cell as a formula (OWASP "CSV injection").
+FORMULA_PREFIXES: tuple[str, ...] = ("=", "+", "-", "@", "\t", "\r")
+_UNSAFE_NAME_CHARS = re.compile(r"[^\w.+=@-]+")
+
+
+def csv_safe(cell: object) -> str:
+    """`cell` as CSV text that no spreadsheet evaluates: a cell starting with ``= + - @``, a tab or a carriage
+    return gets a leading ``'`` (OWASP's advice). Our numbers never start with one, so official CSVs written for
+    ordinary names are unchanged byte for byte.
+
+    >>> csv_safe("=1+1"), csv_safe("rec"), csv_safe("36.1")
+    ("'=1+1", 'rec', '36.1')
+    """
+    text = "" if cell is None else str(cell)
+    return "'" + text if text.startswith(FORMULA_PREFIXES) else text
+
+
+def safe_name_part(name: object, default: str = "model") -> str:
+    """`name` usable inside a file name: its last path component, characters other than letters, digits and
+    ``. + = @ - _`` replaced by ``_``, leading formula / dot characters removed, at most 100 characters.
+    Ordinary names (``llava_llama2_13b_chat``, ``gpt-4-0613``) are unchanged.
+
+    >>> safe_name_part("=cmd|'calc'!A1"), safe_name_part("../org/model-7b")
+    ('cmd_calc_A1', 'model-7b')
+    """
+    base = re.split(r"[/\\]", str(name or ""))[-1]
+    cleaned = _UNSAFE_NAME_CHARS.sub("_", base).lstrip("=+-@._").rstrip("._")[:100]
+    return cleaned or default
+
+
 class GradeFileError(ValueError):
     """A grade file is not in the official shape; the message says which entry and what is wrong."""
 
@@ -45,7 +75,9 @@ def official_file_names(model: str, judge: str, n_runs: int, subset: str | None 
     >>> official_file_names("llava", "gpt-4-0613", 5, "bard")["cap"]
     'llava_bardset_gpt-4-0613-cap-score-5runs.csv'
     """
-    subset_part = "" if not subset else OFFICIAL_SUBSET_PREFIXES.get(subset.lower(), f"{subset}_")
+    model, judge = safe_name_part(model), safe_name_part(judge, "judge")
+    subset_part = "" if not subset else OFFICIAL_SUBSET_PREFIXES.get(subset.lower(),
+                                                                     f"{safe_name_part(subset, 'subset')}_")
     return {
         "grade": f"{model}_{judge}-grade-{n_runs}runs.json",
         "cap": f"{model}_{subset_part}{judge}-cap-score-{n_runs}runs.csv",
@@ -187,8 +219,8 @@ def _format_runs(values: list[float | None]) -> str:
 def _csv_text(model: str, columns: list[str], values: list[str]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")  # pandas.DataFrame.to_csv's quoting (QUOTE_MINIMAL)
-    writer.writerow(["", *columns])
-    writer.writerow([model, *values])
+    writer.writerow(["", *map(csv_safe, columns)])     # names come from uploads: never let them be formulas
+    writer.writerow([csv_safe(model), *map(csv_safe, values)])
     return buffer.getvalue()
 
 
@@ -262,6 +294,11 @@ def _parse_cell(column: str, text: str) -> float | list[float | None] | str | No
         return text
 
 
+def _unquote(cell: str) -> str:
+    """Undo `csv_safe` (a ``'`` in front of a formula character)."""
+    return cell[1:] if cell.startswith("'") and cell[1:].startswith(FORMULA_PREFIXES) else cell
+
+
 def read_official_csv(path: str | Path) -> dict[str, dict[str, Any]]:
     """Read an official (or our) score CSV: row label -> column -> value.
 
@@ -273,11 +310,12 @@ def read_official_csv(path: str | Path) -> dict[str, dict[str, Any]]:
     rows = list(csv.reader(io.StringIO(text)))
     if not rows or len(rows[0]) < 2:
         raise ValueError(f"{path}: not a score CSV (no header row)")
-    header = [c if c in SUMMARY_COLUMNS or c == NOTE_COLUMN else integration_name(c.split("_")) for c in rows[0][1:]]
+    header = [_unquote(c) for c in rows[0][1:]]
+    header = [c if c in SUMMARY_COLUMNS or c == NOTE_COLUMN else integration_name(c.split("_")) for c in header]
     table: dict[str, dict[str, Any]] = {}
     for row in rows[1:]:
         if not row:
             continue
-        label, cells = row[0], row[1:]
+        label, cells = _unquote(row[0]), row[1:]
         table[label] = {col: _parse_cell(col, cell) for col, cell in zip(header, cells)}
     return table

@@ -1,6 +1,9 @@
 """Official file formats: names, grade JSON (write, read, validate), score CSVs (write, read, round trip)."""
 from __future__ import annotations
 
+import csv
+import io
+
 from pathlib import Path
 
 import pytest
@@ -265,3 +268,28 @@ def test_write_official_files_bard_subset(tmp_path, v1):
     assert paths["grade"].name == "llava-v1.5-7b_gpt-4-grade-1runs.json"
     row = read_official_csv(paths["cap_int"])["llava-v1.5-7b"]
     assert "rec_ocr_spat_math" not in row and len(row) == 15 + 3
+
+
+# ---------------------------------------------------------------------------- formula injection (issue 9, row 3)
+from mmvet_core.export import csv_safe, safe_name_part  # noqa: E402
+
+
+@pytest.mark.parametrize("evil", ["=HYPERLINK(\"http://x\",\"y\")", "+1+1", "-2+3", "@SUM(A1)", "\tx", "\rx"])
+def test_csv_cells_never_start_a_formula(tmp_path, evil):
+    """A model name (row label) starting with a formula character is written with a leading quote, and read
+    back as it was."""
+    bench = Benchmark(name="t", version="v1", samples={"a": Sample("a", "q", "a", ("rec",))})
+    text = make_cap_csv_text(evil, aggregate_scores(bench, {"a": [1.0]}))
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows[1][0] == "'" + evil
+    assert not any(cell.startswith(("=", "+", "-", "@", "\t", "\r")) for row in rows for cell in row)
+    path = tmp_path / "x.csv"
+    path.write_text(text, encoding="utf-8")
+    assert evil in read_official_csv(path)
+
+
+def test_file_names_are_sanitised():
+    names = official_file_names("=cmd|'/c calc'!A1", "@judge/../x", 1, "../=sub")
+    assert all(not n.startswith(("=", "+", "-", "@", ".")) and "/" not in n for n in names.values()), names
+    assert safe_name_part("llava_llama2_13b_chat") == "llava_llama2_13b_chat"
+    assert csv_safe("36.1") == "36.1"

