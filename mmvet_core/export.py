@@ -38,14 +38,15 @@ _UNSAFE_NAME_CHARS = re.compile(r"[^\w.+=@-]+")
 
 def csv_safe(cell: object) -> str:
     """`cell` as CSV text that no spreadsheet evaluates: a cell starting with ``= + - @``, a tab or a carriage
-    return gets a leading ``'`` (OWASP's advice). Our numbers never start with one, so official CSVs written for
+    return gets a leading ``'`` (OWASP's advice), and line breaks inside a cell become spaces. Our numbers never start with one, so official CSVs written for
     ordinary names are unchanged byte for byte.
 
     >>> csv_safe("=1+1"), csv_safe("rec"), csv_safe("36.1")
     ("'=1+1", 'rec', '36.1')
     """
     text = "" if cell is None else str(cell)
-    return "'" + text if text.startswith(FORMULA_PREFIXES) else text
+    quoted = "'" + text if text.startswith(FORMULA_PREFIXES) else text
+    return quoted.replace("\r", " ").replace("\n", " ")     # one line per row, whatever reads it
 
 
 def safe_name_part(name: object, default: str = "model") -> str:

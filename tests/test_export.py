@@ -281,11 +281,12 @@ def test_csv_cells_never_start_a_formula(tmp_path, evil):
     bench = Benchmark(name="t", version="v1", samples={"a": Sample("a", "q", "a", ("rec",))})
     text = make_cap_csv_text(evil, aggregate_scores(bench, {"a": [1.0]}))
     rows = list(csv.reader(io.StringIO(text)))
-    assert rows[1][0] == "'" + evil
+    assert len(rows) == 2 and rows[1][0] == "'" + evil.replace("\r", " ")
     assert not any(cell.startswith(("=", "+", "-", "@", "\t", "\r")) for row in rows for cell in row)
     path = tmp_path / "x.csv"
     path.write_text(text, encoding="utf-8")
-    assert evil in read_official_csv(path)
+    if "\r" not in evil:
+        assert evil in read_official_csv(path)
 
 
 def test_file_names_are_sanitised():
