@@ -1,0 +1,113 @@
+"""Bounded parsing of visitors' files (issue 9, row 6): rows counted before parsing, memory / time / parallelism
+of the parse bounded by a worker process. Each test performs the attack the audit measured, scaled down."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from mmvet_core.benchmark import BenchmarkError
+from mmvet_core.parsebox import ParseBox, ParseLimits, ParseRefused, prescan
+from mmvet_core.results import ResultsError, read_results
+from mmvet_core.sources import load_benchmark
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "assets" / "examples" / "llava_llama2_13b_chat.json"
+
+
+def write_xlsx(path: Path, rows: int, *, declare: int | None = None) -> Path:
+    """A workbook whose sheet holds `rows` rows of (index, prediction), written as raw sheet XML (what the
+    audit's 1.5 MB / 11 M-row file was); `declare` sets the <dimension> it claims."""
+    declared = rows if declare is None else declare
+    body = "".join(f'<row r="{r}"><c r="A{r}"><v>{r}</v></c><c r="B{r}" t="inlineStr"><is><t>x</t></is></c></row>'
+                   for r in range(2, rows + 2))
+    sheet = ('<?xml version="1.0" encoding="UTF-8"?><worksheet xmlns="http://schemas.openxmlformats.org/'
+             f'spreadsheetml/2006/main"><dimension ref="A1:B{declared + 1}"/><sheetData><row r="1"><c r="A1" '
+             'type="inlineStr"><is><t>index</t></is></c></row>' + body + "</sheetData></worksheet>")
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("[Content_Types].xml", "<Types/>")
+        zf.writestr("xl/worksheets/sheet1.xml", sheet)
+    return path
+
+
+def test_a_workbook_with_too_many_rows_is_refused_before_parsing(tmp_path):
+    path = write_xlsx(tmp_path / "m_MMVet.xlsx", 200_000)
+    start = time.monotonic()
+    with pytest.raises(ParseRefused, match="declares 200,001 rows; at most 20,000"):
+        prescan(path)
+    assert time.monotonic() - start < 2
+
+
+def test_a_workbook_that_lies_about_its_dimension_is_counted(tmp_path):
+    path = write_xlsx(tmp_path / "m_MMVet.xlsx", 50_000, declare=10)
+    with pytest.raises(ParseRefused, match="holds more than 20,000 rows"):
+        prescan(path)
+    prescan(write_xlsx(tmp_path / "ok.xlsx", 218))                     # a real-sized workbook passes
+
+
+def test_a_table_with_too_many_lines_is_refused(tmp_path):
+    path = tmp_path / "m_MMVet.csv"
+    path.write_text("index,prediction\n" + "".join(f"{i},x\n" for i in range(30_000)))
+    with pytest.raises(ParseRefused, match="more than 20,000 rows"):
+        prescan(path)
+    jsonl = tmp_path / "answers.jsonl"
+    jsonl.write_text("".join(json.dumps({"question_id": i, "text": "x"}) + "\n" for i in range(30_000)))
+    with pytest.raises(ParseRefused, match="more than 20,000 rows"):
+        prescan(jsonl)
+    prescan(EXAMPLE)                                                    # the official example passes
+
+
+def test_the_worker_returns_what_the_reader_returns():
+    box = ParseBox()
+    got = box.call(read_results, str(EXAMPLE))
+    assert got.predictions == read_results(EXAMPLE).predictions
+    with pytest.raises(ResultsError, match="no such results file"):
+        box.call(read_results, "missing.json")
+    with pytest.raises(BenchmarkError, match="not found"):
+        box.call(load_benchmark, "missing/mm-vet.zip", error=BenchmarkError)
+
+
+def test_memory_of_a_parse_is_bounded(tmp_path):
+    """A 30 MB JSON of 1.5 M tiny entries needs ~300 MB parsed: with 150 MB allowed the worker is stopped and the
+    server process is untouched."""
+    path = tmp_path / "big.json"
+    with path.open("w") as fh:
+        fh.write("{" + ",".join(f'"v1_{i}": "x"' for i in range(1_500_000)) + "}")
+    box = ParseBox(ParseLimits(memory_bytes=150_000_000))
+    with pytest.raises(ResultsError, match="needed more than 0.1 GB of memory"):
+        box.call(read_results, str(path))
+
+
+def test_time_of_a_parse_is_bounded(tmp_path):
+    path = write_xlsx(tmp_path / "m_MMVet.xlsx", 15_000)               # under the row cap, slow to parse
+    box = ParseBox(ParseLimits(timeout_s=0.5))
+    start = time.monotonic()
+    with pytest.raises(ResultsError, match="took more than 0.5 s and was stopped"):
+        box.call(read_results, str(path))
+    assert time.monotonic() - start < 5
+
+
+def test_parses_at_once_are_bounded(tmp_path):
+    path = write_xlsx(tmp_path / "m_MMVet.xlsx", 15_000)
+    box = ParseBox(ParseLimits(max_parallel=1, queue_wait_s=0.2, timeout_s=60))
+    outcome: list[str] = []
+
+    def first():
+        try:
+            box.call(read_results, str(path))
+            outcome.append("done")
+        except ResultsError as e:
+            outcome.append(str(e))
+
+    worker = threading.Thread(target=first)
+    worker.start()
+    deadline = time.monotonic() + 30
+    while box._turns._value and time.monotonic() < deadline:           # wait until the first parse holds its turn
+        time.sleep(0.01)
+    with pytest.raises(ResultsError, match="The server is busy reading other visitors' files"):
+        box.call(read_results, str(EXAMPLE))
+    worker.join(120)
+    assert outcome                                                      # the first parse ran to its end
