@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -14,23 +13,13 @@ from mmvet_core.benchmark import BenchmarkError
 from mmvet_core.parsebox import ParseBox, ParseLimits, ParseRefused, prescan
 from mmvet_core.results import ResultsError, read_results
 from mmvet_core.sources import load_benchmark
+from tests.hostile_files import write_raw_xlsx
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "assets" / "examples" / "llava_llama2_13b_chat.json"
 
 
 def write_xlsx(path: Path, rows: int, *, declare: int | None = None) -> Path:
-    """A workbook whose sheet holds `rows` rows of (index, prediction), written as raw sheet XML (what the
-    audit's 1.5 MB / 11 M-row file was); `declare` sets the <dimension> it claims."""
-    declared = rows if declare is None else declare
-    body = "".join(f'<row r="{r}"><c r="A{r}"><v>{r}</v></c><c r="B{r}" t="inlineStr"><is><t>x</t></is></c></row>'
-                   for r in range(2, rows + 2))
-    sheet = ('<?xml version="1.0" encoding="UTF-8"?><worksheet xmlns="http://schemas.openxmlformats.org/'
-             f'spreadsheetml/2006/main"><dimension ref="A1:B{declared + 1}"/><sheetData><row r="1"><c r="A1" '
-             'type="inlineStr"><is><t>index</t></is></c></row>' + body + "</sheetData></worksheet>")
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr("[Content_Types].xml", "<Types/>")
-        zf.writestr("xl/worksheets/sheet1.xml", sheet)
-    return path
+    return write_raw_xlsx(path, rows, declare=declare)
 
 
 def test_a_workbook_with_too_many_rows_is_refused_before_parsing(tmp_path):
@@ -45,7 +34,9 @@ def test_a_workbook_that_lies_about_its_dimension_is_counted(tmp_path):
     path = write_xlsx(tmp_path / "m_MMVet.xlsx", 50_000, declare=10)
     with pytest.raises(ParseRefused, match="holds more than 20,000 rows"):
         prescan(path)
-    prescan(write_xlsx(tmp_path / "ok.xlsx", 218))                     # a real-sized workbook passes
+    ok = write_xlsx(tmp_path / "ok.xlsx", 218)                          # a real-sized workbook passes
+    prescan(ok)
+    assert len(ParseBox().call(read_results, str(ok)).predictions) == 218
 
 
 def test_a_table_with_too_many_lines_is_refused(tmp_path):

@@ -547,6 +547,7 @@ def test_unsafe_image_names_are_dropped(tmp_path, v1_metadata):
 from mmvet_core.archive import ArchiveLimits  # noqa: E402
 from mmvet_core.housekeeping import FolderPolicy  # noqa: E402
 from mmvet_core.sources import LoadLimits, check_hub_id  # noqa: E402
+from tests.hostile_files import write_zero_bomb  # noqa: E402
 
 
 def test_zip_extracts_only_the_metadata_and_the_images_it_names(tmp_path, v1_metadata):
@@ -581,14 +582,8 @@ def test_zip_is_extracted_once_per_content(tmp_path, v1_metadata):
     assert [p.name for p in work.iterdir()] == [first.images_dir.parent.name]
 
 
-def make_zero_bomb(path: Path, entries: int, size: int = 1_000_000) -> Path:
-    """The audit's archive: many entries of zeros (2.2 MB for 1,990 x 1 MB)."""
-    zeros = bytes(size)
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
-        zf.write(V1_METADATA, "mm-vet/mm-vet.json")
-        for i in range(entries):
-            zf.writestr(f"mm-vet/pad/{i:05d}.bin", zeros)
-    return path
+def make_zero_bomb(path: Path, entries: int) -> Path:
+    return write_zero_bomb(path, V1_METADATA, entries)
 
 
 def test_zero_padding_zip_is_refused_before_writing_anything(tmp_path):
