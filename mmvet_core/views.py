@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from .benchmark import CAPABILITY_LABELS
 from .grading import GRADED
+from .images import load_display_image
 from .runs import RunView, sample_flags
 
 SAMPLE_COLUMNS = ["id", "capabilities", "score", "runs", "flags"]
@@ -120,7 +121,8 @@ def sample_rows(view: RunView, flt: SampleFilter | None = None) -> list[list]:
 
 
 def sample_detail(view: RunView, sample_id: str) -> dict:
-    """Everything about one sample: texts, per-run grades with every attempt, flags, override."""
+    """Everything about one sample: texts, per-run grades with every attempt, flags, override, and whether it has
+    an image (`sample_image` gives it; no server path is ever part of the answer)."""
     sample = view.benchmark.samples[sample_id]
     runs = []
     for r in range(view.run.n_runs):
@@ -134,7 +136,13 @@ def sample_detail(view: RunView, sample_id: str) -> dict:
             "prediction": view.run.predictions.get(sample_id, ""), "capabilities": list(sample.capabilities),
             "integration": sample.integration, "flags": sample_flags(view, sample_id), "runs": runs,
             "override": None if override is None else {"score": override[0], "reason": override[1]},
-            "image": str(view.benchmark.image_path(sample_id) or "") or None}
+            "has_image": view.benchmark.image_path(sample_id) is not None}
+
+
+def sample_image(view: RunView, sample_id: str):
+    """The sample's image decoded and re-encodable (`images.load_display_image`), or None. Never a server path:
+    an uploaded file is never served as it was uploaded."""
+    return load_display_image(view.benchmark.image_path(sample_id))
 
 
 ATTEMPT_COLUMNS = ["run", "attempt", "temperature", "retry prompt", "raw answer", "parsed", "judge model",
