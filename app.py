@@ -555,7 +555,8 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
             flags = " ".join(d["flags"]) or "none"
             if d["override"]:
                 flags += f" — override {d['override']['score']} ({d['override']['reason']})"
-            return (sample_id, gr.Image(value=d["image"], visible=bool(d["image"])), d["question"],
+            image = views.sample_image(view, sample_id)     # decoded and re-encoded: never the uploaded bytes
+            return (sample_id, gr.Image(value=image, visible=image is not None), d["question"],
                     d["ground_truth"], d["prediction"], flags, views.attempt_rows(d))
 
         detail_outputs = [d_id, d_image, d_question, d_truth, d_pred, d_flags, d_attempts]
