@@ -1,0 +1,112 @@
+"""Limits of a public host on what visitors' uploads may cost, and the cleaning of the folders they fill.
+
+`HostingLimits` gathers every bound the app applies to visitors' files (README "Hosting a public Space" lists
+the environment variables): archive size, the extracted-uploads folder, exports, hub downloads, benchmark size,
+and the parse sandbox (`parsebox`). It turns them into the records the core functions take (`LoadLimits`,
+`ParseLimits`, `FolderPolicy`). `Housekeeper` prunes the app's own folders (exports, extracted uploads) by age
+and size, at most once every ``every_s`` seconds, from whatever request comes by (no background thread).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from .archive import ArchiveLimits
+from .housekeeping import FolderPolicy, PruneReport, prune
+from .parsebox import ParseLimits
+from .sources import LoadLimits
+
+__all__ = ["HostingLimits", "Housekeeper"]
+
+MB = 1024 * 1024
+
+
+def _num(env: Mapping[str, str], name: str, default: float) -> float:
+    try:
+        value = float(env.get(name, default))
+    except (TypeError, ValueError):
+        return default
+    return value if value >= 0 else default
+
+
+@dataclass(frozen=True)
+class HostingLimits:
+    upload_mb: int = 50                   # MMVET_MAX_UPLOAD_MB: any one upload
+    archive_factor: float = 4.0           # MMVET_ARCHIVE_FACTOR: an archive may expand to this x upload_mb
+    uploads_max_mb: int = 2000            # MMVET_UPLOADS_MAX_MB: all extracted benchmark archives together
+    uploads_max_age_h: float = 24.0       # MMVET_UPLOADS_MAX_AGE_H: unused extracted archives are removed after
+    exports_max_mb: int = 500             # MMVET_EXPORTS_MAX_MB: all download files together
+    exports_max_age_h: float = 24.0       # MMVET_EXPORTS_MAX_AGE_H: download files are rebuilt on demand after
+    gradio_cache_max_age_h: float = 2.0   # MMVET_GRADIO_CACHE_MAX_AGE_H: Gradio's upload/output cache
+    hub_max_mb: int = 500                 # MMVET_HUB_MAX_MB: largest hub dataset (size asked before download)
+    max_samples: int = 2000               # MMVET_MAX_SAMPLES: largest benchmark (v1: 218, v2: 517)
+    max_rows: int = 20_000                # MMVET_MAX_ROWS: rows/lines of a results table
+    parse_memory_mb: int = 1500           # MMVET_PARSE_MEMORY_MB: memory one parse may add
+    parse_timeout_s: float = 90.0         # MMVET_PARSE_TIMEOUT_S: wall clock of one parse (CPU: 2/3 of it)
+    max_parses: int = 2                   # MMVET_MAX_PARSES: parses at once
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "HostingLimits":
+        d = cls()
+        return cls(
+            upload_mb=int(_num(env, "MMVET_MAX_UPLOAD_MB", d.upload_mb)),
+            archive_factor=_num(env, "MMVET_ARCHIVE_FACTOR", d.archive_factor),
+            uploads_max_mb=int(_num(env, "MMVET_UPLOADS_MAX_MB", d.uploads_max_mb)),
+            uploads_max_age_h=_num(env, "MMVET_UPLOADS_MAX_AGE_H", d.uploads_max_age_h),
+            exports_max_mb=int(_num(env, "MMVET_EXPORTS_MAX_MB", d.exports_max_mb)),
+            exports_max_age_h=_num(env, "MMVET_EXPORTS_MAX_AGE_H", d.exports_max_age_h),
+            gradio_cache_max_age_h=_num(env, "MMVET_GRADIO_CACHE_MAX_AGE_H", d.gradio_cache_max_age_h),
+            hub_max_mb=int(_num(env, "MMVET_HUB_MAX_MB", d.hub_max_mb)),
+            max_samples=int(_num(env, "MMVET_MAX_SAMPLES", d.max_samples)),
+            max_rows=int(_num(env, "MMVET_MAX_ROWS", d.max_rows)),
+            parse_memory_mb=int(_num(env, "MMVET_PARSE_MEMORY_MB", d.parse_memory_mb)),
+            parse_timeout_s=_num(env, "MMVET_PARSE_TIMEOUT_S", d.parse_timeout_s),
+            max_parses=max(1, int(_num(env, "MMVET_MAX_PARSES", d.max_parses))),
+        )
+
+    @property
+    def uploads_policy(self) -> FolderPolicy:
+        return FolderPolicy(max_age_s=self.uploads_max_age_h * 3600, max_bytes=self.uploads_max_mb * MB)
+
+    @property
+    def exports_policy(self) -> FolderPolicy:
+        return FolderPolicy(max_age_s=self.exports_max_age_h * 3600, max_bytes=self.exports_max_mb * MB)
+
+    def load_limits(self) -> LoadLimits:
+        """Bounds for a visitor's benchmark (archive, extraction folder, hub size, sample count)."""
+        return LoadLimits(archive=ArchiveLimits(max_total_uncompressed=int(self.archive_factor * self.upload_mb * MB)),
+                          folder=self.uploads_policy, hub_max_bytes=self.hub_max_mb * MB,
+                          max_samples=self.max_samples)
+
+    def parse_limits(self) -> ParseLimits:
+        return ParseLimits(max_rows=self.max_rows, memory_bytes=self.parse_memory_mb * MB,
+                           cpu_seconds=max(1, int(self.parse_timeout_s * 2 / 3)), timeout_s=self.parse_timeout_s,
+                           max_parallel=self.max_parses)
+
+    def gradio_delete_cache(self) -> tuple[int, int]:
+        """``gr.Blocks(delete_cache=(every, older_than))``: Gradio's cache is swept every quarter of the age."""
+        age = max(60, int(self.gradio_cache_max_age_h * 3600))
+        return (max(60, age // 4), age)
+
+
+class Housekeeper:
+    """Prunes folders by their policies, at most once every `every_s` seconds (call `maybe_run` often)."""
+
+    def __init__(self, folders: Mapping[Path, FolderPolicy], every_s: float = 300.0):
+        self.folders = dict(folders)
+        self.every_s = every_s
+        self._last = float("-inf")
+        self._lock = threading.Lock()
+
+    def run(self) -> dict[str, PruneReport]:
+        with self._lock:
+            self._last = time.monotonic()
+            return {str(folder): prune(folder, policy) for folder, policy in self.folders.items()}
+
+    def maybe_run(self) -> dict[str, PruneReport] | None:
+        if time.monotonic() - self._last < self.every_s or self._lock.locked():
+            return None
+        return self.run()
