@@ -6,11 +6,11 @@ Configuration comes from the environment only (see README "Configuration" and "H
 from __future__ import annotations
 
 import html
+import html
 import os
 import re
 import secrets
 import shutil
-import tempfile
 import time
 import zipfile
 from dataclasses import dataclass, field, replace
@@ -26,6 +26,7 @@ from mmvet_core.estimate import estimate_cost
 from mmvet_core.export import GradeFileError
 from mmvet_core.jobs import JobManager
 from mmvet_core.grading import GRADED
+from mmvet_core.hosting import HostingLimits, UploadGate
 from mmvet_core.judge import BASELINE_NAME, DEFAULT_JUDGE_MODEL, JudgeSettings, make_judge
 from mmvet_core.results import ResultsError, read_results, select_predictions, validate_results
 from mmvet_core.runs import create_run, export_run, load_run_view, open_grade_file, RunView
@@ -42,6 +43,8 @@ JUDGE_OWN = "My own key / endpoint"
 OPENAI_PUBLIC_URL = "https://api.openai.com/v1"
 #: How old (seconds) the scores in /status of a running run may be when it is polled often (progress is exact).
 STATUS_TTL = 2.0
+#: How many finished runs' /status answers are kept (each is a few KB).
+FINISHED_CACHE_SIZE = 256
 # Gradio 6.31 rebuilds a pandas summary of up to 10,000 recorded events after EVERY event, only for its
 # /monitoring dashboard (off here); with scripts polling /status that was ~15% of the server's CPU under load.
 os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", "1000")
@@ -86,6 +89,7 @@ class AppSettings:
     max_runs_per_job: int = 5
     limits: BudgetLimits = field(default_factory=BudgetLimits)
     public_url: str | None = None
+    hosting: HostingLimits = field(default_factory=HostingLimits)   # uploads, parsing, folders (MMVET_* variables)
 
     @classmethod
     def from_env(cls) -> "AppSettings":
@@ -105,6 +109,7 @@ class AppSettings:
             limits=BudgetLimits(per_visitor_daily=_int_env("MMVET_BUDGET_PER_VISITOR", 2000),
                                 global_daily=_int_env("MMVET_BUDGET_GLOBAL", 20000)),
             public_url=env.get("MMVET_PUBLIC_URL") or (f"https://{space_host}" if space_host else None),
+            hosting=HostingLimits.from_env(env),
         )
 
     def host_settings(self) -> JudgeSettings:
@@ -121,6 +126,7 @@ class Services:
     jobs: JobManager
     budget: HostBudget
     work_dir: Path
+    gate: UploadGate
 
 
 def make_services(settings: AppSettings) -> Services:
@@ -129,7 +135,15 @@ def make_services(settings: AppSettings) -> Services:
     store.mark_interrupted()
     work = settings.data_dir / "uploads"
     work.mkdir(exist_ok=True)
-    return Services(settings, store, JobManager(store), HostBudget(store, settings.limits), work)
+    limits = replace(settings.hosting, upload_mb=settings.max_upload_mb)
+    gate = UploadGate(limits, work, settings.data_dir / "exports")
+    gate.housekeeper.run()
+    return Services(settings, store, JobManager(store), HostBudget(store, settings.limits), work, gate)
+
+
+def _esc(message: object) -> str:
+    """Text for a toast: Gradio renders HTML in gr.Error/Warning/Info, and messages quote visitors' files."""
+    return html.escape(str(message), quote=False)
 
 
 # --- pure-ish helpers used by the handlers ----------------------------------------------------------------
@@ -142,7 +156,7 @@ def _file_path(f) -> str | None:
 def _check_size(path: str, settings: AppSettings) -> None:
     size = Path(path).stat().st_size
     if size > settings.max_upload_mb * 1024 * 1024:
-        raise gr.Error(f"{Path(path).name} is {size / 1e6:.1f} MB; the limit here is {settings.max_upload_mb} MB.")
+        raise gr.Error(_esc(f"{Path(path).name} is {size / 1e6:.1f} MB; the limit here is {settings.max_upload_mb} MB."))
 
 
 def _resolve_benchmark(svc: Services, choice: str, bench_file, hub_id: str, subset_label: str) -> tuple[Benchmark, str]:
@@ -153,18 +167,17 @@ def _resolve_benchmark(svc: Services, choice: str, bench_file, hub_id: str, subs
             if not path:
                 raise gr.Error("Upload the official mm-vet.zip or a metadata JSON, or pick the bundled MM-Vet v1.")
             _check_size(path, svc.settings)
-            work = Path(tempfile.mkdtemp(dir=svc.work_dir))
-            bench, spec = load_benchmark(path, work_dir=work), Path(path).name
+            bench, spec = svc.gate.load_upload(path), Path(path).name
         elif choice == BENCH_HUB:
             repo = (hub_id or "").strip()
             if not repo:
                 raise gr.Error("Enter a hub dataset id such as whyu/mm-vet or lmms-lab/MMVet.")
-            bench, spec = load_benchmark(f"hf:{repo}", work_dir=Path(tempfile.mkdtemp(dir=svc.work_dir))), f"hf:{repo}"
+            bench, spec = svc.gate.load_hub(repo), f"hf:{repo}"
         else:
             bench, spec = load_benchmark("mmvet-v1"), "mmvet-v1"
         return load_subset(bench, SUBSETS.get(subset_label)), spec
     except (BenchmarkError, ArchiveError, FileNotFoundError) as e:
-        raise gr.Error(f"Benchmark: {e}")
+        raise gr.Error(_esc(f"Benchmark: {e}"))
 
 
 def _judge_choice(svc: Services, choice: str, base_url: str, model: str, api_key: str):
@@ -271,7 +284,8 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
     judge_choices = ([JUDGE_HOST] if settings.host_key else []) + [JUDGE_OWN, JUDGE_BASELINE]
     owner_secret = _owner_secret(settings.data_dir)
 
-    with gr.Blocks(title="MM-Vet Grader") as demo:
+    # Gradio's own cache (uploads, re-encoded images) is swept: files older than the age go (README "Hosting")
+    with gr.Blocks(title="MM-Vet Grader", delete_cache=settings.hosting.gradio_delete_cache()) as demo:
         demo.svc = svc  # for tests and the launcher
         owner_store = gr.BrowserState("", storage_key="mmvet-grader-owner", secret=owner_secret)
         owner = gr.Textbox(visible=False, elem_id="owner-token")
@@ -380,9 +394,9 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
                 return "Drop a results file, or load the official example.", ""
             _check_size(path, settings)
             try:
-                rf = read_results(path, max_bytes=settings.max_upload_mb * 1024 * 1024)
+                rf = svc.gate.read_results(path, max_bytes=settings.max_upload_mb * 1024 * 1024)
             except ResultsError as e:
-                raise gr.Error(str(e))
+                raise gr.Error(_esc(e))
             try:
                 bench, _ = _resolve_benchmark(svc, bench_c, bench_f, hub, sub)
             except gr.Error as e:
@@ -428,11 +442,11 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
             if svc.jobs.running_count() >= settings.max_active_runs:
                 raise gr.Error("The server is grading as many runs as it can; try again in a minute.")
             try:
-                rf = read_results(path, max_bytes=settings.max_upload_mb * 1024 * 1024)
+                rf = svc.gate.read_results(path, max_bytes=settings.max_upload_mb * 1024 * 1024)
                 bench, spec = _resolve_benchmark(svc, bench_c, bench_f, hub, sub)
                 preds = select_predictions(rf, bench)
             except ResultsError as e:
-                raise gr.Error(str(e))
+                raise gr.Error(_esc(e))
             jset, jkey, host = _judge_choice(svc, judge_c, url, model, key)
             run_id = create_run(svc.store, benchmark=bench, spec=spec, predictions=preds, n_runs=int(n_runs),
                                 settings=jset, model_name=_file_safe(rf.model_name or Path(path).stem),
@@ -550,7 +564,7 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
         def show_sample(run_id, sample_id):
             view = load_run_view(svc.store, run_id, evidence_for=sample_id) if run_id else None
             if view is None or sample_id not in view.benchmark.samples:
-                raise gr.Error(f"No sample {sample_id!r} in this run.")
+                raise gr.Error(_esc(f"No sample {sample_id!r} in this run."))
             d = views.sample_detail(view, sample_id)
             flags = " ".join(d["flags"]) or "none"
             if d["override"]:
@@ -572,7 +586,7 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
             """Everything about one sample of a run: texts, every judge attempt, flags, override."""
             view = load_run_view(svc.store, run_id or "", evidence_for=sample_id)
             if view is None or sample_id not in view.benchmark.samples:
-                raise gr.Error(f"No sample {sample_id!r} in this run.")
+                raise gr.Error(_esc(f"No sample {sample_id!r} in this run."))
             return views.sample_detail(view, sample_id)
 
         gr.api(sample, api_name="sample")
@@ -617,6 +631,7 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
                                [run_state, share], api_name="view_grades")
 
         status_cache: dict[str, tuple[float, dict]] = {}
+        finished_cache: dict[str, tuple[tuple, dict]] = {}    # run id -> ((status, updated_at), status answer)
 
         def status(run_id: str) -> dict:
             """Progress and scores of a run (what a script polls after /grade)."""
@@ -629,6 +644,15 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
                 counts = svc.store.count_grades(run_id)
                 return {**hit[1], "done": sum(n for st, n in counts.items() if st in GRADED),
                         "errored": counts.get("error", 0)}
+            # A run that has ended is computed once per change (its status and updated_at: an override bumps it):
+            # pollers of a finished run cost one small query, not a reload and aggregation of every grade.
+            record = svc.store.get_run(run_id or "") if run_id else None
+            if record is None:
+                raise gr.Error("No such run.")
+            ended = finished_cache.get(record.id)
+            if ended is not None and ended[0] == (record.status, record.updated_at) \
+                    and not svc.jobs.is_running(record.id):
+                return dict(ended[1])
             view = load_run_view(svc.store, run_id or "")
             if view is None:
                 raise gr.Error("No such run.")
@@ -644,6 +668,10 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
                 status_cache[run_id] = (now, out)
             else:
                 status_cache.pop(run_id, None)
+                if out["status"] != "running" and not svc.jobs.is_running(run_id):
+                    if len(finished_cache) >= FINISHED_CACHE_SIZE:
+                        finished_cache.pop(next(iter(finished_cache)))       # the oldest entry
+                    finished_cache[record.id] = ((view.run.status, view.run.updated_at), out)
             return dict(out)
 
         gr.api(status, api_name="status")
@@ -680,7 +708,9 @@ def _owner_secret(data_dir: Path) -> str:
 def launch_options(settings: AppSettings) -> dict:
     """`demo.launch` keyword arguments (shared by `python app.py` and the tests)."""
     return dict(ssr_mode=False, max_file_size=f"{settings.max_upload_mb}mb",
-                allowed_paths=[str(settings.data_dir / "exports"), str(settings.data_dir / "uploads")],
+                # only our own exports (.json/.csv/.zip we write): never the uploads folder, whose files come from
+                # visitors (an HTML page there would be served inline on the app's origin)
+                allowed_paths=[str(settings.data_dir / "exports")],
                 footer_links=["api"],
                 run_history=False)  # run history would keep typed API keys in the browser's storage
 

@@ -16,10 +16,10 @@ from typing import Mapping
 
 from .archive import ArchiveLimits
 from .housekeeping import FolderPolicy, PruneReport, prune
-from .parsebox import ParseLimits
+from .parsebox import ParseBox, ParseLimits, prescan
 from .sources import LoadLimits
 
-__all__ = ["HostingLimits", "Housekeeper"]
+__all__ = ["HostingLimits", "Housekeeper", "UploadGate"]
 
 MB = 1024 * 1024
 
@@ -110,3 +110,47 @@ class Housekeeper:
         if time.monotonic() - self._last < self.every_s or self._lock.locked():
             return None
         return self.run()
+
+
+class UploadGate:
+    """Where a visitor's files are read: results files and benchmarks, within `HostingLimits`.
+
+    Results files are row-counted (`parsebox.prescan`) and parsed in the bounded worker; an uploaded benchmark
+    is loaded in the worker too, extracted under ``uploads_dir`` (`sources.LoadLimits`: archive cap, folder cap,
+    once per content); a hub id is checked (hub ids only, size asked first) and loaded in this process (the
+    ``datasets`` library does not run under an address-space limit). Every call gives the housekeeper a chance
+    to prune the folders."""
+
+    def __init__(self, limits: HostingLimits, uploads_dir: Path, exports_dir: Path):
+        self.limits = limits
+        self.uploads_dir = Path(uploads_dir)
+        self.box = ParseBox(limits.parse_limits())
+        self.housekeeper = Housekeeper({self.uploads_dir: limits.uploads_policy,
+                                        Path(exports_dir): limits.exports_policy})
+
+    def read_results(self, path: str | Path, *, max_bytes: int):
+        """`results.read_results`, bounded; `ResultsError` (with the reason) when refused."""
+        from .results import read_results
+
+        self.housekeeper.maybe_run()
+        prescan(path, self.box.limits)
+        return self.box.call(read_results, str(path), max_bytes=max_bytes, what="the results file")
+
+    def load_upload(self, path: str | Path):
+        """An uploaded benchmark file (zip or metadata JSON), bounded; `BenchmarkError` when refused."""
+        from .benchmark import BenchmarkError
+        from .sources import load_benchmark
+
+        self.housekeeper.maybe_run()
+        self.uploads_dir.mkdir(parents=True, exist_ok=True)
+        return self.box.call(load_benchmark, Path(path), work_dir=self.uploads_dir, limits=self.limits.load_limits(),
+                             error=BenchmarkError, what="the benchmark")
+
+    def load_hub(self, repo_id: str):
+        """A hub dataset by id (never a local path), its size checked before any download."""
+        from .sources import check_hub_id, load_benchmark
+
+        self.uploads_dir.mkdir(parents=True, exist_ok=True)
+        repo = check_hub_id(repo_id)
+        hub_dir = self.uploads_dir / ("hub-" + repo.replace("/", "--"))
+        return load_benchmark(f"hf:{repo}", work_dir=hub_dir, limits=self.limits.load_limits())

@@ -79,15 +79,15 @@ def wait_http(url: str, timeout: float = 30.0) -> None:
 
 def start_app(data_dir: Path, **settings_kwargs) -> AppHandle:
     """Build the app with `AppSettings(data_dir=…, **settings_kwargs)` and launch it on a free port."""
-    from app import AppSettings, build_demo
+    from app import AppSettings, build_demo, launch_options
 
     settings = AppSettings(data_dir=Path(data_dir), **settings_kwargs)
     demo = build_demo(settings)
     demo.queue(default_concurrency_limit=32)
     port = free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, ssr_mode=False,
-                quiet=True, max_file_size=f"{settings.max_upload_mb}mb",
-                allowed_paths=[str(settings.data_dir / "exports"), str(settings.data_dir / "uploads")])
+    # exactly what `python app.py` passes (allowed paths, upload limit, ...)
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                **launch_options(settings))
     url = f"http://127.0.0.1:{port}/"
     wait_http(url + "gradio_api/info")
     return AppHandle(demo, url, settings)
