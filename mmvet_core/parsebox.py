@@ -35,6 +35,7 @@ _PASSED = {"ResultsError": ResultsError, "BenchmarkError": BenchmarkError}
 _DIMENSION = re.compile(rb'<(?:\w+:)?dimension\s+ref="[A-Z]+\d+:([A-Z]+)(\d+)"')
 _ROW = re.compile(rb"<(?:\w+:)?row[\s>/]")
 _CHUNK = 1 << 20
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
 
 
 class ParseRefused(ResultsError):
@@ -210,7 +211,9 @@ class ParseBox:
 
         lim = self.limits
         payload = pickle.dumps((fn.__module__, fn.__qualname__, args, kwargs, lim.memory_bytes, lim.cpu_seconds))
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        # the worker reads hostile bytes: it gets no secrets (the host's judge key, tokens) in its environment
+        env = {k: v for k, v in os.environ.items() if not _SECRET_NAME.search(k)}
+        env = {**env, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         proc = subprocess.Popen([sys.executable, "-c", _BOOTSTRAP, str(Path(__file__).resolve().parent)],
                                 stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)

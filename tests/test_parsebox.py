@@ -102,3 +102,12 @@ def test_parses_at_once_are_bounded(tmp_path):
         box.call(read_results, str(EXAMPLE))
     worker.join(120)
     assert outcome                                                      # the first parse ran to its end
+
+
+def test_the_worker_gets_no_secrets(monkeypatch):
+    """The worker parses hostile bytes: the host's key is not in its environment."""
+    import os
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-host-secret")
+    box = ParseBox()
+    assert box.call(os.getenv, "OPENAI_API_KEY") is None and box.call(os.getenv, "PATH")
