@@ -1,0 +1,189 @@
+"""Load grade sets to compare: a run in the store, an official grade JSON, human scores, several pooled as one.
+
+A *spec* names a grade set the way the CLI takes it:
+
+* a path to an official grade JSON (``{"v1_0": {"model": [...], "content": [...], "score": [...]}, ...}``), ours or
+  the official evaluator's;
+* a path to human scores ``{"v1_0": 1.0, "v1_3": 0.5, ...}`` (or a list of per-run scores per id): a ``human`` set
+  on the annotated samples only;
+* a run id in the store (``run:ID`` or just ``ID`` when no such file exists);
+* ``human:RUN_ID``: the manual scores (overrides) of a run, as human scores;
+* several specs joined by ``+`` (``a.json+b.json``): their runs pooled into one set of the same predictions (e.g. a
+  1-run and a 3-run grade file of one model become a 4-run set).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .benchmark import Benchmark
+from .compare import CompareError, ScoreSet, version_of_ids
+from .export import GradeFileError, load_official_grades
+from .runs import load_run_view
+from .store import Store
+
+#: Largest grade file read (a 5-run v2 grade file is about 1 MB).
+MAX_FILE_BYTES = 50_000_000
+
+
+def _name_from_path(path: Path) -> str:
+    return path.name.removesuffix(".json")
+
+
+def set_from_grade_file(path: str | Path, name: str | None = None) -> ScoreSet:
+    """A grade JSON (official shape) or a human-scores file ``{id: score}`` as a `ScoreSet`.
+
+    Raises `GradeFileError` for a file that is neither, is too large or has ids of mixed MM-Vet versions."""
+    p = Path(path)
+    if p.stat().st_size > MAX_FILE_BYTES:
+        raise GradeFileError(f"{p.name}: larger than {MAX_FILE_BYTES:,} bytes")
+    try:
+        raw = json.loads(p.read_bytes().decode("utf-8-sig"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise GradeFileError(f"{p.name}: not valid JSON ({exc})") from None
+    if isinstance(raw, dict) and raw and all(_is_human_value(v) for v in raw.values()):
+        return human_set({str(k): v for k, v in raw.items()}, name or _name_from_path(p), source=str(p))
+    grades = load_official_grades(raw, allow_partial=True)
+    version = version_of_ids(grades.scores)
+    if version is None:
+        raise GradeFileError(f"{p.name}: its ids are not all MM-Vet ids of one version (v1_N or v2_N)")
+    contents = {sid: list(entry.get("content") or []) for sid, entry in grades.raw.items()}
+    judges = sorted(grades.judge_models)
+    return ScoreSet(name or _name_from_path(p), "grade-file", version, grades.scores,
+                    judge=", ".join(judges) or "unknown", source=str(p), contents=contents,
+                    predictions={sid: e["prediction"] for sid, e in grades.raw.items()
+                                 if isinstance(e.get("prediction"), str)},
+                    note=_file_note(grades.raw))
+
+
+def _file_note(raw: dict) -> str | None:
+    notes = {e.get("metric_note") for e in raw.values() if isinstance(e, dict) and e.get("metric_note")}
+    combined = any(isinstance(e, dict) and "combined_from" in e for e in raw.values())
+    if combined:
+        return "combined judges (mean of several grade sets; paper Table 7): not the official MM-Vet metric"
+    return next(iter(notes)) if len(notes) == 1 else None
+
+
+def _is_human_value(v) -> bool:
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, (int, float)):
+        return True
+    return isinstance(v, list) and bool(v) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
+
+
+def human_set(scores: dict, name: str = "human", source: str = "") -> ScoreSet:
+    """Human scores ``{id: score}`` (or ``{id: [score, ...]}``) as a ``human`` set. Scores must be in [0, 1].
+
+    >>> human_set({"v1_0": 1, "v1_2": 0.5}).sample_scores()
+    {'v1_0': 1.0, 'v1_2': 0.5}
+    """
+    out: dict[str, list[float | None]] = {}
+    for sid, v in scores.items():
+        values = v if isinstance(v, list) else [v]
+        for x in values:
+            if not 0.0 <= float(x) <= 1.0:
+                raise GradeFileError(f"{name}: score {x!r} of {sid} is not in [0, 1]")
+        out[str(sid)] = [float(x) for x in values]
+    if not out:
+        raise GradeFileError(f"{name}: no human score")
+    version = version_of_ids(out)
+    if version is None:
+        raise GradeFileError(f"{name}: its ids are not all MM-Vet ids of one version (v1_N or v2_N)")
+    return ScoreSet(name, "human", version, out, judge="human", source=source,
+                    contents={sid: ["human"] * len(v) for sid, v in out.items()})
+
+
+def _run_note(judge: dict) -> str | None:
+    if judge.get("provider") == "baseline":
+        return "offline keyword baseline: NOT the MM-Vet metric"
+    examples = judge.get("prompt_examples")
+    if examples is not None and list(examples) != list(range(1, 8)):
+        shown = " ".join(f"({i})" for i in examples) or "none"
+        return f"prompt with in-context examples {shown} only: not the official MM-Vet prompt"
+    return None
+
+
+def set_from_run(store: Store, run_id: str, name: str | None = None) -> ScoreSet:
+    """A stored run (its effective scores: overrides applied) as a `ScoreSet`. `KeyError` when there is no run."""
+    view = load_run_view(store, run_id, evidence_for=None)
+    if view is None:
+        raise KeyError(f"no run {run_id!r} in {store.path}")
+    bench = view.benchmark
+    contents: dict[str, list[str | None]] = {}
+    for sid in bench.ids:
+        contents[sid] = [(g.content if g is not None else None)
+                         for g in (view.grades.get((sid, r)) for r in range(view.run.n_runs))]
+    judge = view.run.judge.get("model", "judge")
+    return ScoreSet(name or f"{view.run.model_name} · {judge}", "run", bench.version, view.effective_scores(),
+                    judge=judge, source=f"run:{run_id}", contents=contents, predictions=dict(view.run.predictions),
+                    questions={sid: (s.question, s.answer) for sid, s in bench.samples.items()},
+                    note=_run_note(view.run.judge))
+
+
+def set_from_overrides(store: Store, run_id: str, name: str | None = None) -> ScoreSet:
+    """The manual scores (overrides) of a run as human scores on the annotated samples."""
+    run = store.get_run(run_id)
+    if run is None:
+        raise KeyError(f"no run {run_id!r} in {store.path}")
+    overrides = store.overrides(run_id)
+    if not overrides:
+        raise CompareError(f"run {run_id} has no manual score to use as human scores")
+    hs = human_set({sid: score for sid, (score, _) in overrides.items()}, name or f"human ({run.model_name})",
+                   source=f"human:{run_id}")
+    hs.predictions = {sid: run.predictions.get(sid, "") for sid in overrides}
+    hs.contents = {sid: [f"human: {reason}" if reason else "human"] for sid, (_, reason) in overrides.items()}
+    return hs
+
+
+def pool_sets(sets: list[ScoreSet], name: str | None = None) -> ScoreSet:
+    """Several grade sets of the same predictions as one set with all their runs (sample by sample, in order).
+
+    Raises `CompareError` for sets of different MM-Vet versions."""
+    if len(sets) == 1:
+        return sets[0]
+    versions = {s.version for s in sets}
+    if len(versions) > 1:
+        raise CompareError("cannot pool grade sets of different MM-Vet versions")
+    ids = list(dict.fromkeys(sid for s in sets for sid in s.scores))
+    scores, contents = {}, {}
+    for sid in ids:
+        scores[sid] = [v for s in sets for v in (s.scores.get(sid) or [None] * s.n_runs)]
+        contents[sid] = [c for s in sets for c in (s.contents.get(sid) or [None] * s.n_runs)]
+    first = sets[0]
+    judges = sorted({s.judge for s in sets if s.judge})
+    return ScoreSet(name or "+".join(s.name for s in sets), first.kind, first.version, scores,
+                    judge=", ".join(judges), source="+".join(s.source for s in sets), contents=contents,
+                    predictions={k: v for s in sets for k, v in s.predictions.items()},
+                    questions={k: v for s in sets for k, v in s.questions.items()},
+                    note=next((s.note for s in sets if s.note), None))
+
+
+def load_grade_set(spec: str, store: Store | None = None, name: str | None = None) -> ScoreSet:
+    """The grade set a CLI argument names (see the module docstring). Raises `GradeFileError`, `CompareError`
+    or `KeyError` (no such file or run) with a message for the user."""
+    spec = spec.strip()
+    if Path(spec).is_file():
+        return set_from_grade_file(spec, name)
+    if "+" in spec and not spec.startswith(("run:", "human:")):
+        return pool_sets([load_grade_set(part, store) for part in spec.split("+") if part], name)
+    if spec.startswith("human:"):
+        if store is None:
+            raise KeyError("human:RUN_ID needs the database (--db)")
+        return set_from_overrides(store, spec.removeprefix("human:"), name)
+    run_id = spec.removeprefix("run:")
+    if store is not None and store.get_run(run_id) is not None:
+        return set_from_run(store, run_id, name)
+    raise KeyError(f"{spec!r} is neither a grade file nor a run id"
+                   + (f" in {store.path}" if store is not None else " (pass --db to read runs)"))
+
+
+def benchmark_for(sets: list[ScoreSet], store: Store | None, default: Benchmark) -> Benchmark:
+    """The benchmark to compare on: the first run's stored benchmark when a set is a run, else `default`."""
+    if store is not None:
+        for s in sets:
+            if s.source.startswith("run:"):
+                view = load_run_view(store, s.source.removeprefix("run:"), evidence_for=None)
+                if view is not None:
+                    return view.benchmark
+    return default
