@@ -1,4 +1,4 @@
-"""Command line: ``python -m mmvet_core grade|aggregate|validate ...``.
+"""Command line: ``python -m mmvet_core grade|aggregate|validate|compare|combine|prompt ...``.
 
 Exit codes: 0 success; 1 grading finished incomplete or failed (grades so far are stored, rerun to resume);
 2 bad input (file, benchmark, options, missing key); 130 interrupted (rerun to resume).
@@ -11,15 +11,19 @@ import os
 import sys
 from pathlib import Path
 
-from .benchmark import BenchmarkError
+from .benchmark import BenchmarkError, load_bundled_v1
+from .compare import CompareError, combine_sets, compare_sets, format_report, make_combined_grade_json
 from .export import GradeFileError, make_cap_csv_text, make_cap_int_csv_text, make_grade_json, \
     official_file_names, write_grade_json
+from .gradesets import benchmark_for, load_grade_set, write_comparison
 from .aggregate import aggregate_scores
 from .graded import OFFICIAL_GRADE_NAME, read_grade_file, source_label
 from .grading import DEFAULT_CONCURRENCY, grade_run
 from .judge import BASELINE_NAME, DEFAULT_JUDGE_MODEL, JudgeSettings, make_judge
 from .results import ResultsError, read_results, select_predictions, validate_results
-from .runs import ImportRefused, create_run, export_run, import_grades, load_run_view
+from .prompt import examples_label, parse_examples, prompt_template, render_prompt
+from .runs import ImportRefused, create_run, export_run, import_grades, load_run_view, write_intervals_csv
+from .stats import format_interval, score_intervals
 from .sources import load_benchmark, load_subset
 from .store import Store
 
@@ -72,6 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--import-grades", default=None,
                    help="an official grade JSON of the same results whose grades are reused (continue it without "
                         "paying again); refused for another judge, prompt or benchmark")
+    g.add_argument("--prompt-examples", default=None,
+                   help="grade with only these in-context examples of the official prompt, numbered 1-7 in order "
+                        "(e.g. 1,2,3,5; 'none'); default all seven = the official prompt. Any other choice is "
+                        "NOT the MM-Vet metric (paper Table 8)")
 
     a = sub.add_parser("aggregate", help="scores and official CSVs from a grade file, without any judge call: an "
                                          "official grade JSON, a VLMEvalKit graded table ({model}_MMVet_{judge}"
@@ -80,6 +88,32 @@ def build_parser() -> argparse.ArgumentParser:
     _add_benchmark_args(a)
     a.add_argument("--judge-name", default=None, help="judge name in file names (default: from the file)")
     a.add_argument("--samples", action="store_true", help="also print every sample's score and judge")
+
+    c = sub.add_parser("compare", help="compare grade sets: Δ̄, B − A with 95%% intervals, agreement, noise floor")
+    c.add_argument("sets", nargs="+", metavar="SET",
+                   help="grade JSONs, human-score files {id: score}, run ids (run:ID), human:RUN_ID (a run's manual "
+                        "scores); join files with + to pool their runs. The first is the reference")
+    c.add_argument("--benchmark", default=None,
+                   help="benchmark for capabilities (default: the first run's, else mmvet-v1)")
+    c.add_argument("--subset", default=None, help="'bard' or a file of ids: compare on those samples only")
+    c.add_argument("--out", default=None, help="folder for comparison.json, comparison.csv, comparison-samples.csv")
+    c.add_argument("--db", default=None, help=f"SQLite database with the runs (default {DEFAULT_DB})")
+    c.add_argument("--name", action="append", default=None,
+                   help="a display name per set, in order (repeat the option)")
+    c.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
+    c.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    c.add_argument("--top", type=int, default=10, help="most different samples listed per pair (default 10)")
+
+    m = sub.add_parser("combine", help="a grade set whose per-sample score is the mean of the sets' (paper Table 7)")
+    m.add_argument("sets", nargs="+", metavar="SET", help="grade sets, as for compare")
+    m.add_argument("--out", required=True, help="the combined official-format grade JSON to write")
+    m.add_argument("--db", default=None, help=f"SQLite database with the runs (default {DEFAULT_DB})")
+
+    pr = sub.add_parser("prompt", help="print the judge prompt that will be sent")
+    pr.add_argument("--benchmark", default="mmvet-v1", help="mmvet-v1, mmvet-v2 or a benchmark as for grade")
+    pr.add_argument("--prompt-examples", default=None, help="as for grade (default: all seven, official)")
+    pr.add_argument("--sample", default=None, help="fill the prompt for this sample id (default: the header only)")
+    pr.add_argument("--prediction", default="<the model's answer>", help="the prediction to fill in with --sample")
 
     v = sub.add_parser("validate", help="check a results file against the benchmark (no judge call)")
     v.add_argument("results")
@@ -100,11 +134,20 @@ def _default_db() -> Path:
     return Path(data_dir) / "mmvet-grader.db" if data_dir else DEFAULT_DB
 
 
+def _examples(args) -> tuple[int, ...] | None:
+    try:
+        return parse_examples(getattr(args, "prompt_examples", None))
+    except ValueError as e:
+        raise UsageError(str(e)) from e
+
+
 def _judge_settings(args) -> tuple[JudgeSettings, str | None]:
+    examples = _examples(args)
     if args.baseline:
-        return JudgeSettings(model=BASELINE_NAME, provider="baseline"), None
+        return JudgeSettings(model=BASELINE_NAME, provider="baseline", prompt_examples=examples), None
     model = args.judge_model or DEFAULT_JUDGE_MODEL
-    common = dict(model=model, max_tokens=args.max_tokens, timeout=args.timeout, rate_limit_wait=args.rate_limit_wait)
+    common = dict(model=model, max_tokens=args.max_tokens, timeout=args.timeout, rate_limit_wait=args.rate_limit_wait,
+                  prompt_examples=examples)
     if args.azure:
         endpoint = args.base_url or os.environ.get("AZURE_OPENAI_ENDPOINT")
         key = os.environ.get("AZURE_OPENAI_API_KEY")
@@ -122,12 +165,24 @@ def _judge_settings(args) -> tuple[JudgeSettings, str | None]:
 
 
 def _print_scores(view) -> None:
-    s = view.scores
+    _print_score_lines(view.benchmark, view.scores, view.effective_scores())
+
+
+def _print_score_lines(benchmark, s, per_run_scores) -> None:
+    """Total, capabilities and integrations, each with its 95% bootstrap interval over samples beside the
+    official std over runs."""
+    ci = {(r.kind, r.name): format_interval(r.low, r.high) for r in score_intervals(benchmark, per_run_scores)}
     total = "n/a" if s.total.mean is None else f"{s.total.mean:.1f}"
     spread = "" if s.total.std is None else f" ± {s.total.std:.1f}"
-    print(f"\nTotal: {total}{spread}  (runs: {', '.join(f'{x:.1f}' for x in s.runs if x is not None)})")
-    caps = "  ".join(f"{c.name} {c.mean:.1f}" if c.mean is not None else f"{c.name} n/a" for c in s.capabilities)
-    print(f"Capabilities: {caps}")
+    print(f"\nTotal: {total}{spread}  (runs: {', '.join(f'{x:.1f}' for x in s.runs if x is not None)})"
+          f"  95% interval over samples {ci.get(('total', 'total'), 'n/a')}")
+    print("  (± is the official std over judge runs; the interval is the sampling error over the questions, "
+          "bootstrap, seed 0)")
+    def line(cols, kind):
+        return "  ".join(f"{c.name} {c.mean:.1f} {ci.get((kind, c.name), '')}".rstrip() if c.mean is not None
+                         else f"{c.name} n/a" for c in cols)
+    print(f"Capabilities: {line(s.capabilities, 'capability')}")
+    print(f"Integrations: {line(s.integrations, 'integration')}")
 
 
 def cmd_grade(args) -> int:
@@ -159,10 +214,11 @@ def cmd_grade(args) -> int:
             print(f"Warning (--import-grades): {warning}", file=sys.stderr)
         print(f"Imported {imported.imported} grades from {args.import_grades}")
     total = len(benchmark) * args.runs
+    reason = settings.not_official_reason()
     print(f"Run {run_id}: {len(benchmark)} samples x {args.runs} run(s) with judge {settings.model}"
-          + ("  [offline keyword baseline: NOT the MM-Vet metric]" if not settings.is_official else ""))
+          + (f"  [{reason}]" if reason else ""))
     if args.batch:
-        if not settings.is_official or settings.provider != "openai":
+        if settings.provider != "openai":
             raise UsageError("--batch needs an OpenAI-compatible endpoint with a Batch API (not --azure or --baseline)")
         outcome = asyncio.run(_grade_batch(store, run_id, benchmark, settings, key, args.batch_poll))
     else:
@@ -274,15 +330,102 @@ def cmd_aggregate(args) -> int:
                          **({"metric_note": note} if note else {})} for sid in benchmark.ids}
         write_grade_json(out / names["grade"], make_grade_json(records))
         print(f"wrote {out / names['grade']}")
+    ci_path = write_intervals_csv(out, benchmark, grades.scores, model, judge, grades.n_runs, subset)
+    print(f"wrote {ci_path}")
     print(f"\nTotal: {scores.total.mean:.1f} ± {scores.total.std:.1f} over {grades.n_runs} run(s)"
           + (f"  [{note}]" if note else ""))
-    print("Capabilities: " + "  ".join(f"{c.name} {c.mean:.1f}" for c in scores.capabilities))
-    print("Integrations: " + "  ".join(f"{c.name} {c.mean:.1f}" for c in scores.integrations))
+    _print_score_lines(benchmark, scores, grades.scores)
     if args.samples:
         for sid in benchmark.ids:
             runs = " / ".join("—" if x is None else f"{x:.1f}" for x in grades.scores[sid])
             judges = ", ".join(dict.fromkeys(j or "unknown" for j in grades.judges[sid]))
             print(f"{sid}\t{','.join(benchmark.samples[sid].capabilities)}\t{runs}\t{judges}")
+    return 0
+
+
+def _load_sets(specs: list[str], db: str | None, names: list[str] | None = None):
+    store = Store(db or _default_db()) if (db or _default_db().exists()) else None
+    sets = []
+    for i, spec in enumerate(specs):
+        try:
+            sets.append(load_grade_set(spec, store, name=(names[i] if names and i < len(names) else None)))
+        except (KeyError, GradeFileError, CompareError, OSError) as e:
+            msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
+            raise UsageError(f"{spec}: {msg}") from e
+    return sets, store
+
+
+def cmd_compare(args) -> int:
+    if len(args.sets) < 2:
+        raise UsageError("compare needs at least two grade sets (the first is the reference)")
+    if args.resamples < 100:
+        raise UsageError("--resamples must be at least 100")
+    sets, store = _load_sets(args.sets, args.db, args.name)
+    default = load_bundled_v1() if args.benchmark is None else _load_benchmark_spec(args.benchmark)
+    benchmark = benchmark_for(sets, store, default) if args.benchmark is None else default
+    if args.subset:
+        try:
+            benchmark = load_subset(benchmark, args.subset)
+        except (BenchmarkError, FileNotFoundError, ValueError) as e:
+            raise UsageError(f"subset: {e}") from e
+    try:
+        cmp = compare_sets(benchmark, sets, resamples=args.resamples, seed=args.seed, top=args.top)
+    except CompareError as e:
+        raise UsageError(str(e)) from e
+    print(format_report(cmp))
+    if args.out:
+        for path in write_comparison(cmp, args.out).values():
+            print(f"wrote {path}")
+    return 0
+
+
+def _load_benchmark_spec(spec: str):
+    try:
+        return load_benchmark(spec)
+    except (BenchmarkError, FileNotFoundError, ValueError) as e:
+        raise UsageError(f"benchmark: {e}") from e
+
+
+def cmd_combine(args) -> int:
+    if len(args.sets) < 2:
+        raise UsageError("combine needs at least two grade sets")
+    sets, _ = _load_sets(args.sets, args.db)
+    try:
+        combined = combine_sets(sets)
+    except CompareError as e:
+        raise UsageError(str(e)) from e
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_grade_json(out, make_combined_grade_json(combined, [s.name for s in sets]))
+    means = combined.sample_scores()
+    print(f"Combined {len(sets)} grade sets on {len(means)} common samples ({combined.n_runs} run(s)): "
+          f"mean score {100 * sum(means.values()) / len(means):.1f}. {combined.note}")
+    print(f"wrote {out}")
+    return 0
+
+
+def cmd_prompt(args) -> int:
+    examples = _examples(args)
+    spec = str(args.benchmark)
+    if spec in ("mmvet-v1", "mmvet-v2", "v1", "v2") and args.sample is None:
+        version = "v2" if spec.endswith("v2") else "v1"
+        text = prompt_template(version, examples)
+    else:
+        benchmark = load_bundled_v1() if spec in ("mmvet-v1", "v1") else _load_benchmark_spec(spec)
+        version = benchmark.version
+        if args.sample is None:
+            text = prompt_template(version, examples)
+        else:
+            if args.sample not in benchmark.samples:
+                raise UsageError(f"no sample {args.sample!r} in {benchmark.name}")
+            sample = benchmark.samples[args.sample]
+            text = render_prompt(version, sample.question, sample.answer, args.prediction, examples=examples)
+    label = examples_label(examples)
+    official = "" if examples is None else "  [NOT the official MM-Vet prompt]"
+    print(f"# MM-Vet {version} judge prompt, in-context examples: {label}{official}", file=sys.stderr)
+    sys.stdout.write(text)
+    if not text.endswith("\n"):
+        sys.stdout.write("\n")
     return 0
 
 
@@ -299,7 +442,8 @@ def cmd_validate(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return {"grade": cmd_grade, "aggregate": cmd_aggregate, "validate": cmd_validate}[args.command](args)
+        return {"grade": cmd_grade, "aggregate": cmd_aggregate, "validate": cmd_validate, "compare": cmd_compare,
+                "combine": cmd_combine, "prompt": cmd_prompt}[args.command](args)
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -25,7 +25,8 @@ import numpy as np
 
 from .aggregate import aggregate_scores
 from .benchmark import Benchmark
-from .stats import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_many, draw_counts
+from .stats import (DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_many, column_membership,
+                    draw_counts)
 
 #: Two per-sample scores closer than this are "equal" (scores are multiples of 0.1 or their means).
 EQUAL_TOL = 1e-9
@@ -265,20 +266,9 @@ def check_comparable(benchmark: Benchmark, sets: list[ScoreSet]) -> list[str]:
 
 
 def _membership(benchmark: Benchmark, ids: list[str]) -> tuple[list[Column], np.ndarray]:
-    samples = benchmark.samples
-    caps = benchmark.capabilities
-    ints = benchmark.integrations
-    member = np.zeros((len(ids), 1 + len(caps) + len(ints)), dtype=bool)
-    member[:, 0] = True
-    for i, sid in enumerate(ids):
-        for j, c in enumerate(caps):
-            member[i, 1 + j] = c in samples[sid].capabilities
-        member[i, 1 + len(caps) + ints.index(samples[sid].integration)] = True
+    kinds, member = column_membership(benchmark, ids)
     sizes = member.sum(axis=0)
-    columns = [Column("total", "total", int(sizes[0]))]
-    columns += [Column("capability", c, int(sizes[1 + j])) for j, c in enumerate(caps)]
-    columns += [Column("integration", name, int(sizes[1 + len(caps) + j])) for j, name in enumerate(ints)]
-    return columns, member
+    return [Column(kind, name, int(sizes[j])) for j, (kind, name) in enumerate(kinds)], member
 
 
 def _masked_mean(values: np.ndarray, member: np.ndarray) -> np.ndarray:

@@ -13,12 +13,14 @@ A *spec* names a grade set the way the CLI takes it:
 """
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
-from .benchmark import Benchmark
-from .compare import CompareError, ScoreSet, version_of_ids
+from .benchmark import Benchmark, load_bundled_v1
+from .compare import Comparison, CompareError, ScoreSet, version_of_ids
 from .export import GradeFileError, load_official_grades
+from .graded import read_grade_file
 from .runs import load_run_view
 from .store import Store
 
@@ -30,19 +32,23 @@ def _name_from_path(path: Path) -> str:
     return path.name.removesuffix(".json")
 
 
-def set_from_grade_file(path: str | Path, name: str | None = None) -> ScoreSet:
-    """A grade JSON (official shape) or a human-scores file ``{id: score}`` as a `ScoreSet`.
+def set_from_grade_file(path: str | Path, name: str | None = None, benchmark: Benchmark | None = None) -> ScoreSet:
+    """A grade file as a `ScoreSet`: an official-shape grade JSON, a human-scores file ``{id: score}``, or any
+    graded file `graded.read_grade_file` reads (VLMEvalKit graded tables, graded lmms-eval logs; their ids are
+    resolved against `benchmark`, default the bundled v1).
 
-    Raises `GradeFileError` for a file that is neither, is too large or has ids of mixed MM-Vet versions."""
+    Raises `GradeFileError` for a file that is none of these, is too large or has ids of mixed MM-Vet versions."""
     p = Path(path)
     if p.stat().st_size > MAX_FILE_BYTES:
         raise GradeFileError(f"{p.name}: larger than {MAX_FILE_BYTES:,} bytes")
     try:
         raw = json.loads(p.read_bytes().decode("utf-8-sig"))
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise GradeFileError(f"{p.name}: not valid JSON ({exc})") from None
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raw = None
     if isinstance(raw, dict) and raw and all(_is_human_value(v) for v in raw.values()):
         return human_set({str(k): v for k, v in raw.items()}, name or _name_from_path(p), source=str(p))
+    if not (isinstance(raw, dict) and raw and all(isinstance(v, dict) and "score" in v for v in raw.values())):
+        return _from_graded_file(p, name, benchmark or load_bundled_v1())
     grades = load_official_grades(raw, allow_partial=True)
     version = version_of_ids(grades.scores)
     if version is None:
@@ -54,6 +60,14 @@ def set_from_grade_file(path: str | Path, name: str | None = None) -> ScoreSet:
                     predictions={sid: e["prediction"] for sid, e in grades.raw.items()
                                  if isinstance(e.get("prediction"), str)},
                     note=_file_note(grades.raw))
+
+
+def _from_graded_file(path: Path, name: str | None, benchmark: Benchmark) -> ScoreSet:
+    """A toolkit's graded file (VLMEvalKit table, lmms-eval log) through `graded.read_grade_file`."""
+    gs = read_grade_file(path, benchmark)
+    return ScoreSet(name or _name_from_path(path), "grade-file", benchmark.version, gs.scores,
+                    judge=gs.judge_text(), source=str(path), contents=gs.contents, predictions=gs.predictions,
+                    note=gs.metric_note())
 
 
 def _file_note(raw: dict) -> str | None:
@@ -159,14 +173,16 @@ def pool_sets(sets: list[ScoreSet], name: str | None = None) -> ScoreSet:
                     note=next((s.note for s in sets if s.note), None))
 
 
-def load_grade_set(spec: str, store: Store | None = None, name: str | None = None) -> ScoreSet:
+def load_grade_set(spec: str, store: Store | None = None, name: str | None = None,
+                   benchmark: Benchmark | None = None) -> ScoreSet:
     """The grade set a CLI argument names (see the module docstring). Raises `GradeFileError`, `CompareError`
     or `KeyError` (no such file or run) with a message for the user."""
     spec = spec.strip()
     if Path(spec).is_file():
-        return set_from_grade_file(spec, name)
+        return set_from_grade_file(spec, name, benchmark)
     if "+" in spec and not spec.startswith(("run:", "human:")):
-        return pool_sets([load_grade_set(part, store) for part in spec.split("+") if part], name)
+        return pool_sets([load_grade_set(part, store, benchmark=benchmark) for part in spec.split("+") if part],
+                         name)
     if spec.startswith("human:"):
         if store is None:
             raise KeyError("human:RUN_ID needs the database (--db)")
@@ -187,3 +203,32 @@ def benchmark_for(sets: list[ScoreSet], store: Store | None, default: Benchmark)
                 if view is not None:
                     return view.benchmark
     return default
+
+
+def _csv_cell(value):
+    """Text cells that a spreadsheet would run as a formula get a leading apostrophe (set names come from file
+    names and visitors); numbers are written as numbers."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
+def _write_csv(path: Path, header: list[str], rows: list[list]) -> None:
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow(header)
+        writer.writerows([[_csv_cell(v) for v in row] for row in rows])
+
+
+def write_comparison(cmp: Comparison, out_dir: str | Path) -> dict[str, Path]:
+    """Write ``comparison.json`` (everything), ``comparison.csv`` (one row per set and column) and
+    ``comparison-samples.csv`` (per-sample scores of every set) under `out_dir`. Returns the paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out / "comparison.json", "csv": out / "comparison.csv",
+             "samples": out / "comparison-samples.csv"}
+    paths["json"].write_text(json.dumps(cmp.to_dict(), indent=2, ensure_ascii=False), encoding="utf-8")
+    _write_csv(paths["csv"], cmp.CSV_HEADER, cmp.rows())
+    header, rows = cmp.sample_rows()
+    _write_csv(paths["samples"], header, rows)
+    return paths

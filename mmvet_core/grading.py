@@ -104,7 +104,8 @@ async def grade_sample(call: CachedCaller, version: str, sample: Sample, predict
     """Grade one sample for one run with the official policy. Raises `JudgeError` on API failure."""
     attempts: list[dict] = []
     flags = detect_steering(prediction)
-    prompt = render_prompt(version, sample.question, sample.answer, prediction)
+    examples = call.judge.settings.prompt_examples      # None: the official prompt
+    prompt = render_prompt(version, sample.question, sample.answer, prediction, examples=examples)
     try:
         reply, cached = await call(prompt, 0.0, run_index, sample, prediction)
         score = parse_score(reply.content)
@@ -113,7 +114,8 @@ async def grade_sample(call: CachedCaller, version: str, sample: Sample, predict
         if score is not None:
             content = (reply.content or "").split(" ")[0].strip()   # the official 'content' is the parsed token
         else:
-            retry_prompt = render_prompt(version, sample.question, sample.answer, prediction, retry=True)
+            retry_prompt = render_prompt(version, sample.question, sample.answer, prediction, retry=True,
+                                         examples=examples)
             for i, temperature in enumerate(RETRY_TEMPERATURES):
                 # a retry continues a chain already started: it goes before new grades (priority 0)
                 reply, cached = await call(retry_prompt, temperature, run_index, sample, prediction, priority=0)

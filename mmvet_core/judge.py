@@ -46,11 +46,19 @@ class JudgeSettings:
     rate_limit_wait: float = 1800.0        # seconds of 429s with no answer in between before a call gives up
     deadline: float = 120.0                # seconds a call may spend in HTTP attempts and their backoff, all
                                            # retries included (waits for the rate limit are not counted)
+    prompt_examples: tuple[int, ...] | None = None   # None: the official prompt's seven examples (paper §4.5)
+
+    def __post_init__(self):
+        if self.prompt_examples is not None:       # stored runs give a JSON list back
+            object.__setattr__(self, "prompt_examples", tuple(int(i) for i in self.prompt_examples))
 
     def fingerprint(self) -> str:
-        """Identity of the judge for the answer cache: provider, endpoint, model and token limit."""
+        """Identity of the judge for the answer cache: provider, endpoint, model and token limit (and the prompt's
+        examples when they are not the official ones; the cache key also holds the prompt's hash)."""
         ident = {"provider": self.provider, "base_url": (self.base_url or "").rstrip("/"),
                  "model": self.model, "max_tokens": self.max_tokens, "api_version": self.api_version}
+        if self.prompt_examples is not None:
+            ident["prompt_examples"] = list(self.prompt_examples)
         return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict:
@@ -58,7 +66,17 @@ class JudgeSettings:
 
     @property
     def is_official(self) -> bool:
-        return self.provider != "baseline"
+        """False for the keyword baseline and for a prompt with other in-context examples than the official."""
+        return self.provider != "baseline" and self.prompt_examples is None
+
+    def not_official_reason(self) -> str | None:
+        """Why grades of this judge are not the MM-Vet metric (None when the method is the official one)."""
+        if self.provider == "baseline":
+            return "offline keyword baseline: NOT the MM-Vet metric"
+        if self.prompt_examples is not None:
+            shown = "".join(f"({i})" for i in self.prompt_examples) or "none"
+            return f"prompt with in-context examples {shown} only: NOT the official MM-Vet prompt"
+        return None
 
 
 @dataclass

@@ -34,6 +34,60 @@ def load_prompt(version: str) -> str:
     return (PROMPTS_DIR / PROMPT_FILES[version]).read_bytes().decode("utf-8")
 
 
+#: The official prompt's in-context example rows, numbered (1)-(7) in order as in the paper (§4.5, Table 8).
+ALL_EXAMPLES: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7)
+#: Lines before the example rows: the instruction, a blank line, the table header and its separator.
+_HEADER_LINES = 4
+
+
+def parse_examples(text: str | None) -> tuple[int, ...] | None:
+    """``"1,2,3,5"`` -> ``(1, 2, 3, 5)`` (in the official order); ``"none"`` -> ``()``; None, ``""`` or ``"all"``
+    -> None (the official prompt). Raises `ValueError` for a number outside 1-7 or a repeated one.
+
+    >>> parse_examples("5, 1"), parse_examples("none"), parse_examples("all"), parse_examples("1,2,3,4,5,6,7")
+    ((1, 5), (), None, None)
+    """
+    if text is None or text.strip().lower() in ("", "all"):
+        return None
+    if text.strip().lower() == "none":
+        return ()
+    try:
+        numbers = [int(part) for part in text.replace(" ", "").split(",") if part]
+    except ValueError:
+        raise ValueError(f"--prompt-examples takes numbers 1-7 separated by commas (e.g. 1,2,3,5), or 'none'; "
+                         f"got {text!r}") from None
+    bad = [n for n in numbers if n not in ALL_EXAMPLES]
+    if bad or len(set(numbers)) != len(numbers):
+        raise ValueError(f"prompt examples are numbered 1-7, each once; got {text!r}")
+    chosen = tuple(sorted(numbers))
+    return None if chosen == ALL_EXAMPLES else chosen
+
+
+def examples_label(examples: tuple[int, ...] | None) -> str:
+    """``(1)(5)`` style label; ``all seven (official)`` for the default; ``none`` for no example.
+
+    >>> examples_label((1, 5)), examples_label(None), examples_label(())
+    ('(1)(5)', 'all seven (official)', 'none')
+    """
+    if examples is None:
+        return "all seven (official)"
+    return "".join(f"({i})" for i in examples) or "none"
+
+
+@lru_cache(maxsize=None)
+def prompt_template(version: str, examples: tuple[int, ...] | None = None) -> str:
+    """The judge prompt with only the in-context example rows `examples` (numbered 1-7 in the official order);
+    None is the official prompt itself, byte for byte."""
+    template = load_prompt(version)
+    if examples is None or tuple(examples) == ALL_EXAMPLES:
+        return template
+    lines = template.splitlines(keepends=True)
+    rows = lines[_HEADER_LINES:]
+    if len(rows) != len(ALL_EXAMPLES):     # guards the data file: the official prompt has exactly 7 rows
+        raise ValueError(f"the {version} prompt has {len(rows)} example rows, expected {len(ALL_EXAMPLES)}")
+    return "".join(lines[:_HEADER_LINES] + [rows[i - 1] for i in sorted(examples)])
+
+
 def prompt_version_id(version: str) -> str:
     """A short id of the prompt text (recorded with grades): ``mmvet-v1@<sha256[:12]>``."""
     digest = hashlib.sha256(load_prompt(version).encode("utf-8")).hexdigest()[:12]
@@ -49,13 +103,15 @@ def _v2_question(question: str) -> str:
     return "".join("<image>" if seg.endswith(_IMAGE_SUFFIXES) else seg for seg in segments)
 
 
-def render_prompt(version: str, question: str, answer: str, prediction: str, *, retry: bool = False) -> str:
-    """The user message the official evaluator sends for one sample (`retry` adds the official suffix).
+def render_prompt(version: str, question: str, answer: str, prediction: str, *, retry: bool = False,
+                  examples: tuple[int, ...] | None = None) -> str:
+    """The user message the official evaluator sends for one sample (`retry` adds the official suffix);
+    `examples` keeps only those in-context examples (None: all seven, the official prompt).
 
     >>> render_prompt("v1", "1+1?", "2<OR>two", "2").endswith("\\n1+1? | 2 <OR> two | 2 | ")
     True
     """
-    template = load_prompt(version)
+    template = prompt_template(version, tuple(examples) if examples is not None else None)
     gt = _spaced_ground_truth(answer)
     if version == "v1":
         text = template + "\n" + " | ".join([question, gt, prediction, ""])

@@ -19,6 +19,7 @@ from .graded import GradeSet, is_official_judge, judges_compatible, read_grade_f
 from .grading import GRADED
 from .judge import JudgeSettings
 from .prompt import parse_score
+from .stats import make_intervals_csv_text, score_intervals
 from .store import GradeRow, RunRecord, Store
 
 
@@ -71,6 +72,10 @@ def metric_note(judge: dict) -> str | None:
     are: the official prompt (always ours) with the official judge gpt-4-0613."""
     if judge.get("provider") == "baseline":
         return "offline keyword baseline, NOT the MM-Vet metric"
+    examples = judge.get("prompt_examples")
+    if examples is not None:                # paper Table 8's ablation: not the official prompt
+        shown = "".join(f"({i})" for i in examples) or "none"
+        return f"prompt with in-context examples {shown} only: NOT the official MM-Vet prompt"
     if "official_metric" in judge:          # an imported grade file knows its own prompt and judges
         return None if judge["official_metric"] else judge.get("metric_note") or "NOT the official MM-Vet metric"
     model = judge.get("model", "")
@@ -96,7 +101,11 @@ class RunView:
 
     @property
     def judge_name(self) -> str:
-        return self.run.judge.get("model", "judge")
+        """The judge in file names; a prompt with other in-context examples adds ``-ex15`` (examples (1), (5)), so
+        its files never take the name of the official prompt's."""
+        name = self.run.judge.get("model", "judge")
+        examples = self.run.judge.get("prompt_examples")
+        return name if examples is None else f"{name}-ex{''.join(str(i) for i in examples) or '0'}"
 
     @property
     def metric_note(self) -> str | None:
@@ -202,13 +211,32 @@ def make_run_grade_json(view: RunView) -> dict:
     return make_grade_json(records)
 
 
+def intervals_file_name(model: str, judge: str, n_runs: int, subset: str | None = None) -> str:
+    """``{model}_{subset_}{judge}-ci-95-{N}runs.csv``: the bootstrap intervals, a file of its own so that the two
+    official CSVs stay byte-compatible."""
+    cap = official_file_names(model, judge, n_runs, subset)["cap"]
+    return cap.replace("-cap-score-", "-ci-95-")
+
+
+def write_intervals_csv(out_dir: str | Path, benchmark: Benchmark, scores: dict, model: str, judge: str,
+                        n_runs: int, subset: str | None = None) -> Path:
+    """Write the 95% bootstrap intervals over samples of every column (see `stats.score_intervals`)."""
+    path = Path(out_dir) / intervals_file_name(model, judge, n_runs, subset)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(make_intervals_csv_text(score_intervals(benchmark, scores)), encoding="utf-8")
+    return path
+
+
 def export_run(view: RunView, out_dir: str | Path) -> dict[str, Path]:
     """Write the official grade JSON and, when every grade is in, both official CSVs. Returns the paths."""
     subset = "bardset" if view.benchmark.subset_name == "bard" else view.benchmark.subset_name
     grade_json = make_run_grade_json(view)
     if view.scores.complete:
-        return write_official_files(out_dir, view.run.model_name, view.judge_name, view.scores, grade_json,
-                                    subset=subset, note=view.metric_note)
+        paths = write_official_files(out_dir, view.run.model_name, view.judge_name, view.scores, grade_json,
+                                     subset=subset, note=view.metric_note)
+        paths["ci"] = write_intervals_csv(out_dir, view.benchmark, view.effective_scores(), view.run.model_name,
+                                          view.judge_name, view.run.n_runs, subset)
+        return paths
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / official_file_names(view.run.model_name, view.judge_name, view.run.n_runs, subset)["grade"]

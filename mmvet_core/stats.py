@@ -22,9 +22,16 @@ so the question-to-question variation common to both cancels out.
 """
 from __future__ import annotations
 
+import csv
+import io
+import math
 from dataclasses import dataclass
+from typing import Mapping, Sequence
 
 import numpy as np
+
+from .aggregate import aggregate_scores
+from .benchmark import Benchmark
 
 #: Defaults: 10,000 resamples, a fixed seed (intervals are reproducible run to run), 95% intervals.
 DEFAULT_RESAMPLES = 10_000
@@ -147,3 +154,105 @@ def bootstrap_paired_difference(scores_a: np.ndarray, scores_b: np.ndarray, memb
         raise ValueError(f"paired scores must have the same samples ({a.shape} vs {b.shape})")
     # B − A per column is 100 × Σ w(b − a) / Σ w over members: the interval of the per-sample differences
     return bootstrap_many([b - a], member, counts=counts, resamples=resamples, seed=seed, level=level)[0]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Error bars of one grade set's official columns
+
+
+def column_membership(benchmark: Benchmark, ids: list[str]) -> tuple[list[tuple[str, str]], np.ndarray]:
+    """The columns of the official tables over `ids` — ``("total", "total")``, then ``("capability", c)`` in the
+    paper's order, then ``("integration", name)`` in canonical order, each only when one of `ids` belongs to it —
+    and the ``len(ids) × k`` membership matrix."""
+    samples = benchmark.samples
+    caps = [c for c in benchmark.capabilities if any(c in samples[sid].capabilities for sid in ids)]
+    present = {samples[sid].integration for sid in ids}
+    ints = [name for name in benchmark.integrations if name in present]
+    member = np.zeros((len(ids), 1 + len(caps) + len(ints)), dtype=bool)
+    member[:, 0] = True
+    for i, sid in enumerate(ids):
+        for j, c in enumerate(caps):
+            member[i, 1 + j] = c in samples[sid].capabilities
+        member[i, 1 + len(caps) + ints.index(samples[sid].integration)] = True
+    columns = [("total", "total")] + [("capability", c) for c in caps] + [("integration", n) for n in ints]
+    return columns, member
+
+
+def mean_over_runs(scores: Mapping[str, Sequence[float | None]], ids: Sequence[str]) -> dict[str, float]:
+    """Sample id -> mean of its graded runs, for the ids of `ids` with at least one graded run."""
+    out = {}
+    for sid in ids:
+        graded = [float(v) for v in (scores.get(sid) or ()) if v is not None and not math.isnan(float(v))]
+        if graded:
+            out[sid] = sum(graded) / len(graded)
+    return out
+
+
+@dataclass
+class IntervalRow:
+    """One column's score (percent, unrounded), the official number (mean over runs, rounded like the official
+    CSV) and the bootstrap interval over samples."""
+
+    kind: str
+    name: str
+    n: int
+    score: float
+    low: float | None
+    high: float | None
+    official: float | None = None
+
+
+def score_intervals(benchmark: Benchmark, scores: Mapping[str, Sequence[float | None]], *,
+                    resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+                    level: float = DEFAULT_LEVEL) -> list[IntervalRow]:
+    """Every column of a grade set (total, capabilities, integrations) with its bootstrap interval over samples.
+
+    Per sample the score is the mean over its graded runs; samples with no graded run are left out (a partial run
+    gets intervals over what is graded). Returns [] when nothing is graded. With every run complete the score is
+    the official mean over runs, unrounded."""
+    per_sample = mean_over_runs(scores, benchmark.ids)
+    ids = [sid for sid in benchmark.ids if sid in per_sample]
+    if not ids:
+        return []
+    columns, member = column_membership(benchmark, ids)
+    ci = bootstrap_columns(np.array([per_sample[sid] for sid in ids]), member, resamples=resamples, seed=seed,
+                           level=level)
+    sizes = member.sum(axis=0)
+    agg = aggregate_scores(benchmark, scores)
+    official = {("total", "total"): agg.total.mean, **{("capability", c.name): c.mean for c in agg.capabilities},
+                **{("integration", c.name): c.mean for c in agg.integrations}}
+    return [IntervalRow(kind, name, int(sizes[j]), float(ci.point[j]), _finite(ci.low[j]), _finite(ci.high[j]),
+                        official.get((kind, name)))
+            for j, (kind, name) in enumerate(columns)]
+
+
+def _finite(x) -> float | None:
+    return float(x) if np.isfinite(x) else None
+
+
+INTERVALS_HEADER = ["column", "kind", "n_samples", "score", "ci_low", "ci_high", "level", "resamples", "seed"]
+
+
+def make_intervals_csv_text(rows: list[IntervalRow], *, level: float = DEFAULT_LEVEL,
+                            resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> str:
+    """The ``*-ci-95-*runs.csv`` beside the official CSVs: one row per column with its interval (one decimal)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(INTERVALS_HEADER)
+    for r in rows:
+        score = r.official if r.official is not None else r.score
+        writer.writerow([r.name, r.kind, r.n, _one(score), _one(r.low), _one(r.high), level, resamples, seed])
+    return buffer.getvalue()
+
+
+def _one(x: float | None) -> str:
+    return "" if x is None else f"{x:.1f}"
+
+
+def format_interval(low: float | None, high: float | None) -> str:
+    """``[30.7, 42.0]`` (empty when undefined).
+
+    >>> format_interval(30.70, 42.04), format_interval(None, 1.0)
+    ('[30.7, 42.0]', '')
+    """
+    return "" if low is None or high is None else f"[{low:.1f}, {high:.1f}]"

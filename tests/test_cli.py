@@ -39,7 +39,8 @@ def test_aggregate_names_files_like_the_official_script(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "llava-v1.5-7b-rerun_gpt-4-0613-cap-int-score-1runs.csv",
-        "llava-v1.5-7b-rerun_gpt-4-0613-cap-score-1runs.csv"]
+        "llava-v1.5-7b-rerun_gpt-4-0613-cap-score-1runs.csv",
+        "llava-v1.5-7b-rerun_gpt-4-0613-ci-95-1runs.csv"]     # the intervals: a file of their own
     header = (tmp_path / "llava-v1.5-7b-rerun_gpt-4-0613-cap-int-score-1runs.csv").read_text().splitlines()[0]
     assert header.startswith(",rec_know_gen,rec,ocr_spat,ocr_spat_math,rec_spat,ocr,ocr_math,rec_know,")
     assert "np.float64" not in (tmp_path / "llava-v1.5-7b-rerun_gpt-4-0613-cap-score-1runs.csv").read_text()
@@ -77,7 +78,7 @@ def test_grade_without_a_key_explains_the_options(tmp_path):
     assert "OPENAI_API_KEY" in proc.stderr and "--baseline" in proc.stderr
 
 
-def test_baseline_grade_writes_the_three_official_files_and_labels_itself(tmp_path):
+def test_baseline_grade_writes_the_three_official_files_and_the_intervals_and_labels_itself(tmp_path):
     proc = run_cli("grade", SHARED / "results" / "llava-v1.5-13b.json", "--baseline", "--db", tmp_path / "g.db",
                    "--out", tmp_path / "out")
     assert proc.returncode == 0, proc.stderr
@@ -85,6 +86,7 @@ def test_baseline_grade_writes_the_three_official_files_and_labels_itself(tmp_pa
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
         "llava-v1.5-13b_keyword-baseline-cap-int-score-1runs.csv",
         "llava-v1.5-13b_keyword-baseline-cap-score-1runs.csv",
+        "llava-v1.5-13b_keyword-baseline-ci-95-1runs.csv",       # 95% intervals over samples, beside
         "llava-v1.5-13b_keyword-baseline-grade-1runs.json"]
 
 

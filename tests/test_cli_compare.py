@@ -1,0 +1,86 @@
+"""`python -m mmvet_core compare|combine` as a user runs them, on the real official grade files and stored runs."""
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import cli_env
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data"
+GRADES = DATA / "official-grades"
+B13_1 = GRADES / "llava-v1.5-13b_gpt-4-grade-1runs.json"
+B13_3 = GRADES / "llava-v1.5-13b_gpt-4-grade-3runs.json"
+B7_3 = GRADES / "llava-v1.5-7b_gpt-4-grade-3runs.json"
+
+
+def run_cli(*args, **env):
+    return subprocess.run([sys.executable, "-m", "mmvet_core", *map(str, args)], capture_output=True, text=True,
+                          env=cli_env(**env), cwd=ROOT, timeout=180)
+
+
+def test_compare_prints_the_report_and_writes_csv_and_json(tmp_path):
+    proc = run_cli("compare", B7_3, B13_3, B13_1, "--out", tmp_path / "cmp", "--db", tmp_path / "none.db")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "Compared 218 samples" in out
+    assert "Δ̄ 0.116 · B − A +5.2 [+1.7, +9.0]" in out
+    assert "total 36.3 [30.7, 42.0] ± 0.2" in out and "noise floor Δ̄ 0.012" in out
+    data = json.loads((tmp_path / "cmp" / "comparison.json").read_text())
+    assert data["n_common"] == 218 and round(data["pairs"][0]["delta_bar"], 3) == 0.116
+    rows = list(csv.DictReader((tmp_path / "cmp" / "comparison.csv").open()))
+    total = next(r for r in rows if r["set"].startswith("llava-v1.5-13b_gpt-4-grade-3runs") and r["column"] == "total")
+    assert float(total["diff_vs_ref"]) == 5.21 and float(total["delta_bar_vs_ref"]) == 0.1157
+    samples = list(csv.reader((tmp_path / "cmp" / "comparison-samples.csv").open()))
+    assert len(samples) == 219
+
+
+def test_compare_on_the_bard_subset_says_how_many_samples(tmp_path):
+    proc = run_cli("compare", B13_3, B7_3, "--subset", "bard", "--db", tmp_path / "none.db")
+    assert proc.returncode == 0, proc.stderr
+    assert "Compared 168 samples" in proc.stdout
+
+
+def test_compare_refuses_a_v2_file_against_v1(tmp_path):
+    v2 = tmp_path / "v2-grade.json"
+    v2.write_text(json.dumps({"v2_0": {"model": ["gpt-4-0613"], "content": ["1.0"], "score": [1.0]}}))
+    proc = run_cli("compare", B13_3, v2, "--db", tmp_path / "none.db")
+    assert proc.returncode == 2 and "different benchmarks" in proc.stderr
+
+
+def test_compare_refuses_an_unknown_set_and_a_single_set(tmp_path):
+    proc = run_cli("compare", B13_3, "no-such-run", "--db", tmp_path / "none.db")
+    assert proc.returncode == 2 and "neither a grade file nor a run id" in proc.stderr
+    assert run_cli("compare", B13_3, "--db", tmp_path / "none.db").returncode == 2
+
+
+def test_compare_a_stored_run_with_an_official_file_and_human_scores(tmp_path):
+    db = tmp_path / "g.db"
+    proc = run_cli("grade", DATA / "results" / "llava-v1.5-13b.json", "--baseline", "--db", db,
+                   "--out", tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    run_id = proc.stdout.split("Run ", 1)[1].split(":", 1)[0]
+    proc = run_cli("compare", B13_3, f"run:{run_id}", "--db", db)
+    assert proc.returncode == 0, proc.stderr
+    assert "Compared 218 samples" in proc.stdout and "keyword-baseline" in proc.stdout
+    assert "NOT the MM-Vet metric" in proc.stdout
+    human = tmp_path / "human.json"
+    human.write_text(json.dumps({"v1_0": 0.0, "v1_1": 1.0, "v1_2": 0.5}))
+    proc = run_cli("compare", human, B13_3, run_id, "--db", db)
+    assert proc.returncode == 0, proc.stderr
+    assert "Compared 3 samples" in proc.stdout
+
+
+def test_combine_writes_an_official_grade_json_that_aggregate_and_compare_read(tmp_path):
+    out = tmp_path / "combined_gpt-4x2-grade-3runs.json"
+    proc = run_cli("combine", B13_3, B7_3, "--out", out, "--db", tmp_path / "none.db")
+    assert proc.returncode == 0, proc.stderr
+    assert "Table 7" in proc.stdout
+    a, b, c = (json.loads(p.read_text()) for p in (B13_3, B7_3, out))
+    assert c["v1_20"]["score"] == [(x + y) / 2 for x, y in zip(a["v1_20"]["score"], b["v1_20"]["score"])]
+    proc = run_cli("aggregate", out, "--out", tmp_path / "agg")
+    assert proc.returncode == 0, proc.stderr
+    assert "Total: 33.7" in proc.stdout            # (36.3 + 31.1) / 2 per run, then mean over runs
+    proc = run_cli("compare", B13_3, out, "--db", tmp_path / "none.db")
+    assert proc.returncode == 0 and "Δ̄ 0.058" in proc.stdout
