@@ -110,7 +110,8 @@ def test_aggregate_names_outputs_from_the_stem_when_the_official_pattern_does_no
     assert proc.returncode == 0, proc.stderr
     # not the row label "score" and the file "score_original.json-cap-score-1runs.csv" of the official pattern
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
-        "score_original_gpt-4-0613-cap-int-score-1runs.csv", "score_original_gpt-4-0613-cap-score-1runs.csv"]
+        "score_original_gpt-4-0613-cap-int-score-1runs.csv", "score_original_gpt-4-0613-cap-score-1runs.csv",
+        "score_original_gpt-4-0613-ci-95-1runs.csv"]
     assert list(read_official_csv(tmp_path / "out" / "score_original_gpt-4-0613-cap-score-1runs.csv")) == [
         "score_original"]
 
@@ -120,7 +121,8 @@ def test_model_name_always_wins(tmp_path):
                    "--model-name", "mine")
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine_gpt-4-0613-cap-int-score-1runs.csv",
-                                                          "mine_gpt-4-0613-cap-score-1runs.csv"]
+                                                          "mine_gpt-4-0613-cap-score-1runs.csv",
+                                                          "mine_gpt-4-0613-ci-95-1runs.csv"]
     assert list(read_official_csv(tmp_path / "mine_gpt-4-0613-cap-score-1runs.csv")) == ["mine"]
 
 

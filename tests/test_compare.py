@@ -148,3 +148,16 @@ def test_to_dict_and_rows_are_the_exports(official):
     assert len(rows) == 3 * 23 and len(rows[0]) == len(official.CSV_HEADER)
     header, samples = official.sample_rows()
     assert len(samples) == 218 and len(header) == 4
+
+
+def test_a_vlmevalkit_graded_table_is_a_grade_set_too(bench, tmp_path):
+    from tests import toolkit_writers as tw
+
+    preds = json.loads((GRADES.parent / "results" / "llava-v1.5-13b.json").read_text(encoding="utf-8"))
+    scores = {sid: e[0] for sid, e in load_official_grades(B13_1).scores.items()}
+    table = tw.vlmevalkit_dump(tw.vlmevalkit_frame(preds, bench, scores),
+                               tmp_path / "llava-v1.5-13b_MMVet_gpt-4-turbo.tsv")
+    graded = load_grade_set(str(table))
+    assert "NOT the official" in graded.note
+    cmp = compare_sets(bench, [set_from_grade_file(B13_1), graded])
+    assert cmp.n_common == 218 and cmp.pairs[0].delta_bar == 0.0
