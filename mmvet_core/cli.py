@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
 from pathlib import Path
@@ -21,6 +22,7 @@ from .graded import OFFICIAL_GRADE_NAME, read_grade_file, source_label
 from .grading import DEFAULT_CONCURRENCY, grade_run
 from .judge import BASELINE_NAME, DEFAULT_JUDGE_MODEL, JudgeSettings, make_judge
 from .results import ResultsError, read_results, select_predictions, validate_results
+from .judgecheck import call_count, distinct_prompts, format_check, load_references, run_judge_check
 from .prompt import examples_label, parse_examples, prompt_template, render_prompt
 from .runs import ImportRefused, create_run, export_run, import_grades, load_run_view, write_intervals_csv
 from .stats import format_interval, score_intervals
@@ -108,6 +110,19 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("sets", nargs="+", metavar="SET", help="grade sets, as for compare")
     m.add_argument("--out", required=True, help="the combined official-format grade JSON to write")
     m.add_argument("--db", default=None, help=f"SQLite database with the runs (default {DEFAULT_DB})")
+
+    j = sub.add_parser("judge-check", help="grade the bundled references (LLaVA-1.5 13b and 7b, real official "
+                                           "GPT-4-0613 grades) with a candidate judge and report how far it is")
+    j.add_argument("--judge-model", default=None, help=f"candidate judge model (default {DEFAULT_JUDGE_MODEL})")
+    j.add_argument("--base-url", default=None, help="its OpenAI-compatible base URL (vLLM, Ollama, ...)")
+    j.add_argument("--azure", action="store_true", help="use Azure OpenAI (as for grade)")
+    j.add_argument("--baseline", action="store_true", help="check the offline keyword baseline itself")
+    j.add_argument("--max-tokens", type=int, default=3, help="judge answer limit (official: 3)")
+    j.add_argument("--timeout", type=float, default=60.0, help="seconds per judge call before a retry")
+    j.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY, help="ceiling of judge calls in flight")
+    j.add_argument("--rate-limit-wait", type=float, default=1800.0, help="as for grade")
+    j.add_argument("--db", default=None, help=f"SQLite database (default {DEFAULT_DB}, or $MMVET_DATA_DIR)")
+    j.add_argument("--out", default=None, help="folder for judge-check.json (the full result)")
 
     pr = sub.add_parser("prompt", help="print the judge prompt that will be sent")
     pr.add_argument("--benchmark", default="mmvet-v1", help="mmvet-v1, mmvet-v2 or a benchmark as for grade")
@@ -404,6 +419,40 @@ def cmd_combine(args) -> int:
     return 0
 
 
+def cmd_judge_check(args) -> int:
+    settings, key = _judge_settings(args)
+    store = Store(args.db or _default_db())
+    refs = load_references()
+    n, distinct = call_count(refs=refs), distinct_prompts(refs=refs)
+    print(f"Judge check: {settings.model} grades {', '.join(r.model for r in refs)} with the official prompt: "
+          f"{n} judge calls at 1 run ({distinct} distinct prompts are asked, identical ones once; more calls if "
+          f"it answers something unparsable: the official re-asks). Answers already stored in {store.path} are "
+          f"reused for free.")
+    result = asyncio.run(_judge_check(store, settings, key, args.concurrency, n))
+    print(f"\nJudge calls: {result.calls} made, {result.cached} reused.")
+    print(format_check(result))
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "judge-check.json").write_text(json.dumps(result.to_dict(), indent=2), encoding="utf-8")
+        print(f"wrote {out / 'judge-check.json'}")
+    return 0 if result.n_graded == result.n_expected else 1
+
+
+async def _judge_check(store, settings, key, concurrency, total):
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, unit="grade", desc="Checking", file=sys.stderr)
+    try:
+        def on_grade(row):
+            bar.update(1)
+            if row.status == "error":
+                bar.write(f"{row.sample_id}: {row.error}")
+        return await run_judge_check(store, settings, key, concurrency=concurrency, on_grade=on_grade)
+    finally:
+        bar.close()
+
+
 def cmd_prompt(args) -> int:
     examples = _examples(args)
     spec = str(args.benchmark)
@@ -443,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return {"grade": cmd_grade, "aggregate": cmd_aggregate, "validate": cmd_validate, "compare": cmd_compare,
-                "combine": cmd_combine, "prompt": cmd_prompt}[args.command](args)
+                "combine": cmd_combine, "prompt": cmd_prompt, "judge-check": cmd_judge_check}[args.command](args)
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -92,6 +92,13 @@ CREATE TABLE IF NOT EXISTS meta (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS judge_checks (
+    id TEXT PRIMARY KEY,
+    created_at REAL NOT NULL,
+    fingerprint TEXT NOT NULL,        -- JudgeSettings.fingerprint() of the checked judge
+    judge TEXT NOT NULL,              -- JSON JudgeSettings (never a key)
+    result TEXT NOT NULL              -- JSON judgecheck.JudgeCheckResult
+);
 CREATE TABLE IF NOT EXISTS usage (
     day TEXT NOT NULL,
     visitor TEXT NOT NULL,
@@ -382,6 +389,21 @@ class Store:
     def batches(self, run_id: str) -> list[dict]:
         rows = self._query("SELECT * FROM batches WHERE run_id = ? ORDER BY created_at", (run_id,))
         return [{**dict(r), "requests": json.loads(r["requests"])} for r in rows]
+
+    # --- judge checks (judgecheck.py) -------------------------------------------------------------------
+    def put_judge_check(self, fingerprint: str, judge: dict, result: dict) -> str:
+        """Store the result of a judge check; returns its id."""
+        assert "api_key" not in judge, "keys are never stored"
+        check_id = new_run_id()
+        self._exec("INSERT INTO judge_checks (id, created_at, fingerprint, judge, result) VALUES (?,?,?,?,?)",
+                   (check_id, time.time(), fingerprint, json.dumps(judge), json.dumps(result)))
+        return check_id
+
+    def latest_judge_check(self, fingerprint: str) -> dict | None:
+        """The latest stored check result of the judge with this fingerprint, or None."""
+        rows = self._query("SELECT result FROM judge_checks WHERE fingerprint = ? ORDER BY created_at DESC LIMIT 1",
+                           (fingerprint,))
+        return json.loads(rows[0]["result"]) if rows else None
 
     # --- judge-call budgets (hosting) --------------------------------------------------------------------
     def add_usage(self, day: str, visitor: str, calls: int = 1, tokens: int = 0) -> None:

@@ -30,6 +30,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import uvicorn
 from fastapi import FastAPI, Request
@@ -53,6 +54,28 @@ def deterministic_answer(prompt: str, temperature: float) -> str:
     if kind == 2:
         return f"{score} because"
     return score
+
+
+def official_grades_answer() -> Callable[[str, float], str]:
+    """A judge that answers the official GPT-4-0613 grades of the bundled judge-check references: for the filled
+    official prompt of a reference sample it answers the per-sample mean of the official runs (exactly, e.g.
+    ``0.45``), so `judge-check` must find Δ̄ 0; any other prompt gets ``0.0``."""
+    from mmvet_core.benchmark import load_bundled_v1
+    from mmvet_core.judgecheck import load_references
+    from mmvet_core.prompt import render_prompt
+
+    bench = load_bundled_v1()
+    table: dict[str, str] = {}
+    for ref in load_references():
+        for sid, runs in ref.official.items():
+            s = bench.samples[sid]
+            graded = [v for v in runs if v is not None]
+            table[render_prompt("v1", s.question, s.answer, ref.predictions[sid])] = repr(sum(graded) / len(graded))
+
+    def answer(prompt: str, temperature: float) -> str:
+        return table.get(prompt, "0.0")
+
+    return answer
 
 
 @dataclass
