@@ -138,3 +138,25 @@ def paper_series(models: list[str], kind: str, subset: str | None = None) -> lis
     if unknown:
         raise ValueError(f"no paper scores for {', '.join(unknown)}; known: {', '.join(scores)}")
     return [(m, dict(scores[m][kind])) for m in models]
+
+
+def make_scatter(ids: list[str], a: list[float], b: list[float], name_a: str, name_b: str,
+                 title: str = "Per-sample scores") -> go.Figure:
+    """Per-sample scores of B against A (one point per sample, jittered a little so that equal scores stay
+    visible; the hover gives the exact scores) with the diagonal of perfect agreement."""
+    import random
+
+    rng = random.Random(0)                     # the same jitter every time
+    jx = [x + rng.uniform(-0.015, 0.015) for x in a]
+    jy = [y + rng.uniform(-0.015, 0.015) for y in b]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="agreement", line={"dash": "dot"},
+                             hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=jx, y=jy, mode="markers", name=_plain(f"{name_b} vs {name_a}"),
+                             text=[_plain(i) for i in ids], customdata=list(zip(a, b)), marker={"size": 6,
+                                                                                                 "opacity": 0.6},
+                             hovertemplate="%{text}: A %{customdata[0]:.2f}, B %{customdata[1]:.2f}<extra></extra>"))
+    fig.update_layout(title=title, xaxis={"title": _plain(f"A: {name_a}"), "range": [-0.05, 1.05]},
+                      yaxis={"title": _plain(f"B: {name_b}"), "range": [-0.05, 1.05]},
+                      showlegend=False, margin={"l": 60, "r": 20, "t": 50, "b": 50})
+    return fig

@@ -473,3 +473,46 @@ def _difference_verdict(low, high) -> str:
         return "B is lower than A beyond sampling noise (the interval excludes 0)."
     return "The difference is within sampling noise (the interval contains 0)."
 
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Tables for the app (plain lists of strings and numbers; untrusted text stays plain text)
+
+SUMMARY_COLUMNS = ["set", "kind", "judge", "runs", "samples", "total", "95% interval", "± std", "noise floor Δ̄",
+                   "Δ̄ vs reference", "B − A", "B − A 95% interval", "equal", "within 0.1", "correlation"]
+PAIR_COLUMNS = ["column", "n", "A", "B", "B − A", "95% interval", "Δ̄"]
+DISAGREEMENT_COLUMNS = ["id", "capabilities", "A", "B", "gap", "question"]
+
+
+def summary_rows(cmp: Comparison) -> list[list]:
+    """One row per set: its total with interval and std, its noise floor and, but for the reference, its Δ̄,
+    B − A with interval and agreement against the reference."""
+    rows = []
+    for k, s in enumerate(cmp.sets):
+        t = s.columns[0]
+        row = [s.name, "reference" if k == 0 else s.kind, s.judge, s.n_runs, s.n_graded, _fmt(t.score),
+               _ci(t.low, t.high), _fmt(t.std) if t.std is not None else "", _fmt(t.noise_floor, 3)
+               if t.noise_floor is not None else ""]
+        if k:
+            p = cmp.pairs[k - 1]
+            d = p.columns[0]
+            row += [_fmt(d.delta_bar, 3), _fmt(d.diff, 1, True), _ci(d.low, d.high, 1, True),
+                    f"{100 * p.equal:.0f}%", f"{100 * p.within:.0f}%", _fmt(p.correlation, 3)]
+        else:
+            row += ["", "", "", "", "", ""]
+        rows.append(row)
+    return rows
+
+
+def pair_rows(cmp: Comparison, index: int = 0) -> list[list]:
+    """The column table of pair `index` (set index + 1 against the reference)."""
+    p = cmp.pairs[index]
+    a_cols = cmp.sets[0].columns
+    b_cols = cmp.sets[index + 1].columns
+    return [[col.name, col.n, _fmt(a.score), _fmt(b.score), _fmt(d.diff, 1, True), _ci(d.low, d.high, 1, True),
+             _fmt(d.delta_bar, 3)] for col, a, b, d in zip(cmp.columns, a_cols, b_cols, p.columns)]
+
+
+def disagreement_rows(cmp: Comparison, index: int = 0) -> list[list]:
+    return [[d.id, d.capabilities, f"{d.reference:.2f}", f"{d.other:.2f}", f"{d.gap:.2f}", d.question]
+            for d in cmp.pairs[index].disagreements]
