@@ -160,3 +160,17 @@ def make_scatter(ids: list[str], a: list[float], b: list[float], name_a: str, na
                       yaxis={"title": _plain(f"B: {name_b}"), "range": [-0.05, 1.05]},
                       showlegend=False, margin={"l": 60, "r": 20, "t": 50, "b": 50})
     return fig
+
+
+def make_compare_figures(cmp, pair: int = 0) -> tuple[go.Figure, go.Figure]:
+    """The Compare view's two figures for a `compare.Comparison`: per-sample scatter of set ``pair + 1`` against
+    the reference, and the capability radars of every set overlaid."""
+    ref, other = cmp.sets[0].name, cmp.sets[pair + 1].name
+    a = [row[ref] for row in cmp.sample_scores]
+    b = [row[other] for row in cmp.sample_scores]
+    scatter = make_scatter(cmp.ids, a, b, ref, other, title=f"Per-sample scores ({cmp.n_common} samples)")
+    caps = [c.name for c in cmp.columns if c.kind == "capability"]
+    series = [(s.name, {c.name: v.score for c, v in zip(cmp.columns, s.columns) if c.kind == "capability"})
+              for s in cmp.sets]
+    radar = make_radar(series, caps, "Capabilities (common samples)")
+    return scatter, radar

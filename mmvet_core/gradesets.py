@@ -232,3 +232,30 @@ def write_comparison(cmp: Comparison, out_dir: str | Path) -> dict[str, Path]:
     header, rows = cmp.sample_rows()
     _write_csv(paths["samples"], header, rows)
     return paths
+
+
+#: The app compares at most this many sets at once (each adds a bootstrap column block and a radar trace).
+MAX_APP_SETS = 6
+
+
+def sets_for_owner(store: Store, owner: str, run_ids: list[str], files: list[str],
+                   max_sets: int = MAX_APP_SETS) -> list[ScoreSet]:
+    """The grade sets a visitor picked in the app: their own runs (in the order given) then uploaded grade files.
+
+    Raises `CompareError` for a run that is not theirs (or does not exist: the same message, so ids cannot be
+    probed), for fewer than two or more than `max_sets` sets, and `GradeFileError` for an unreadable file."""
+    picked = [r for r in dict.fromkeys(run_ids) if r]
+    if len(picked) + len(files) < 2:
+        raise CompareError("pick at least two grade sets (runs or grade files) to compare")
+    if len(picked) + len(files) > max_sets:
+        raise CompareError(f"compare at most {max_sets} grade sets at once")
+    sets = []
+    for run_id in picked:
+        run = store.get_run(run_id)
+        if run is None or not owner or run.owner != owner:
+            raise CompareError("one of the picked runs is not one of your runs")
+        sets.append(set_from_run(store, run_id, name=f"{run.model_name} · {run.judge.get('model', 'judge')} "
+                                                      f"({run_id[:6]})"))
+    for path in files:
+        sets.append(set_from_grade_file(path, name=Path(path).name.removesuffix(".json")))
+    return sets

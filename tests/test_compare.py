@@ -161,3 +161,42 @@ def test_a_vlmevalkit_graded_table_is_a_grade_set_too(bench, tmp_path):
     assert "NOT the official" in graded.note
     cmp = compare_sets(bench, [set_from_grade_file(B13_1), graded])
     assert cmp.n_common == 218 and cmp.pairs[0].delta_bar == 0.0
+
+
+def test_app_tables_and_figures_of_a_comparison(official):
+    from mmvet_core.charts import make_compare_figures
+    from mmvet_core.compare import (DISAGREEMENT_COLUMNS, PAIR_COLUMNS, SUMMARY_COLUMNS, disagreement_rows,
+                                    pair_rows, summary_rows)
+
+    rows = summary_rows(official)
+    assert [len(r) for r in rows] == [len(SUMMARY_COLUMNS)] * 3
+    assert rows[0][1] == "reference" and rows[0][5:7] == ["36.3", "[30.7, 42.0]"]
+    assert rows[2][9:12] == ["0.116", "-5.2", "[-9.0, -1.7]"]
+    table = pair_rows(official, 1)
+    assert len(table[0]) == len(PAIR_COLUMNS) and table[0][0] == "total" and table[0][-1] == "0.116"
+    worst = disagreement_rows(official, 1)
+    assert len(worst[0]) == len(DISAGREEMENT_COLUMNS) and worst[0][4] == "1.00"
+    scatter, radar = make_compare_figures(official, 1)
+    assert len(scatter.data[1].x) == 218
+    assert [t.name for t in radar.data] == [s.name for s in official.sets]
+
+
+def test_the_app_compares_only_the_visitors_own_runs(store, tmp_path):
+    from mmvet_core.gradesets import sets_for_owner
+    from mmvet_core.judge import JudgeSettings
+    from mmvet_core.runs import create_run
+
+    bench = load_bundled_v1()
+    preds = {sid: "x" for sid in bench.ids}
+    mine = create_run(store, benchmark=bench, spec="mmvet-v1", predictions=preds, n_runs=1,
+                      settings=JudgeSettings(), model_name="m", owner="me")
+    theirs = create_run(store, benchmark=bench, spec="mmvet-v1", predictions=preds, n_runs=1,
+                        settings=JudgeSettings(), model_name="m", owner="them")
+    assert len(sets_for_owner(store, "me", [mine], [str(B13_1)])) == 2
+    for bad in ([theirs], ["no-such-run"]):
+        with pytest.raises(CompareError, match="not one of your runs"):
+            sets_for_owner(store, "me", bad, [str(B13_1)])
+    with pytest.raises(CompareError, match="at least two"):
+        sets_for_owner(store, "me", [mine], [])
+    with pytest.raises(CompareError, match="at most"):
+        sets_for_owner(store, "me", [mine], [str(B13_1)] * 6)
