@@ -46,7 +46,8 @@ def test_batch_grades_v1_x3_like_live_grading_and_makes_each_call_once(tmp_path)
         state = server.state
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert grade_json(tmp_path / "batch") == grade_json(tmp_path / "live")      # same grades, same scores
-    assert sorted((tmp_path / "batch").iterdir()) and len(list((tmp_path / "batch").iterdir())) == 3
+    # the grade JSON, both official CSVs and the 95% intervals
+    assert sorted((tmp_path / "batch").iterdir()) and len(list((tmp_path / "batch").iterdir())) == 4
     assert state.calls == []                                                    # nothing sent live
     sent = sorted(json.dumps([r["body"]["messages"][-1]["content"], r["body"]["temperature"]])
                   for r in state.batch_requests)
