@@ -259,3 +259,23 @@ def sets_for_owner(store: Store, owner: str, run_ids: list[str], files: list[str
     for path in files:
         sets.append(set_from_grade_file(path, name=Path(path).name.removesuffix(".json")))
     return sets
+
+
+def run_choices(store: Store, owner: str, limit: int = 50) -> list[tuple[str, str]]:
+    """(label, run id) of a visitor's own runs, newest first, for the app's Compare picker."""
+    if not owner:
+        return []
+    return [(f"{r.model_name} · {r.judge.get('model', 'judge')} · {r.status} ({r.id[:6]})", r.id)
+            for r in store.list_runs(owner)[:limit]]
+
+
+def compare_for_app(store: Store, owner: str, run_ids: list[str], files: list[str], out_dir: str | Path, *,
+                    resamples: int = 10_000) -> tuple[Comparison, dict[str, Path]]:
+    """The app's Compare: the visitor's runs and uploaded grade files compared on the bundled benchmark of the
+    first run (else MM-Vet v1), exported under `out_dir`. Raises `CompareError` / `GradeFileError`."""
+    from .compare import compare_sets
+
+    sets = sets_for_owner(store, owner, run_ids, files)
+    benchmark = benchmark_for(sets, store, load_bundled_v1())
+    cmp = compare_sets(benchmark, sets, resamples=resamples)
+    return cmp, write_comparison(cmp, out_dir)
