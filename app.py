@@ -348,7 +348,7 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
                 with gr.Row():
                     cap_table = gr.Dataframe(headers=views.CAPABILITY_COLUMNS, label="Capabilities",
                                              interactive=False, elem_id="capabilities-table", type="array",
-                                             column_widths=["46%", "17%", "17%", "20%"])
+                                             column_widths=["34%", "14%", "22%", "14%", "16%"])
                     int_table = gr.Dataframe(headers=views.INTEGRATION_COLUMNS, label="Capability integrations",
                                              interactive=False, elem_id="integrations-table", type="array")
                 downloads = gr.File(label="Downloads: official grade JSON, both CSVs, and a zip of all",

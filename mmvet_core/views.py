@@ -8,15 +8,17 @@ from __future__ import annotations
 import html
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 
-from .benchmark import CAPABILITY_LABELS
+from .benchmark import CAPABILITY_LABELS, Benchmark, Sample
 from .grading import GRADED
 from .images import load_display_image
 from .runs import RunView, sample_flags
+from .stats import format_interval, score_intervals
 
 SAMPLE_COLUMNS = ["id", "capabilities", "score", "runs", "flags"]
-CAPABILITY_COLUMNS = ["capability", "score", "± std", "samples"]
-INTEGRATION_COLUMNS = ["integration", "score", "± std", "samples"]
+CAPABILITY_COLUMNS = ["capability", "score", "95% interval", "± std", "samples"]
+INTEGRATION_COLUMNS = ["integration", "score", "95% interval", "± std", "samples"]
 
 
 def _fmt(x: float | None, digits: int = 1) -> str:
@@ -72,16 +74,43 @@ def total_text(view: RunView) -> str:
         note = f" · {metric}"
     else:
         note = f" · judge {view.judge_text}" + (f" · {metric}" if metric else " · official MM-Vet metric")
-    return f"Total: {_fmt(s.total.mean)}{spread} over {s.n_runs} run(s){partial}{note}"
+    ci = intervals(view).get(("total", "total"))
+    interval = f" · 95% interval over samples {ci}" if ci else ""
+    return f"Total: {_fmt(s.total.mean)}{spread} over {s.n_runs} run(s){interval}{partial}{note}"
+
+
+@lru_cache(maxsize=64)
+def _cached_intervals(key: tuple) -> dict[tuple[str, str], str]:
+    samples, scores = key
+    bench = Benchmark(name="run", version="v1", samples={sid: Sample(id=sid, question="", answer="",
+                                                                     capabilities=caps)
+                                                         for sid, caps in samples})
+    return {(r.kind, r.name): format_interval(r.low, r.high)
+            for r in score_intervals(bench, {sid: list(v) for sid, v in scores})}
+
+
+def intervals(view: RunView) -> dict[tuple[str, str], str]:
+    """``{(kind, column): "[low, high]"}``: the 95% bootstrap interval over samples of every column of a complete
+    run (seeded, so the same run always shows the same interval); empty while the run is not complete. Memoised
+    on the scores: the page refreshes every second."""
+    if not view.scores.complete:
+        return {}
+    eff = view.effective_scores()
+    key = (tuple((sid, tuple(view.benchmark.samples[sid].capabilities)) for sid in view.benchmark.ids),
+           tuple((sid, tuple(eff[sid])) for sid in view.benchmark.ids))
+    return _cached_intervals(key)
 
 
 def capability_rows(view: RunView) -> list[list]:
-    return [[f"{CAPABILITY_LABELS.get(c.name, c.name)} ({c.name})", _fmt(c.mean), _fmt(c.std), c.n_samples]
-            for c in view.scores.capabilities]
+    ci = intervals(view)
+    return [[f"{CAPABILITY_LABELS.get(c.name, c.name)} ({c.name})", _fmt(c.mean), ci.get(("capability", c.name), "—"),
+             _fmt(c.std), c.n_samples] for c in view.scores.capabilities]
 
 
 def integration_rows(view: RunView) -> list[list]:
-    return [[c.name, _fmt(c.mean), _fmt(c.std), c.n_samples] for c in view.scores.integrations]
+    ci = intervals(view)
+    return [[c.name, _fmt(c.mean), ci.get(("integration", c.name), "—"), _fmt(c.std), c.n_samples]
+            for c in view.scores.integrations]
 
 
 @dataclass

@@ -69,3 +69,16 @@ def test_the_issue_figure_one_model_total_36_3_with_interval_about_30_7_to_42_1(
     ci = bootstrap_columns(scores, np.ones((len(scores), 1), bool))
     assert round(ci.point[0], 1) == 36.3
     assert abs(ci.low[0] - 30.7) < 0.3 and abs(ci.high[0] - 42.1) < 0.3
+
+
+def test_the_app_shows_intervals_beside_the_std_once_a_run_is_complete(store):
+    from mmvet_core.runs import load_run_view, open_grade_file
+    from mmvet_core import views
+
+    run_id = open_grade_file(store, GRADES / "llava-v1.5-13b_gpt-4-grade-3runs.json", benchmark=load_bundled_v1(),
+                             spec="mmvet-v1", owner="o")
+    view = load_run_view(store, run_id)
+    assert "36.3 ± 0.2 over 3 run(s) · 95% interval over samples [30.7, 42.0]" in views.total_text(view)
+    rec = views.capability_rows(view)[0]
+    assert views.CAPABILITY_COLUMNS[2] == "95% interval" and rec[1:4] == ["40.5", "[33.7, 47.7]", "0.2"]
+    assert len(views.integration_rows(view)[0]) == len(views.INTEGRATION_COLUMNS)
