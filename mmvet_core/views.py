@@ -76,7 +76,7 @@ def total_text(view: RunView) -> str:
         note = f" · judge {view.judge_text}" + (f" · {metric}" if metric else " · official MM-Vet metric")
     ci = intervals(view).get(("total", "total"))
     interval = f" · 95% interval over samples {ci}" if ci else ""
-    return f"Total: {_fmt(s.total.mean)}{spread} over {s.n_runs} run(s){interval}{partial}{note}"
+    return f"Total: {_fmt(s.total.mean)}{spread} over {s.n_runs} run(s){partial}{note}{interval}"
 
 
 @lru_cache(maxsize=64)

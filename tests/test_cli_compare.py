@@ -67,7 +67,7 @@ def test_compare_a_stored_run_with_an_official_file_and_human_scores(tmp_path):
     assert "NOT the MM-Vet metric" in proc.stdout
     human = tmp_path / "human.json"
     human.write_text(json.dumps({"v1_0": 0.0, "v1_1": 1.0, "v1_2": 0.5}))
-    proc = run_cli("compare", human, B13_3, run_id, "--db", db)
+    proc = run_cli("compare", human, B13_3, f"run:{run_id}", "--db", db)   # (an id may start with '-')
     assert proc.returncode == 0, proc.stderr
     assert "Compared 3 samples" in proc.stdout
 
