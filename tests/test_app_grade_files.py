@@ -92,7 +92,8 @@ def test_a_toolkits_graded_file_shows_with_its_judge_labelled_and_no_judge_call(
 def test_the_official_grade_file_is_labelled_as_the_official_metric(page):
     view(page, OFFICIAL_GRADES / "llava-v1.5-7b-rerun_gpt-4-0613-grade-1runs.json")
     expect(page.locator("#total-score textarea")).to_have_value(
-        re.compile(r"· judge gpt-4-0613 · official MM-Vet metric$"), timeout=TIMEOUT_MS)
+        re.compile(r"· judge gpt-4-0613 · official MM-Vet metric · 95% interval over samples \[25\.2, 36\.5\]$"),
+        timeout=TIMEOUT_MS)
 
 
 def test_a_misaligned_file_is_refused_with_a_toast_and_the_page_keeps_its_run(page, tmp_path):
