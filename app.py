@@ -619,6 +619,11 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
             if not path:
                 return gr.skip(), gr.skip()
             _check_size(path, settings)
+            try:
+                svc.gate.check_rows(path)        # rows counted before any reader runs (issue 9, row 6)
+            except ResultsError as e:
+                gr.Warning(_esc(f"Grade file: {e}"))
+                return gr.skip(), gr.skip()
             bench, spec = _resolve_benchmark(svc, bench_c, bench_f, hub, sub)
             try:   # an official grade JSON, a VLMEvalKit graded table or a graded lmms-eval log; no judge call
                 run_id = open_grade_file(svc.store, path, benchmark=bench, spec=spec, owner=owner_tok,

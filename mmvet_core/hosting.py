@@ -136,6 +136,11 @@ class UploadGate:
         prescan(path, self.box.limits)
         return self.box.call(read_results, str(path), max_bytes=max_bytes, what="the results file")
 
+    def check_rows(self, path: str | Path) -> None:
+        """`parsebox.prescan` with this host's limits (for files read in this process, e.g. grade files)."""
+        self.housekeeper.maybe_run()
+        prescan(path, self.box.limits)
+
     def load_upload(self, path: str | Path):
         """An uploaded benchmark file (zip or metadata JSON), bounded; `BenchmarkError` when refused."""
         from .benchmark import BenchmarkError
