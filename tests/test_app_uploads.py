@@ -105,7 +105,7 @@ def test_uploaded_benchmark_files_never_reach_a_browser(app_server, browser, bea
     zpath = hostile_zip(tmp_path / "mm-vet.zip", beacon.url)
     results = tmp_path / "answers.json"
     results.write_text(json.dumps({"v1_0": "red", "v1_1": "blue", "v1_2": "round"}))
-    victim = new_page(browser, app_server.url)                       # the victim's tab holds an owner token
+    victim = new_page(browser, app_server.url, timeout_ms=90_000)    # the victim's tab holds an owner token
     victim.wait_for_function("Object.keys(localStorage).length > 0")
     client = Client(app_server.url, verbose=False)
     run_id, _share, _ = client.predict(
@@ -129,11 +129,10 @@ def test_uploaded_benchmark_files_never_reach_a_browser(app_server, browser, bea
         assert http_status(f"{app_server.url}gradio_api/file={p}")[0] in (403, 404), p
         response = victim.goto(f"{app_server.url}gradio_api/file={p}")            # the attacker's link
         assert response.status in (403, 404)
-    victim.goto(app_server.url)
     assert beacon.hits == []
 
     # 3. the real image is shown, re-encoded, from Gradio's cache
-    viewer = new_page(browser, f"{app_server.url}?run={run_id}")
+    viewer = new_page(browser, f"{app_server.url}?run={run_id}", timeout_ms=90_000)
     expect(viewer.locator("#samples-table [role=grid]")).to_have_attribute("aria-rowcount", "4")
     viewer.locator('#samples-table [data-testid="cell-0-0"]').click()
     img = viewer.locator("#detail-image img")
@@ -156,7 +155,7 @@ def test_markup_from_an_upload_in_a_toast_stays_text(app_server, browser, beacon
     svg_key = '<svg><a href="javascript:window.__pwned=2"><text x="0" y="15">clickme</text></a></svg>'
     path = tmp_path / "answers.jsonl"
     path.write_text("".join(json.dumps({img_key: i, svg_key: "x"}) + "\n" for i in range(3)))
-    page = new_page(browser, app_server.url)
+    page = new_page(browser, app_server.url, timeout_ms=90_000)
     page.locator("#results-file input[type=file]").set_input_files(str(path))
     toast = page.locator(".toast-body").filter(has_text="unknown layout")
     expect(toast).to_be_visible()
