@@ -91,8 +91,8 @@ def attack_body(args) -> None:
         proc = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=args.max_wait)
         peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         tail = (proc.stdout.strip() or proc.stderr.strip().splitlines()[-1:] or ["?"])
-        print(f"body {args.body_mb} MB: peak RSS {peak_mb:,.0f} MB (previous child peak {before / 1024:,.0f} MB); "
-              f"{tail if isinstance(tail, str) else tail[0]}")
+        print(f"body {args.body_mb} MB: peak RSS of the calling process {peak_mb:,.0f} MB "
+              f"(previous child peak {before / 1024:,.0f} MB); {tail if isinstance(tail, str) else tail[0]}")
 
 
 def attack_hang_or_drip(args, mode: str) -> None:
@@ -150,7 +150,7 @@ def attack_tokens(args) -> None:
         store = Store(Path(tmp) / "g.db")
         settings = _settings(srv.url, args.timeout)
         results = {}
-        for name, pad in (("ordinary", ""), ("padded", " padding" * 6_500)):
+        for name, pad in (("ordinary", ""), ("padded", " padding" * 25_000)):
             run_id = create_run(store, benchmark=bench, spec="mmvet-v1", n_runs=1, settings=settings,
                                 model_name=name, predictions={k: preds[k] + pad for k in bench.ids})
             limits = budget_mod.BudgetLimits(per_visitor_daily=args.visitor_calls, global_daily=0)
