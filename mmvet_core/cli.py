@@ -62,7 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--baseline", action="store_true",
                    help="offline keyword-matching judge (no key; NOT the MM-Vet metric)")
     g.add_argument("--max-tokens", type=int, default=3, help="judge answer limit (official: 3)")
-    g.add_argument("--timeout", type=float, default=60.0, help="seconds per judge call before a retry")
+    g.add_argument("--timeout", type=float, default=60.0, help="seconds per attempt (in total) before a retry")
+    g.add_argument("--deadline", type=float, default=120.0,
+                   help="seconds a judge call may spend in attempts and backoff, retries included (rate-limit "
+                        "waits not counted)")
     g.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
                    help=f"ceiling of judge calls in flight (default {DEFAULT_CONCURRENCY}); the calls in flight "
                         "adapt to what the endpoint sustains and to its rate limits below that")
@@ -162,7 +165,7 @@ def _judge_settings(args) -> tuple[JudgeSettings, str | None]:
         return JudgeSettings(model=BASELINE_NAME, provider="baseline", prompt_examples=examples), None
     model = args.judge_model or DEFAULT_JUDGE_MODEL
     common = dict(model=model, max_tokens=args.max_tokens, timeout=args.timeout, rate_limit_wait=args.rate_limit_wait,
-                  prompt_examples=examples)
+                  prompt_examples=examples, deadline=args.deadline)
     if args.azure:
         endpoint = args.base_url or os.environ.get("AZURE_OPENAI_ENDPOINT")
         key = os.environ.get("AZURE_OPENAI_API_KEY")
