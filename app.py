@@ -20,11 +20,12 @@ import gradio as gr
 
 from mmvet_core.archive import ArchiveError
 from mmvet_core.benchmark import ASSETS_DIR, Benchmark, BenchmarkError
-from mmvet_core.budget import BudgetLimits, HostBudget, visitor_id
+from mmvet_core.budget import (BudgetLimits, HostBudget, check_prediction_lengths, client_address, private_salt,
+                               visitor_id)
 from mmvet_core.charts import make_radar, paper_model_names, paper_series
 from mmvet_core.estimate import estimate_cost
 from mmvet_core.export import GradeFileError
-from mmvet_core.jobs import JobManager
+from mmvet_core.jobs import JobManager, TooManyRuns
 from mmvet_core.grading import GRADED
 from mmvet_core.hosting import HostingLimits, UploadGate
 from mmvet_core.judge import BASELINE_NAME, DEFAULT_JUDGE_MODEL, JudgeSettings, make_judge
@@ -32,6 +33,7 @@ from mmvet_core.results import ResultsError, read_results, select_predictions, v
 from mmvet_core.runs import create_run, export_run, load_run_view, open_grade_file, RunView
 from mmvet_core.sources import load_benchmark, load_subset
 from mmvet_core.store import Store
+from mmvet_core.transport import BlockedDestination, EndpointPolicy, check_endpoint_url
 from mmvet_core import views
 
 EXAMPLE_RESULTS = ASSETS_DIR / "examples" / "llava_llama2_13b_chat.json"
@@ -48,6 +50,10 @@ FINISHED_CACHE_SIZE = 256
 # Gradio 6.31 rebuilds a pandas summary of up to 10,000 recorded events after EVERY event, only for its
 # /monitoring dashboard (off here); with scripts polling /status that was ~15% of the server's CPU under load.
 os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", "1000")
+# uvicorn (under Gradio) replaces the client address by X-Forwarded-For whenever the connection comes from
+# 127.0.0.1: a client on the same machine (or behind a local proxy that forwards the header untouched) could then
+# be anyone it likes. Our own `MMVET_TRUSTED_PROXY_HOPS` decides which forwarded entries count, on the real peer.
+os.environ.setdefault("FORWARDED_ALLOW_IPS", "")
 SHORT_LABELS = {"rec": "Rec", "ocr": "OCR", "know": "Know", "gen": "Gen", "spat": "Spat", "math": "Math",
                 "seq": "Seq"}
 BENCH_BUNDLED = "MM-Vet v1 (bundled, 218 samples)"
@@ -86,10 +92,14 @@ class AppSettings:
     max_upload_mb: int = 50
     run_concurrency: int = 16
     max_active_runs: int = 64
+    max_runs_per_visitor: int = 2          # running at once, per visitor (0: no limit)
     max_runs_per_job: int = 5
     limits: BudgetLimits = field(default_factory=BudgetLimits)
     public_url: str | None = None
     hosting: HostingLimits = field(default_factory=HostingLimits)   # uploads, parsing, folders (MMVET_* variables)
+    trusted_proxy_hops: int = 0            # proxies in front of the app that append to X-Forwarded-For
+    allow_private_endpoints: bool = False  # let visitors' endpoints be loopback / private addresses
+    call_deadline: float = 120.0           # seconds per judge call, retries included
 
     @classmethod
     def from_env(cls) -> "AppSettings":
@@ -106,15 +116,24 @@ class AppSettings:
             max_upload_mb=_int_env("MMVET_MAX_UPLOAD_MB", 50),
             run_concurrency=_int_env("MMVET_RUN_CONCURRENCY", 16),
             max_active_runs=_int_env("MMVET_MAX_ACTIVE_RUNS", 64),
+            max_runs_per_visitor=_int_env("MMVET_MAX_RUNS_PER_VISITOR", 2),
             limits=BudgetLimits(per_visitor_daily=_int_env("MMVET_BUDGET_PER_VISITOR", 2000),
-                                global_daily=_int_env("MMVET_BUDGET_GLOBAL", 20000)),
+                                global_daily=_int_env("MMVET_BUDGET_GLOBAL", 20000),
+                                tokens_per_visitor_daily=_int_env("MMVET_TOKENS_PER_VISITOR", 1_500_000),
+                                tokens_global_daily=_int_env("MMVET_TOKENS_GLOBAL", 15_000_000),
+                                max_prediction_chars=_int_env("MMVET_MAX_PREDICTION_CHARS", 8000)),
             public_url=env.get("MMVET_PUBLIC_URL") or (f"https://{space_host}" if space_host else None),
             hosting=HostingLimits.from_env(env),
+            # on Spaces the app sits behind Hugging Face's proxy, which appends the client's address
+            trusted_proxy_hops=_int_env("MMVET_TRUSTED_PROXY_HOPS", 1 if env.get("SPACE_ID") else 0),
+            allow_private_endpoints=env.get("MMVET_ALLOW_PRIVATE_ENDPOINTS", "").strip().lower()
+            in ("1", "true", "yes"),
+            call_deadline=float(_int_env("MMVET_CALL_DEADLINE", 120)),
         )
 
     def host_settings(self) -> JudgeSettings:
         return JudgeSettings(model=self.judge_model, provider=self.host_provider, base_url=self.host_base_url,
-                             api_version=self.host_api_version)
+                             api_version=self.host_api_version, deadline=self.call_deadline)
 
 
 @dataclass
@@ -127,18 +146,43 @@ class Services:
     budget: HostBudget
     work_dir: Path
     gate: UploadGate
+    salt: str = ""          # of visitor ids: private (never the browser-state secret, which /config publishes)
+
+    def visitor(self, request: gr.Request | None) -> str:
+        """The visitor a host-key call and a run slot are charged to: their IP address, salted and hashed. It is
+        the socket's peer, or behind `trusted_proxy_hops` proxies the X-Forwarded-For entry the outermost trusted
+        one appended (entries a client writes itself are ignored)."""
+        if request is None:
+            return visitor_id("local", self.salt)
+        peer = request.client.host if request.client else None
+        return visitor_id(client_address(peer, request.headers.get("x-forwarded-for"),
+                                         self.settings.trusted_proxy_hops), self.salt)
+
+    def make_judge(self, jset: JudgeSettings, key: str | None, host: bool):
+        """The judge of a run: errors redacted (an upstream body may echo a key or an internal page); a visitor's
+        endpoint may not reach private addresses unless the host allows it."""
+        block = not host and not self.settings.allow_private_endpoints
+        return make_judge(jset, key, policy=EndpointPolicy(block_private=block), redact=True)
+
 
 
 def make_services(settings: AppSettings) -> Services:
+    """The app's long-lived objects. A damaged database stops the app here with what is wrong (`StoreError`)."""
+    import logging
+
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     store = Store(settings.data_dir / "mmvet-grader.db")
+    for warning in store.warnings:
+        logging.getLogger("mmvet_grader").warning("%s", warning)
     store.mark_interrupted()
     work = settings.data_dir / "uploads"
     work.mkdir(exist_ok=True)
     limits = replace(settings.hosting, upload_mb=settings.max_upload_mb)
     gate = UploadGate(limits, work, settings.data_dir / "exports")
     gate.housekeeper.run()
-    return Services(settings, store, JobManager(store), HostBudget(store, settings.limits), work, gate)
+    jobs = JobManager(store, max_active=settings.max_active_runs, per_visitor=settings.max_runs_per_visitor)
+    return Services(settings, store, jobs, HostBudget(store, settings.limits), work, gate,
+                    private_salt(settings.data_dir))
 
 
 def _esc(message: object) -> str:
@@ -192,19 +236,19 @@ def _judge_choice(svc: Services, choice: str, base_url: str, model: str, api_key
         url = (base_url or "").strip() or None
         if not key and not url:
             raise gr.Error("Enter your API key (or the base URL of a local OpenAI-compatible server).")
-        return (JudgeSettings(model=(model or "").strip() or DEFAULT_JUDGE_MODEL, base_url=url or OPENAI_PUBLIC_URL),
-                key or None, False)
+        _check_visitor_url(svc.settings, url or OPENAI_PUBLIC_URL)
+        return (JudgeSettings(model=(model or "").strip() or DEFAULT_JUDGE_MODEL, base_url=url or OPENAI_PUBLIC_URL,
+                              deadline=svc.settings.call_deadline), key or None, False)
     return JudgeSettings(model=BASELINE_NAME, provider="baseline"), None, False
 
 
-def _visitor(request: gr.Request | None, salt: str) -> str:
-    """The visitor a host-key call is charged to: their IP address, salted and hashed. Behind a proxy it is the
-    last X-Forwarded-For entry, the one the proxy added: a client can prepend entries but not replace that one."""
-    if request is None:
-        return visitor_id("local", salt)
-    fwd = (request.headers.get("x-forwarded-for") or "").split(",")[-1].strip()
-    host = fwd or (request.client.host if request.client else "unknown")
-    return visitor_id(host, salt)
+def _check_visitor_url(settings: AppSettings, url: str) -> None:
+    """Refuse a visitor's base URL that is not http(s), or that resolves to a private address unless the host
+    allows them (`gr.Error` with the reason; the transport checks again at every connection)."""
+    try:
+        check_endpoint_url(url, block_private=not settings.allow_private_endpoints)
+    except BlockedDestination as e:
+        raise gr.Error(_esc(f"Base URL refused: {e}."))
 
 
 def _share_url(svc: Services, request: gr.Request | None, run_id: str) -> str:
@@ -440,8 +484,11 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
             if not owner_tok:
                 raise gr.Error("Your session has no id yet; reload the page.")
             _check_size(path, settings)
-            if svc.jobs.running_count() >= settings.max_active_runs:
-                raise gr.Error("The server is grading as many runs as it can; try again in a minute.")
+            visitor = svc.visitor(request)
+            try:
+                svc.jobs.check_capacity(visitor)
+            except TooManyRuns as e:
+                raise gr.Error(_esc(e))
             try:
                 rf = svc.gate.read_results(path, max_bytes=settings.max_upload_mb * 1024 * 1024)
                 bench, spec = _resolve_benchmark(svc, bench_c, bench_f, hub, sub)
@@ -449,12 +496,20 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
             except ResultsError as e:
                 raise gr.Error(_esc(e))
             jset, jkey, host = _judge_choice(svc, judge_c, url, model, key)
+            if host:
+                too_long = check_prediction_lengths(preds, settings.limits.max_prediction_chars)
+                if too_long:
+                    raise gr.Error(_esc(too_long))
             run_id = create_run(svc.store, benchmark=bench, spec=spec, predictions=preds, n_runs=int(n_runs),
                                 settings=jset, model_name=_file_safe(rf.model_name or Path(path).stem),
                                 results_format=rf.format, owner=owner_tok)
-            budget = svc.budget.hook(_visitor(request, owner_secret)) if host else None
-            svc.jobs.start(run_id, bench, make_judge(jset, jkey), concurrency=settings.run_concurrency,
-                           budget=budget)
+            budget = svc.budget.hook(visitor) if host else None
+            try:
+                svc.jobs.start(run_id, bench, svc.make_judge(jset, jkey, host), concurrency=settings.run_concurrency,
+                               budget=budget, visitor=visitor)
+            except TooManyRuns as e:      # a slot went to someone else since the check above
+                svc.store.set_status(run_id, "stopped", str(e))
+                raise gr.Error(_esc(e))
             return run_id, _share_url(svc, request, run_id), gr.Timer(active=True)
 
         grade_inputs = [results_file, bench_choice, bench_file, hub_id, subset, runs, judge_choice, base_url,
@@ -502,11 +557,16 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
                     own_url = stored.base_url
                 if not jkey and not own_url:
                     raise gr.Error("Resuming needs the API key of this run's judge: enter it in the Judge box.")
+                _check_visitor_url(settings, own_url or OPENAI_PUBLIC_URL)
                 jset, host = replace(stored, provider="openai", api_version=None,
-                                     base_url=own_url or OPENAI_PUBLIC_URL), False
-            budget = svc.budget.hook(_visitor(request, owner_secret)) if host else None
-            svc.jobs.start(run_id, view.benchmark, make_judge(jset, jkey), concurrency=settings.run_concurrency,
-                           budget=budget)
+                                     base_url=own_url or OPENAI_PUBLIC_URL, deadline=settings.call_deadline), False
+            visitor = svc.visitor(request)
+            budget = svc.budget.hook(visitor) if host else None
+            try:
+                svc.jobs.start(run_id, view.benchmark, svc.make_judge(jset, jkey, host),
+                               concurrency=settings.run_concurrency, budget=budget, visitor=visitor)
+            except TooManyRuns as e:      # the caps apply to resumed runs too
+                raise gr.Error(_esc(e))
             return gr.Timer(active=True)
 
         resume_btn.click(resume, [run_state, judge_choice, base_url, judge_model, api_key, owner], [timer],
@@ -662,6 +722,9 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
             view = load_run_view(svc.store, run_id or "")
             if view is None:
                 raise gr.Error("No such run.")
+            failure = svc.jobs.failure(run_id)       # a full disk may have kept the stored status at "running"
+            if failure and view.run.status == "running":
+                view = replace(view, run=replace(view.run, status="failed", message=failure))
             p = views.progress_of(view)
             out = {"run_id": run_id, "status": view.run.status, "message": view.run.message, "done": p.done,
                    "errored": p.errored, "total": p.total, "total_score": view.scores.total.mean,

@@ -143,7 +143,10 @@ class Fleet:
         env.update(GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1",
                    MMVET_DATA_DIR=str(self.tmp / "data"), GRADIO_TEMP_DIR=str(self.tmp / "gradio-tmp"),
                    GRADIO_ANALYTICS_ENABLED="False", HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_OFFLINE="1",
-                   MMVET_RUN_CONCURRENCY=str(self.args.concurrency), PYTHONUNBUFFERED="1")
+                   MMVET_RUN_CONCURRENCY=str(self.args.concurrency), PYTHONUNBUFFERED="1",
+                   # visitors are told apart by X-Forwarded-For, as a proxy appends it; their judges are on
+                   # 127.0.0.1 (a private deployment's allowance)
+                   MMVET_TRUSTED_PROXY_HOPS="1", MMVET_ALLOW_PRIVATE_ENDPOINTS="1")
         p = self._spawn("app", [sys.executable, "app.py"], env)
         url = f"http://127.0.0.1:{port}/"
         wait_http(url + "gradio_api/info", 180, p)

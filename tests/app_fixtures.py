@@ -81,6 +81,8 @@ def start_app(data_dir: Path, **settings_kwargs) -> AppHandle:
     """Build the app with `AppSettings(data_dir=…, **settings_kwargs)` and launch it on a free port."""
     from app import AppSettings, build_demo, launch_options
 
+    # the fake judges are on 127.0.0.1: visitors' endpoints there need the private deployment's allowance
+    settings_kwargs.setdefault("allow_private_endpoints", True)
     settings = AppSettings(data_dir=Path(data_dir), **settings_kwargs)
     demo = build_demo(settings)
     demo.queue(default_concurrency_limit=32)

@@ -3,7 +3,8 @@
 Everything goes through real HTTP: the app is launched in-process on a free port (as ``python app.py`` does)
 and driven with `gradio_client`; the judges are `FakeJudgeServer`s (real OpenAI-compatible servers on
 127.0.0.1) that log every request with its Authorization header. Different visitors are simulated with
-different ``X-Forwarded-For`` headers (the app charges host-key calls to the first forwarded hop).
+different ``X-Forwarded-For`` headers (the app is configured with one trusted proxy hop, so the header's last
+entry is the visitor's address).
 """
 from __future__ import annotations
 
@@ -108,8 +109,12 @@ def app(host_judge, tmp_path_factory):
     mp.setenv("GRADIO_TEMP_DIR", str(tmp / "gradio-tmp"))
     from mmvet_core.budget import BudgetLimits
 
+    # visitors are told apart by X-Forwarded-For as a proxy would append it (one trusted hop); their endpoints
+    # are fake judges on 127.0.0.1 (a private deployment's allowance)
     a = _launch(tmp, host_judge.url, max_upload_mb=1, run_concurrency=8,
-                limits=BudgetLimits(per_visitor_daily=50, global_daily=1000))
+                limits=BudgetLimits(per_visitor_daily=50, global_daily=1000, tokens_per_visitor_daily=0,
+                                    tokens_global_daily=0),
+                trusted_proxy_hops=1, allow_private_endpoints=True, max_runs_per_visitor=0)
     try:
         yield a
     finally:
@@ -304,7 +309,8 @@ def test_visitor_key_without_base_url_never_falls_back_to_the_hosts_endpoint(mon
 
     monkeypatch.setenv("OPENAI_BASE_URL", host_judge.url)
     monkeypatch.setenv("OPENAI_API_KEY", HOST_KEY)
-    svc = SimpleNamespace(settings=AppSettings(data_dir=tmp_path, host_key=HOST_KEY, host_base_url=host_judge.url))
+    svc = SimpleNamespace(settings=AppSettings(data_dir=tmp_path, host_key=HOST_KEY, host_base_url=host_judge.url,
+                                               allow_private_endpoints=True))
     jset, key, uses_host = _judge_choice(svc, JUDGE_OWN, "  ", "gpt-4-0613", VISITOR_KEY)
     assert (key, uses_host) == (VISITOR_KEY, False)
     judge = make_judge(jset, key)
