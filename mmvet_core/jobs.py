@@ -26,7 +26,7 @@ from .judge import Judge
 from .store import Store, StoreError
 
 #: Seconds the calls in flight get to answer after Stop before they are cancelled.
-STOP_GRACE = 2.0
+STOP_GRACE = 5.0
 STOPPED = "stopped by the user; resume continues without paying again"
 
 

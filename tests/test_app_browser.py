@@ -312,7 +312,8 @@ def test_stop_mid_run_then_resume_without_paying_twice(app_server, fake_server, 
     try:
         upload_results(page, LLAVA_7B)
         expect(page.locator("#validation-report textarea")).to_have_value(re.compile(r"218 of 218"))
-        state.latency = 0.2                       # 4 calls in flight (run_concurrency=4): ~20 grades/s
+        state.latency = 0.5                       # 4 calls in flight (run_concurrency=4): ~8 grades/s, so that
+        #                                           the run is still grading when Stop arrives on a loaded machine
         n0 = len(state.calls)
         page.locator("#grade-button").click()
         wait_progress(page, r"running: \d+ / 218")

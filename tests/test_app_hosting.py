@@ -330,7 +330,8 @@ def test_share_view_is_read_only(app, visitor_judge, tmp_path):
 
     c, tok = app.client("203.0.113.60"), owner()
     stranger = app.client("198.51.100.60")
-    visitor_judge.state.latency = 0.05
+    # slow enough (218 calls, 8 at a time: ~8 s) that the run is still grading after the 8 refused calls below
+    visitor_judge.state.latency = 0.3
     try:
         run_id = grade(c, JUDGE_OWN, owner_tok=tok, url=visitor_judge.url, key=VISITOR_KEY,
                        results=variant(tmp_path, "share"))
