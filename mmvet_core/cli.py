@@ -165,7 +165,7 @@ def _judge_settings(args) -> tuple[JudgeSettings, str | None]:
         return JudgeSettings(model=BASELINE_NAME, provider="baseline", prompt_examples=examples), None
     model = args.judge_model or DEFAULT_JUDGE_MODEL
     common = dict(model=model, max_tokens=args.max_tokens, timeout=args.timeout, rate_limit_wait=args.rate_limit_wait,
-                  prompt_examples=examples, deadline=args.deadline)
+                  prompt_examples=examples, deadline=getattr(args, "deadline", 120.0))   # judge-check has no --deadline
     if args.azure:
         endpoint = args.base_url or os.environ.get("AZURE_OPENAI_ENDPOINT")
         key = os.environ.get("AZURE_OPENAI_API_KEY")
