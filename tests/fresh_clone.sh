@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Contributor check: the committed tree stands alone. Clones HEAD into an empty temporary folder, hides any
-# ../shared reference folder of the development machine (a private mount namespace with an empty tmpfs over it,
-# when `unshare` is allowed), and runs the README's test command there. Fails unless pytest reports
+# Contributor check: the committed tree stands alone. Clones HEAD into an empty temporary folder, hides every
+# folder given as an argument (reference copies a developer keeps outside the repository: a private mount
+# namespace with an empty tmpfs over each, when `unshare` is allowed), and runs the README's test command there. Fails unless pytest reports
 # 0 failed, 0 errors and 0 skipped.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -10,7 +10,7 @@ trap 'rm -rf "$work"' EXIT
 git clone -q "$repo" "$work/mmvet-grader"
 cd "$work/mmvet-grader"
 hide=""
-for d in "$repo/../shared" "$work/shared"; do [ -d "$d" ] && hide="$hide $(cd "$d" && pwd)"; done
+for d in "$@"; do [ -d "$d" ] && hide="$hide $(cd "$d" && pwd)"; done
 run='python -m pytest -q -rfEs -p no:cacheprovider'
 if [ -n "$hide" ] && unshare -m true 2>/dev/null; then
   cmd="for d in$hide; do mount -t tmpfs none \"\$d\"; done; $run"

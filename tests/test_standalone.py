@@ -1,4 +1,4 @@
-"""The repository stands alone: no tracked file reads the development machine's ../shared folder or an absolute
+"""The repository stands alone: no tracked file reads a reference folder outside the repository or an absolute
 path of it. (The full proof, a fresh clone passing the suite, is ``tests/fresh_clone.sh``.)"""
 import re
 import subprocess
