@@ -125,6 +125,33 @@ def row(name: str, before: dict, after: dict, extra: str = "") -> None:
         print(f"  {extra}")
 
 
+def parse_in_parallel(files: list[str], skip_before: bool, before_outcome: str, after_outcome: str
+                      ) -> tuple[dict, dict]:
+    """Parse `files` at once on threads, before (plain readers) and after (prescan + the parse worker)."""
+    before = {"outcome": "skipped"} if skip_before else run_case(f"""
+        from mmvet_core.results import read_results
+        out = []
+        threads = [threading.Thread(target=lambda p=p: out.append(len(read_results(p).predictions)))
+                   for p in {files!r}]
+        [t.start() for t in threads]; [t.join() for t in threads]
+        done(outcome={before_outcome})
+        """)
+    after = run_case(f"""
+        from mmvet_core.parsebox import ParseBox, prescan
+        from mmvet_core.results import read_results, ResultsError
+        box = ParseBox(); out = []
+        def one(p):
+            try:
+                prescan(p); box.call(read_results, p); out.append("parsed")
+            except ResultsError as e:
+                out.append("refused: " + str(e)[:70])
+        threads = [threading.Thread(target=one, args=(p,)) for p in {files!r}]
+        [t.start() for t in threads]; [t.join() for t in threads]
+        done(outcome={after_outcome})
+        """)
+    return before, after
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bomb-entries", type=int, default=1990)
@@ -194,27 +221,9 @@ def main() -> None:
         # ---- row 6: parallel CSVs ------------------------------------------------------------------------
         csvs = [make_csv(tmp / f"m{i}_MMVet.csv", args.csv_mb) for i in range(args.parallel)]
         files = [str(p) for p in csvs]
-        before = {"outcome": "skipped"} if args.skip_before else run_case(f"""
-            from mmvet_core.results import read_results
-            out = []
-            threads = [threading.Thread(target=lambda p=p: out.append(len(read_results(p).predictions)))
-                       for p in {files!r}]
-            [t.start() for t in threads]; [t.join() for t in threads]
-            done(outcome=f"parsed {{len(out)}} files of {{out[0] if out else 0:,}} rows")
-            """)
-        after = run_case(f"""
-            from mmvet_core.parsebox import ParseBox, prescan
-            from mmvet_core.results import read_results, ResultsError
-            box = ParseBox(); out = []
-            def one(p):
-                try:
-                    prescan(p); box.call(read_results, p); out.append("parsed")
-                except ResultsError as e:
-                    out.append("refused: " + str(e)[:70])
-            threads = [threading.Thread(target=one, args=(p,)) for p in {files!r}]
-            [t.start() for t in threads]; [t.join() for t in threads]
-            done(outcome=f"{{len(out)}} files: " + out[0])
-            """)
+        before, after = parse_in_parallel(files, args.skip_before,
+                                          'f"parsed {len(out)} files of {out[0] if out else 0:,} rows"',
+                                          'f"{len(out)} files: " + out[0]')
         row(f"row 6: {args.parallel} CSVs of {args.csv_mb} MB at once (many short rows)", before, after)
 
         # ---- row 6: parallel CSVs under the row cap (few huge cells) -------------------------------------
@@ -224,27 +233,8 @@ def main() -> None:
             cell = "y" * (args.csv_mb * 1_000_000 // 218)
             p.write_text("index,prediction\n" + "".join(f"{k},{cell}\n" for k in range(218)))
             wide.append(str(p))
-        before = {"outcome": "skipped"} if args.skip_before else run_case(f"""
-            from mmvet_core.results import read_results
-            out = []
-            threads = [threading.Thread(target=lambda p=p: out.append(len(read_results(p).predictions)))
-                       for p in {wide!r}]
-            [t.start() for t in threads]; [t.join() for t in threads]
-            done(outcome=f"parsed {{len(out)}} files")
-            """)
-        after = run_case(f"""
-            from mmvet_core.parsebox import ParseBox, prescan
-            from mmvet_core.results import read_results, ResultsError
-            box = ParseBox(); out = []
-            def one(p):
-                try:
-                    prescan(p); box.call(read_results, p); out.append("parsed")
-                except ResultsError as e:
-                    out.append("refused: " + str(e)[:70])
-            threads = [threading.Thread(target=one, args=(p,)) for p in {wide!r}]
-            [t.start() for t in threads]; [t.join() for t in threads]
-            done(outcome=f"{{len(out)}} files: " + ", ".join(sorted(set(out))))
-            """)
+        before, after = parse_in_parallel(wide, args.skip_before, 'f"parsed {len(out)} files"',
+                                          'f"{len(out)} files: " + ", ".join(sorted(set(out)))')
         row(f"row 6: {args.parallel} CSVs of {args.csv_mb} MB at once (218 rows of huge answers)", before, after,
             "after: at most 2 parses at once, each in a worker limited to +1.5 GB, 60 s CPU, 90 s")
     finally:
