@@ -2,6 +2,8 @@
 
 The small public surface the app and scripts use; each name lives in the module named after its concept.
 """
+__version__ = "1.1.0"
+
 from .aggregate import Scores, aggregate_scores
 from .benchmark import Benchmark, BenchmarkError, Sample, integration_name, load_bundled_v1
 from .export import load_official_grades, official_file_names

@@ -78,9 +78,11 @@ class JobManager:
                               "here: stop one or wait until it ends.")
 
     def start(self, run_id: str, benchmark: Benchmark, judge: Judge, *, concurrency: int = 16,
-              budget: Callable[[str], object] | None = None, visitor: str | None = None) -> bool:
-        """Start grading `run_id` in the background (a new run or a resumed one); False when it is already
-        running; `TooManyRuns` when no slot is free (then `judge` is closed)."""
+              budget: Callable[[str], object] | None = None, visitor: str | None = None, batch: bool = False,
+              batch_poll: float = 30.0) -> bool:
+        """Start grading `run_id` in the background (a new run or a resumed one), live or, with `batch`, through
+        the judge's Batch API (polled every `batch_poll` seconds); False when it is already running;
+        `TooManyRuns` when no slot is free (then `judge` is closed)."""
         with self._lock:
             if self.is_running(run_id):
                 return False
@@ -94,13 +96,19 @@ class JobManager:
             job.judge = judge
             self._jobs[run_id] = job
             job.future = asyncio.run_coroutine_threadsafe(
-                self._run(job, benchmark, judge, concurrency, budget), self._loop)
+                self._run(job, benchmark, judge, concurrency, budget, batch_poll if batch else None), self._loop)
             return True
 
-    async def _run(self, job: Job, benchmark, judge, concurrency, budget) -> RunOutcome | None:
+    async def _run(self, job: Job, benchmark, judge, concurrency, budget, batch_poll) -> RunOutcome | None:
         run_id = job.run_id
-        job.task = asyncio.ensure_future(grade_run(self.store, run_id, benchmark, judge, concurrency=concurrency,
-                                                   stop=job.stop, budget=budget))
+        if batch_poll is not None:
+            from .batch import grade_run_batch
+            work = grade_run_batch(self.store, run_id, benchmark, judge, poll=batch_poll, stop=job.stop,
+                                   budget=budget)
+        else:
+            work = grade_run(self.store, run_id, benchmark, judge, concurrency=concurrency, stop=job.stop,
+                             budget=budget)
+        job.task = asyncio.ensure_future(work)
         try:
             await asyncio.wait({job.task})
             if job.task.cancelled():     # Stop's grace ran out: the calls still in flight were cancelled

@@ -510,6 +510,8 @@ class ValidationReport:
     benchmark_ids: list[str] = field(default_factory=list, repr=False)
     benchmark_version: str = ""
     n_graded: int = 0                                   # samples that carry a toolkit's grade
+    outside_subset: list[str] = field(default_factory=list)   # ids of the full benchmark, not of the subset
+    subset: str | None = None
 
     @property
     def wrong_benchmark(self) -> bool:
@@ -565,6 +567,9 @@ class ValidationReport:
                          f" — {self.wrong_benchmark_hint()}")
         elif coverage := self.coverage_line():
             lines.append(coverage)
+        if self.outside_subset:
+            lines.append(f"{len(self.outside_subset)} ids are samples of the full benchmark outside the "
+                         f"{str(self.subset).capitalize()} set: not graded here (pick all samples to grade them)")
         if self.n_graded:
             lines.append(f"Already graded: {self.n_graded} samples carry the toolkit's judge score (view them "
                          "without any judge call: 'view a grade file' in the app, or `aggregate` on the command line)")
@@ -637,9 +642,14 @@ def _question_check(results: ResultsFile, benchmark: Benchmark) -> tuple[int, li
     return checked, bad, example
 
 
-def validate_results(results: ResultsFile, benchmark: Benchmark) -> ValidationReport:
-    """Compare a results file with a benchmark (or subset). Never raises; the report says what is wrong."""
+def validate_results(results: ResultsFile, benchmark: Benchmark, full: Benchmark | None = None) -> ValidationReport:
+    """Compare a results file with a benchmark (or subset). With `full`, the benchmark a subset comes from, ids of
+    the full benchmark outside the subset are reported as such (not as ids "not in the benchmark"). Never raises;
+    the report says what is wrong."""
     resolved, duplicated = _resolve(results, benchmark)
+    outside: list[str] = []
+    if full is not None and benchmark.subset_name:
+        outside = [i for i in resolved if i not in benchmark.samples and i in full.samples]
     present = [i for i in benchmark.ids if resolved.get(i) is not None]
     non_string = [i for i in present if not isinstance(resolved[i], str)]
     checked, mismatches, example = _question_check(results, benchmark)
@@ -649,12 +659,13 @@ def validate_results(results: ResultsFile, benchmark: Benchmark) -> ValidationRe
     return ValidationReport(
         format=results.format, n_expected=len(benchmark), matched=len(present),
         missing=[i for i in benchmark.ids if resolved.get(i) is None],
-        extra=[i for i in resolved if i not in benchmark.samples], duplicated=duplicated,
+        extra=[i for i in resolved if i not in benchmark.samples and i not in outside], duplicated=duplicated,
         non_string=non_string, benchmark=benchmark.name, n_ids=len(resolved),
         unusable=[i for i in non_string if not isinstance(resolved[i], (int, float))],  # bool is an int
         id_source=results.id_source, questions_checked=checked, question_mismatches=mismatches,
         mismatch_example=example, warnings=warnings, present=present, benchmark_ids=benchmark.ids,
-        benchmark_version=benchmark.version, n_graded=sum(i in graded for i in benchmark.ids))
+        benchmark_version=benchmark.version, n_graded=sum(i in graded for i in benchmark.ids),
+        outside_subset=outside, subset=benchmark.subset_name)
 
 
 def check_questions(results: ResultsFile, benchmark: Benchmark, report: ValidationReport | None = None) -> None:

@@ -286,6 +286,14 @@ class Store:
         rows = self._query("SELECT * FROM runs WHERE owner = ? ORDER BY created_at DESC", (owner,))
         return [_run_record(r) for r in rows]
 
+    def rename_run(self, run_id: str, model_name: str) -> None:
+        self._exec("UPDATE runs SET model_name = ?, updated_at = ? WHERE id = ?", (model_name, time.time(), run_id))
+
+    def delete_run(self, run_id: str) -> None:
+        """A run and everything stored for it (grades, overrides, batches); the shared answer cache stays."""
+        for table in ("grades", "overrides", "batches", "runs"):
+            self._exec(f"DELETE FROM {table} WHERE {'id' if table == 'runs' else 'run_id'} = ?", (run_id,))
+
     def mark_interrupted(self) -> int:
         """App runs left 'running' by a previous process (a restart) become 'stopped'; returns how many."""
         cur = self._exec("UPDATE runs SET status = 'stopped', message = ?, updated_at = ? "
@@ -321,6 +329,23 @@ class Store:
         rows = self._query("SELECT * FROM grades WHERE run_id = ? AND updated_at > ? ORDER BY updated_at",
                            (run_id, since))
         return [_grade_row(r) for r in rows]
+
+    def run_usage(self, run_id: str) -> dict[str, int]:
+        """Judge calls made for a run's stored grades and their tokens (answers from the cache or imported from a
+        file cost nothing and are counted apart), summed by SQLite over the attempts' JSON."""
+        rows = self._query(
+            "SELECT"
+            " COALESCE(SUM(CASE WHEN json_extract(a.value, '$.cached') THEN 0 ELSE 1 END), 0) AS calls,"
+            " COALESCE(SUM(CASE WHEN json_extract(a.value, '$.cached') THEN 1 ELSE 0 END), 0) AS cached,"
+            " COALESCE(SUM(CASE WHEN json_extract(a.value, '$.cached') THEN 0"
+            "     ELSE COALESCE(json_extract(a.value, '$.prompt_tokens'), 0) END), 0) AS prompt_tokens,"
+            " COALESCE(SUM(CASE WHEN json_extract(a.value, '$.cached') THEN 0"
+            "     ELSE COALESCE(json_extract(a.value, '$.completion_tokens'), 0) END), 0) AS completion_tokens"
+            " FROM grades AS g, json_each(g.attempts) AS a"
+            " WHERE g.run_id = ? AND NOT COALESCE(json_extract(a.value, '$.imported'), 0)", (run_id,))
+        r = rows[0]
+        return {"calls": r["calls"], "cached_answers": r["cached"], "prompt_tokens": r["prompt_tokens"],
+                "completion_tokens": r["completion_tokens"]}
 
     def count_grades(self, run_id: str) -> dict[str, int]:
         rows = self._query("SELECT status, COUNT(*) AS n FROM grades WHERE run_id = ? GROUP BY status", (run_id,))

@@ -33,6 +33,7 @@ class Progress:
     status: str
     message: str
     eta_seconds: float | None
+    note: str = ""          # e.g. waiting for the judge's rate limit
 
     @property
     def fraction(self) -> float:
@@ -42,7 +43,8 @@ class Progress:
         eta = "" if self.eta_seconds is None else f" · ETA {self.eta_seconds:.0f} s"
         err = f" · {self.errored} errored" if self.errored else ""
         msg = f" · {self.message}" if self.message and self.status not in ("running",) else ""
-        return f"{self.status}: {self.done} / {self.total} grades{err}{eta}{msg}"
+        note = f" · {self.note}" if self.note else ""
+        return f"{self.status}: {self.done} / {self.total} grades{err}{eta}{msg}{note}"
 
     def html(self) -> str:
         """A progress bar; everything interpolated is ours or escaped."""
@@ -64,19 +66,42 @@ def progress_of(view: RunView, now: float | None = None) -> Progress:
 
 
 def total_text(view: RunView) -> str:
+    """The total as a user should read it. Complete: the official mean ± std over the judge runs. Partial (mid-run
+    or stopped): the mean over the grades made so far with how much is graded, and a spread only over the judge
+    runs that are complete (a spread of incomplete runs compares different samples)."""
     s = view.scores
     if s.total.mean is None:
         return "Total: — (nothing graded yet)"
-    partial = "" if s.complete else f" (partial: {s.n_graded} of {s.n_samples} samples fully graded)"
-    spread = f" ± {_fmt(s.total.std)}" if s.n_runs > 1 else ""
     metric = view.metric_note
     if view.run.judge.get("provider") == "baseline":
         note = f" · {metric}"
     else:
         note = f" · judge {view.judge_text}" + (f" · {metric}" if metric else " · official MM-Vet metric")
+    if not s.complete:
+        return _partial_total(view) + note
+    spread = f" ± {_fmt(s.total.std)}" if s.n_runs > 1 else ""
     ci = intervals(view).get(("total", "total"))
     interval = f" · 95% interval over samples {ci}" if ci else ""
-    return f"Total: {_fmt(s.total.mean)}{spread} over {s.n_runs} run(s){partial}{note}{interval}"
+    return f"Total: {_fmt(s.total.mean)}{spread} over {s.n_runs} run(s){note}{interval}"
+
+
+def _partial_total(view: RunView) -> str:
+    effective = view.effective_scores()
+    ids = view.benchmark.ids
+    got = [x for sid in ids for x in effective[sid] if x is not None]
+    expected = len(ids) * view.run.n_runs
+    mean = 100 * sum(got) / len(got) if got else None
+    text = f"So far: {_fmt(mean)} over {len(got)} of {expected} grades (partial, not a final score)"
+    runs = view.scores.total.per_run
+    complete = [r for i, r in enumerate(runs) if r is not None
+                and all(effective[sid][i] is not None for sid in ids)]
+    if complete:
+        import numpy as np
+        arr = np.array(complete, dtype=np.float64)
+        spread = f" ± {_fmt(float(np.round(arr.std(), 1)))}" if len(complete) > 1 else ""
+        text += f" · {len(complete)} of {view.run.n_runs} run(s) complete: {_fmt(float(np.round(arr.mean(), 1)))}" \
+                f"{spread}"
+    return text
 
 
 @lru_cache(maxsize=64)

@@ -1,0 +1,654 @@
+"""The app's rules, without the UI: who owns a run, what a start, stop, resume or override may do, which key goes
+to which endpoint, when the host's budget applies. `app.py` maps each event to one call here and shows a
+`ServiceError` as a toast (its message is for the user; the UI escapes it).
+
+Everything a visitor gives (files, URLs, keys, names, scores) is checked here before it touches the store or a
+judge. The named API endpoints of the app call the same methods, so a script gets the same rules as the page.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import threading
+import time
+import zipfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from . import __version__
+from .archive import ArchiveError
+from .benchmark import Benchmark, BenchmarkError
+from .budget import (BudgetLimits, HostBudget, check_prediction_lengths, client_address, private_salt,
+                     visitor_id)
+from .estimate import estimate_cost
+from .export import GradeFileError
+from .grading import GRADED
+from .hosting import HostingLimits, UploadGate
+from .jobs import JobManager, TooManyRuns
+from .judge import BASELINE_NAME, DEFAULT_JUDGE_MODEL, JudgeSettings, make_judge
+from .results import ResultsError, select_predictions, validate_results
+from .runs import RunView, create_run, export_run, load_run_view, open_grade_file, run_fingerprint, \
+    benchmark_to_stored
+from .sources import load_benchmark, load_subset
+from .store import RunRecord, Store
+from .transport import BlockedDestination, EndpointPolicy, check_endpoint_url
+
+log = logging.getLogger("mmvet_grader")
+
+JUDGE_BASELINE = "Offline baseline (not MM-Vet)"
+JUDGE_HOST = "Server's judge"
+JUDGE_OWN = "My own key / endpoint"
+BENCH_BUNDLED = "MM-Vet v1 (bundled, 218 samples)"
+BENCH_UPLOAD = "Upload: official zip or metadata JSON"
+BENCH_HUB = "Hugging Face hub dataset"
+SUBSETS = {"All samples": None, "Bard set (168)": "bard"}
+#: Where a visitor's key goes when they leave the base URL empty ("empty = OpenAI"). Explicit, so that the
+#: SDK's OPENAI_BASE_URL fallback (the host's endpoint) never receives a visitor's key.
+OPENAI_PUBLIC_URL = "https://api.openai.com/v1"
+MODE_LIVE = "live"
+MODE_BATCH = "batch"
+#: How old (seconds) the scores in `status` of a running run may be when it is polled often (progress is exact).
+STATUS_TTL = 2.0
+#: How many finished runs' `status` answers are kept (each is a few KB).
+FINISHED_CACHE_SIZE = 256
+MAX_NAME = 100
+
+
+class ServiceError(Exception):
+    """A visitor's mistake or a refusal: the message says what happened and what to do (shown as a toast)."""
+
+
+# --- configuration (read once, at the edge) ---------------------------------------------------------------
+def _default_data_dir() -> Path:
+    data = Path("/data")
+    if data.is_dir() and os.access(data, os.W_OK):
+        return data / "mmvet-grader"
+    return Path("data")
+
+
+def _int_env(env, name: str, default: int) -> int:
+    try:
+        return int(env.get(name, default))
+    except ValueError:
+        return default
+
+
+@dataclass
+class ServiceSettings:
+    data_dir: Path = field(default_factory=_default_data_dir)
+    host_key: str | None = None
+    host_provider: str = "openai"
+    host_base_url: str | None = None
+    host_api_version: str | None = None
+    judge_model: str = DEFAULT_JUDGE_MODEL
+    max_upload_mb: int = 50
+    run_concurrency: int = 256             # ceiling per run: the account's limiter finds the judge's pace
+    max_active_runs: int = 64
+    max_runs_per_visitor: int = 2          # running at once, per visitor (0: no limit)
+    max_runs_per_job: int = 5
+    limits: BudgetLimits = field(default_factory=BudgetLimits)
+    public_url: str | None = None
+    hosting: HostingLimits = field(default_factory=HostingLimits)   # uploads, parsing, folders (MMVET_* variables)
+    trusted_proxy_hops: int = 0            # proxies in front of the app that append to X-Forwarded-For
+    allow_private_endpoints: bool = False  # let visitors' endpoints be loopback / private addresses
+    call_deadline: float = 120.0           # seconds per judge call, retries included
+    batch_poll: float = 30.0               # seconds between two looks at a Batch API job
+
+    @classmethod
+    def from_env(cls, env=None) -> "ServiceSettings":
+        env = os.environ if env is None else env
+        azure = bool(env.get("AZURE_OPENAI_API_KEY") and env.get("AZURE_OPENAI_ENDPOINT"))
+        space_host = (env.get("SPACE_HOST") or "").split(",")[0].strip()
+        return cls(
+            data_dir=Path(env["MMVET_DATA_DIR"]) if env.get("MMVET_DATA_DIR") else _default_data_dir(),
+            host_key=env.get("AZURE_OPENAI_API_KEY") if azure else (env.get("OPENAI_API_KEY") or None),
+            host_provider="azure" if azure else "openai",
+            host_base_url=env.get("AZURE_OPENAI_ENDPOINT") if azure else (env.get("OPENAI_BASE_URL") or None),
+            host_api_version=env.get("OPENAI_API_VERSION"),
+            judge_model=env.get("MMVET_JUDGE_MODEL", DEFAULT_JUDGE_MODEL),
+            max_upload_mb=_int_env(env, "MMVET_MAX_UPLOAD_MB", 50),
+            run_concurrency=_int_env(env, "MMVET_RUN_CONCURRENCY", 256),
+            max_active_runs=_int_env(env, "MMVET_MAX_ACTIVE_RUNS", 64),
+            max_runs_per_visitor=_int_env(env, "MMVET_MAX_RUNS_PER_VISITOR", 2),
+            limits=BudgetLimits(per_visitor_daily=_int_env(env, "MMVET_BUDGET_PER_VISITOR", 2000),
+                                global_daily=_int_env(env, "MMVET_BUDGET_GLOBAL", 20000),
+                                tokens_per_visitor_daily=_int_env(env, "MMVET_TOKENS_PER_VISITOR", 1_500_000),
+                                tokens_global_daily=_int_env(env, "MMVET_TOKENS_GLOBAL", 15_000_000),
+                                max_prediction_chars=_int_env(env, "MMVET_MAX_PREDICTION_CHARS", 8000)),
+            public_url=env.get("MMVET_PUBLIC_URL") or (f"https://{space_host}" if space_host else None),
+            hosting=HostingLimits.from_env(env),
+            # on Spaces the app sits behind Hugging Face's proxy, which appends the client's address
+            trusted_proxy_hops=_int_env(env, "MMVET_TRUSTED_PROXY_HOPS", 1 if env.get("SPACE_ID") else 0),
+            allow_private_endpoints=env.get("MMVET_ALLOW_PRIVATE_ENDPOINTS", "").strip().lower()
+            in ("1", "true", "yes"),
+            call_deadline=float(_int_env(env, "MMVET_CALL_DEADLINE", 120)),
+            batch_poll=float(_int_env(env, "MMVET_BATCH_POLL", 30)),
+        )
+
+    def host_settings(self) -> JudgeSettings:
+        return JudgeSettings(model=self.judge_model, provider=self.host_provider, base_url=self.host_base_url,
+                             api_version=self.host_api_version, deadline=self.call_deadline)
+
+
+# --- what a visitor asks for ------------------------------------------------------------------------------
+@dataclass
+class BenchmarkChoice:
+    kind: str = BENCH_BUNDLED
+    file: str | None = None          # BENCH_UPLOAD: the uploaded zip / metadata JSON
+    hub_id: str = ""                 # BENCH_HUB
+    subset: str = "All samples"      # a key of SUBSETS
+
+
+@dataclass
+class JudgeChoice:
+    kind: str = JUDGE_BASELINE
+    base_url: str = ""
+    model: str = ""
+    api_key: str = ""
+    mode: str = MODE_LIVE            # or MODE_BATCH: the Batch API, half price, answers within 24 h
+
+
+@dataclass
+class Validation:
+    report: str
+    estimate: str
+    model_name: str = ""             # the name the file gives (or its stem): the default of the model name box
+
+
+@dataclass
+class RunSummary:
+    """One line of a visitor's "My runs"."""
+
+    id: str
+    model: str
+    judge: str
+    benchmark: str
+    n_runs: int
+    created_at: float
+    status: str
+    total: float | None
+
+    def row(self) -> list:
+        return [self.model, self.judge, self.benchmark, self.n_runs,
+                time.strftime("%Y-%m-%d %H:%M", time.gmtime(self.created_at)), self.status,
+                "—" if self.total is None else f"{self.total:.1f}", self.id]
+
+
+RUN_LIST_COLUMNS = ["model", "judge", "benchmark", "runs", "date (UTC)", "status", "total", "id"]
+
+
+@dataclass
+class Permissions:
+    """What the page may offer for a run (buttons are enabled only when they can act)."""
+
+    owner: bool = False
+    running: bool = False
+    can_stop: bool = False
+    can_resume: bool = False
+    can_override: bool = False
+
+
+def file_safe(name: str) -> str:
+    """`name` usable as part of a file name: the last path component, unsafe characters replaced. Model and
+    judge names come from uploaded files (lmms-eval ``model_name: "org/model"``, a grade file's judge) or from
+    the visitor; unsanitised they fail the export ("org/") or write outside the exports folder ("../")."""
+    base = re.split(r"[/\\]", str(name or ""))[-1]
+    return re.sub(r"[^\w.+=@-]+", "_", base).strip("._")[:MAX_NAME] or "model"
+
+
+def clean_model_name(name: str) -> str:
+    """A visitor's model name: one line, printable, bounded (shown as text everywhere, never as markup)."""
+    text = re.sub(r"[\x00-\x1f\x7f]+", " ", str(name or "")).strip()
+    return text[:MAX_NAME]
+
+
+def endpoint_host(judge: dict) -> str:
+    """The host of a run's judge endpoint, for the run card ("api.openai.com"; never a path or a key)."""
+    if judge.get("provider") == "baseline":
+        return "offline (no endpoint)"
+    if judge.get("provider") == "imported":
+        return "imported grade file"
+    url = judge.get("base_url") or OPENAI_PUBLIC_URL
+    return urlsplit(url).hostname or "?"
+
+
+# --- the service -----------------------------------------------------------------------------------------
+class GradingService:
+    """The app's long-lived objects and every rule of the app (no module-level mutable state)."""
+
+    def __init__(self, settings: ServiceSettings):
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        self.settings = settings
+        self.store = Store(settings.data_dir / "mmvet-grader.db")
+        for warning in self.store.warnings:
+            log.warning("%s", warning)
+        self.store.mark_interrupted()
+        self.work_dir = settings.data_dir / "uploads"
+        self.work_dir.mkdir(exist_ok=True)
+        self.exports_dir = settings.data_dir / "exports"
+        limits = replace(settings.hosting, upload_mb=settings.max_upload_mb)
+        self.gate = UploadGate(limits, self.work_dir, self.exports_dir)
+        self.gate.housekeeper.run()
+        self.jobs = JobManager(self.store, max_active=settings.max_active_runs,
+                               per_visitor=settings.max_runs_per_visitor)
+        self.budget = HostBudget(self.store, settings.limits)
+        self.salt = private_salt(settings.data_dir)   # of visitor ids: never the browser-state secret
+        self._start_lock = threading.Lock()
+        self._status_cache: dict[str, tuple[float, dict]] = {}
+        self._finished_cache: dict[str, tuple[tuple, dict]] = {}
+
+    # ---- who is asking ----
+    def visitor(self, peer: str | None, forwarded_for: str | None) -> str:
+        """The visitor a host-key call and a run slot are charged to: their IP address, salted and hashed. It is
+        the socket's peer, or behind `trusted_proxy_hops` proxies the X-Forwarded-For entry the outermost trusted
+        one appended (entries a client writes itself are ignored)."""
+        if peer is None and forwarded_for is None:
+            return visitor_id("local", self.salt)
+        return visitor_id(client_address(peer, forwarded_for, self.settings.trusted_proxy_hops), self.salt)
+
+    def make_judge(self, jset: JudgeSettings, key: str | None, host: bool):
+        """The judge of a run: errors redacted (an upstream body may echo a key or an internal page); a visitor's
+        endpoint may not reach private addresses unless the host allows it."""
+        block = not host and not self.settings.allow_private_endpoints
+        return make_judge(jset, key, policy=EndpointPolicy(block_private=block), redact=True)
+
+    # ---- inputs ----
+    def check_size(self, path: str) -> None:
+        size = Path(path).stat().st_size
+        limit = self.settings.max_upload_mb
+        if size > limit * 1024 * 1024:
+            raise ServiceError(f"{Path(path).name} is {size / 1e6:.1f} MB; the limit here is {limit} MB.")
+
+    def resolve_benchmark(self, choice: BenchmarkChoice) -> tuple[Benchmark, str, Benchmark]:
+        """(the benchmark or subset to grade, its spec, the full benchmark it comes from)."""
+        try:
+            if choice.kind == BENCH_UPLOAD:
+                if not choice.file:
+                    raise ServiceError("Upload the official mm-vet.zip or a metadata JSON, or pick the bundled "
+                                       "MM-Vet v1.")
+                self.check_size(choice.file)
+                full, spec = self.gate.load_upload(choice.file), Path(choice.file).name
+            elif choice.kind == BENCH_HUB:
+                repo = (choice.hub_id or "").strip()
+                if not repo:
+                    raise ServiceError("Enter a hub dataset id such as whyu/mm-vet or lmms-lab/MMVet.")
+                full, spec = self.gate.load_hub(repo), f"hf:{repo}"
+            else:
+                full, spec = load_benchmark("mmvet-v1"), "mmvet-v1"
+            if choice.subset not in SUBSETS:
+                raise ServiceError(f"Unknown subset; pick one of: {', '.join(SUBSETS)}.")
+            return load_subset(full, SUBSETS[choice.subset]), spec, full
+        except (BenchmarkError, ArchiveError, FileNotFoundError) as e:
+            raise ServiceError(f"Benchmark: {e}") from None
+
+    def judge_for(self, choice: JudgeChoice) -> tuple[JudgeSettings, str | None, bool]:
+        """(JudgeSettings, key, uses the host's key) for the judge the visitor picked. A visitor cannot point the
+        host's key at another base URL: the host judge always uses the server's endpoint and model."""
+        if choice.kind == JUDGE_HOST:
+            if not self.settings.host_key:
+                raise ServiceError("This server has no judge key of its own: enter your own API key, or use the "
+                                   "baseline.")
+            return self.settings.host_settings(), self.settings.host_key, True
+        if choice.kind == JUDGE_OWN:
+            key = (choice.api_key or "").strip()
+            url = (choice.base_url or "").strip() or None
+            if not key and not url:
+                raise ServiceError("Enter your API key (or the base URL of a local OpenAI-compatible server).")
+            self.check_visitor_url(url or OPENAI_PUBLIC_URL)
+            return (JudgeSettings(model=(choice.model or "").strip() or DEFAULT_JUDGE_MODEL,
+                                  base_url=url or OPENAI_PUBLIC_URL, deadline=self.settings.call_deadline),
+                    key or None, False)
+        if choice.kind != JUDGE_BASELINE:
+            raise ServiceError(f"Unknown judge; pick one of: {JUDGE_HOST}, {JUDGE_OWN}, {JUDGE_BASELINE}.")
+        return JudgeSettings(model=BASELINE_NAME, provider="baseline"), None, False
+
+    def check_visitor_url(self, url: str) -> None:
+        """Refuse a visitor's base URL that is not http(s), or that resolves to a private address unless the host
+        allows them (the transport checks again at every connection)."""
+        try:
+            check_endpoint_url(url, block_private=not self.settings.allow_private_endpoints)
+        except BlockedDestination as e:
+            raise ServiceError(f"Base URL refused: {e}.") from None
+
+    def _read(self, path: str):
+        self.check_size(path)
+        try:
+            return self.gate.read_results(path, max_bytes=self.settings.max_upload_mb * 1024 * 1024)
+        except ResultsError as e:
+            raise ServiceError(str(e)) from None
+
+    def validate(self, path: str | None, bench: BenchmarkChoice, n_runs: int, judge: JudgeChoice) -> Validation:
+        """What the file holds against the chosen benchmark, and what grading it would cost."""
+        if not path:
+            return Validation("Drop a results file, or load the official example.", "")
+        rf = self._read(path)
+        name = clean_model_name(rf.model_name or Path(path).stem)
+        try:
+            benchmark, _, full = self.resolve_benchmark(bench)
+        except ServiceError as e:
+            return Validation(f"Results file read ({rf.format}, {len(rf.predictions)} predictions). {e}", "", name)
+        rep = validate_results(rf, benchmark, full=full)
+        preds = select_predictions(rf, benchmark, allow_missing=True) if not rep.wrong_benchmark else {}
+        if judge.kind == JUDGE_BASELINE:
+            return Validation(rep.summary(), "Offline keyword baseline: no calls, no cost. NOT the MM-Vet metric "
+                                             "(an LLM judge is).", name)
+        model = self.settings.judge_model if judge.kind == JUDGE_HOST else (judge.model or DEFAULT_JUDGE_MODEL)
+        est = estimate_cost(benchmark, preds, int(n_runs), model).summary(model) if preds else ""
+        if est and judge.mode == MODE_BATCH:
+            est += " · Batch API chosen: half price, answers within 24 h"
+        return Validation(rep.summary(), est, name)
+
+    # ---- runs ----
+    def start(self, path: str | None, bench: BenchmarkChoice, n_runs: int, judge: JudgeChoice, *, owner: str,
+              visitor: str, model_name: str = "") -> tuple[str, bool]:
+        """Start grading; returns (run id, started). The same job started again by the same owner while it runs
+        (a double click, a second tab) returns the running run with ``started=False``: nothing is paid twice."""
+        if not path:
+            raise ServiceError("Drop a results file first (or load the official example).")
+        if not owner:
+            raise ServiceError("Your session has no id yet; reload the page.")
+        n_runs = int(n_runs or 1)
+        if not 1 <= n_runs <= self.settings.max_runs_per_job:
+            raise ServiceError(f"Judge runs must be between 1 and {self.settings.max_runs_per_job}.")
+        rf = self._read(path)
+        benchmark, spec, _ = self.resolve_benchmark(bench)
+        try:
+            preds = select_predictions(rf, benchmark)
+        except ResultsError as e:
+            raise ServiceError(str(e)) from None
+        jset, key, host = self.judge_for(judge)
+        mode = self._mode(judge.mode, jset)
+        if host:
+            too_long = check_prediction_lengths(preds, self.settings.limits.max_prediction_chars)
+            if too_long:
+                raise ServiceError(too_long)
+        name = clean_model_name(model_name) or clean_model_name(rf.model_name or Path(path).stem) or "model"
+        fp = run_fingerprint(name, benchmark_to_stored(benchmark, spec), n_runs, jset, preds)
+        with self._start_lock:     # a double click sends two starts at once: one run, one bill
+            for run in self.store.list_runs(owner):
+                if run.fingerprint == fp and self.jobs.is_running(run.id):
+                    return run.id, False
+            try:
+                self.jobs.check_capacity(visitor)
+            except TooManyRuns as e:
+                raise ServiceError(str(e)) from None
+            run_id = create_run(self.store, benchmark=benchmark, spec=spec, predictions=preds, n_runs=n_runs,
+                                settings=jset, model_name=name, results_format=rf.format, owner=owner,
+                                judge_info={"mode": mode} if mode == MODE_BATCH else None)
+            self._launch(run_id, benchmark, jset, key, host, visitor, mode)
+        return run_id, True
+
+    def _mode(self, mode: str, jset: JudgeSettings) -> str:
+        if mode != MODE_BATCH:
+            return MODE_LIVE
+        if jset.provider != "openai":
+            raise ServiceError("The Batch API works with OpenAI-compatible endpoints only: pick your own key or "
+                               "the server's OpenAI judge, or grade live.")
+        return MODE_BATCH
+
+    def _launch(self, run_id: str, benchmark: Benchmark, jset: JudgeSettings, key: str | None, host: bool,
+                visitor: str, mode: str) -> None:
+        budget = self.budget.hook(visitor) if host else None
+        try:
+            self.jobs.start(run_id, benchmark, self.make_judge(jset, key, host),
+                            concurrency=self.settings.run_concurrency, budget=budget, visitor=visitor,
+                            batch=mode == MODE_BATCH, batch_poll=self.settings.batch_poll)
+        except TooManyRuns as e:      # a slot went to someone else since the check
+            if self.store.get_run(run_id).status == "created":
+                self.store.set_status(run_id, "stopped", str(e))
+            raise ServiceError(str(e)) from None
+
+    def owned(self, run_id: str, owner: str) -> RunRecord:
+        """The run, when `owner` owns it; else `ServiceError`."""
+        run = self.store.get_run(run_id or "") if run_id else None
+        if run is None:
+            raise ServiceError("No run is selected (or this run id does not exist).")
+        if not owner or run.owner != owner:
+            raise ServiceError("This is a read-only shared view: only the run's owner can change it.")
+        return run
+
+    def permissions(self, run_id: str, owner: str) -> Permissions:
+        run = self.store.get_run(run_id or "") if run_id else None
+        if run is None:
+            return Permissions()
+        mine = bool(owner) and run.owner == owner
+        running = self.jobs.is_running(run.id)
+        imported = run.judge.get("provider") == "imported"
+        return Permissions(owner=mine, running=running, can_stop=mine and running,
+                           can_resume=mine and not running and not imported and run.status != "done",
+                           can_override=mine and not running)
+
+    def stop(self, run_id: str, owner: str) -> str:
+        self.owned(run_id, owner)
+        if not self.jobs.stop(run_id):
+            return "This run is not running."
+        return "Stopping after the calls in flight (they are paid for and will be stored)."
+
+    def resume(self, run_id: str, owner: str, visitor: str, judge: JudgeChoice) -> str:
+        run = self.owned(run_id, owner)
+        if self.jobs.is_running(run_id):
+            return "This run is already grading."
+        if run.judge.get("provider") == "imported":     # a grade file's view: no judge, no predictions to grade
+            raise ServiceError("These grades were imported from a grade file: there is nothing to resume. To "
+                               "grade the answers yourself, drop the results file and click Grade.")
+        view = load_run_view(self.store, run_id)
+        stored_dict = {k: v for k, v in run.judge.items() if k in JudgeSettings.__dataclass_fields__}
+        stored = JudgeSettings(**stored_dict)
+        settings = self.settings
+        if stored.provider == "baseline":
+            jset, key, host = stored, None, False
+        elif stored.base_url == settings.host_base_url and stored.model == settings.judge_model \
+                and settings.host_key and judge.kind == JUDGE_HOST:
+            jset, key, host = stored, settings.host_key, True
+        else:
+            # The visitor's key goes only to the endpoint they give now, or to this run's own (visitor)
+            # endpoint; never to the host's endpoint, whatever endpoint the run started on.
+            key = (judge.api_key or "").strip() or None
+            own_url = (judge.base_url or "").strip() or None
+            if not own_url and stored.base_url and stored.base_url != settings.host_base_url:
+                own_url = stored.base_url
+            if not key and not own_url:
+                raise ServiceError("Resuming needs the API key of this run's judge: pick “My own key / endpoint” "
+                                   "and enter it.")
+            self.check_visitor_url(own_url or OPENAI_PUBLIC_URL)
+            jset, host = replace(stored, provider="openai", api_version=None,
+                                 base_url=own_url or OPENAI_PUBLIC_URL, deadline=settings.call_deadline), False
+        mode = MODE_BATCH if run.judge.get("mode") == MODE_BATCH and jset.provider == "openai" else MODE_LIVE
+        self._launch(run_id, view.benchmark, jset, key, host, visitor, mode)
+        return "Resumed: only what is missing is graded (stored grades are not paid again)."
+
+    def override(self, run_id: str, owner: str, sample_id: str, score, reason: str) -> str:
+        """Replace a sample's score by a human one (every run); the judge's grades stay stored beside it."""
+        self.owned(run_id, owner)
+        if not sample_id:
+            raise ServiceError("Open a sample first (click its row).")
+        view = load_run_view(self.store, run_id)
+        if sample_id not in view.benchmark.samples:
+            raise ServiceError(f"No sample {sample_id!r} in this run.")
+        if self.jobs.is_running(run_id):
+            raise ServiceError("Wait until the run ends (or stop it) before overriding a grade.")
+        try:
+            value = float(score)
+        except (TypeError, ValueError):
+            raise ServiceError("An override score must be a number between 0 and 1.") from None
+        if not 0.0 <= value <= 1.0:
+            raise ServiceError("An override score must be between 0 and 1.")
+        if not (reason or "").strip():
+            raise ServiceError("Give a short reason for the override.")
+        self.store.set_override(run_id, sample_id, value, reason.strip()[:500])
+        return f"Override saved: {sample_id} = {value:g}."
+
+    def clear_override(self, run_id: str, owner: str, sample_id: str) -> str:
+        self.owned(run_id, owner)
+        if not sample_id:
+            raise ServiceError("Open a sample first (click its row).")
+        self.store.clear_override(run_id, sample_id)
+        return f"Override cleared: {sample_id} is graded by the judge again."
+
+    def rename(self, run_id: str, owner: str, name: str) -> str:
+        self.owned(run_id, owner)
+        clean = clean_model_name(name)
+        if not clean:
+            raise ServiceError("A model name cannot be empty.")
+        self.store.rename_run(run_id, clean)
+        return f"Model name set to {clean}."
+
+    def delete(self, run_id: str, owner: str) -> str:
+        run = self.owned(run_id, owner)
+        if self.jobs.is_running(run_id):
+            raise ServiceError("Stop the run before deleting it.")
+        self.store.delete_run(run_id)
+        shutil.rmtree(self.exports_dir / run_id, ignore_errors=True)
+        self._finished_cache.pop(run_id, None)
+        return f"Deleted the run of {run.model_name}."
+
+    def open_grade_file(self, path: str, bench: BenchmarkChoice, owner: str) -> str:
+        """Store a grade file (official grade JSON, VLMEvalKit graded table, graded lmms-eval log) as a finished
+        run of `owner`, with no judge call."""
+        self.check_size(path)
+        try:
+            self.gate.check_rows(path)        # rows counted before any reader runs
+        except ResultsError as e:
+            raise ServiceError(f"Grade file: {e}") from None
+        benchmark, spec, _ = self.resolve_benchmark(bench)
+        try:
+            return open_grade_file(self.store, path, benchmark=benchmark, spec=spec, owner=owner,
+                                   max_bytes=self.settings.max_upload_mb * 1024 * 1024)
+        except GradeFileError as e:
+            raise ServiceError(f"Grade file: {e}") from None
+
+    # ---- what a page or a script reads ----
+    def view(self, run_id: str, *, evidence_for: str | None = None) -> RunView | None:
+        return load_run_view(self.store, run_id, evidence_for=evidence_for) if run_id else None
+
+    def runs_of(self, owner: str, limit: int = 100) -> list[RunSummary]:
+        """The visitor's own runs, newest first (no page lists other visitors' runs)."""
+        if not owner:
+            return []
+        out = []
+        for run in self.store.list_runs(owner)[:limit]:
+            bench = run.benchmark
+            label = f"{bench.get('name', '?')}" + (f" · {bench['subset']} set" if bench.get("subset") else "")
+            total = None
+            if run.status == "done" or run.judge.get("provider") == "imported":
+                view = load_run_view(self.store, run.id)
+                total = view.scores.total.mean if view else None
+            status = "running" if self.jobs.is_running(run.id) else run.status
+            out.append(RunSummary(run.id, run.model_name, run.judge.get("model", "?"), label, run.n_runs,
+                                  run.created_at, status, total))
+        return out
+
+    def card(self, view: RunView) -> dict:
+        """The run card: what a page (owner or shared) and the exports say about a run."""
+        run, judge = view.run, view.run.judge
+        bench = run.benchmark
+        status = "running" if self.jobs.is_running(run.id) else run.status
+        failure = self.jobs.failure(run.id)
+        if failure and status == "running":
+            status = "failed"
+        if judge.get("provider") == "baseline":
+            prompt = "none (offline keyword baseline)"
+        elif judge.get("provider") == "imported":
+            prompt = "unknown (grades imported from a file)"
+        elif judge.get("prompt_examples") is not None:
+            prompt = f"MM-Vet {bench.get('version', 'v1')} few-shot prompt, examples {judge['prompt_examples']}"
+        else:
+            prompt = f"official MM-Vet {bench.get('version', 'v1')} few-shot prompt (7 examples)"
+        return {"run_id": run.id, "model": run.model_name, "judge_model": view.judge_name,
+                "judge": view.judge_text, "endpoint": endpoint_host(judge),
+                "mode": "Batch API" if judge.get("mode") == MODE_BATCH else "live",
+                "benchmark": bench.get("name", "?"), "version": bench.get("version", "?"),
+                "subset": bench.get("subset") or "all samples", "n_samples": len(view.benchmark),
+                "runs": run.n_runs, "prompt": prompt, "tool_version": __version__,
+                "created": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(run.created_at)),
+                "status": status, "message": run.message, "results_format": run.results_format,
+                "metric_note": view.metric_note, **self.store.run_usage(run.id)}
+
+    def status(self, run_id: str) -> dict:
+        """Progress and scores of a run (what a script polls after grade). While a run is grading its scores are
+        recomputed at most every STATUS_TTL seconds however often it is polled (its progress is always exact);
+        a run that has ended is computed once per change."""
+        from . import views
+        now = time.monotonic()
+        hit = self._status_cache.get(run_id or "")
+        if hit is not None and now - hit[0] < STATUS_TTL and self.jobs.is_running(run_id):
+            counts = self.store.count_grades(run_id)
+            return {**hit[1], "done": sum(n for st, n in counts.items() if st in GRADED),
+                    "errored": counts.get("error", 0), "waiting_until": self.jobs.waiting_until(run_id)}
+        record = self.store.get_run(run_id or "") if run_id else None
+        if record is None:
+            raise ServiceError("No such run.")
+        ended = self._finished_cache.get(record.id)
+        if ended is not None and ended[0] == (record.status, record.updated_at) \
+                and not self.jobs.is_running(record.id):
+            return dict(ended[1])
+        view = load_run_view(self.store, run_id)
+        if view is None:
+            raise ServiceError("No such run.")
+        view = self.with_failure(view)
+        p = views.progress_of(view)
+        out = {"run_id": run_id, "status": view.run.status, "message": view.run.message, "done": p.done,
+               "errored": p.errored, "total": p.total, "total_score": view.scores.total.mean,
+               "total_std": view.scores.total.std if view.scores.complete else None,
+               "complete": view.scores.complete, "scores": view.scores.to_dict(), "flags": view.flag_counts(),
+               "judge": view.judge_text, "metric_note": view.metric_note,
+               "waiting_until": self.jobs.waiting_until(run_id), "card": self.card(view)}
+        for rid in [r for r, (t, _) in list(self._status_cache.items()) if now - t >= STATUS_TTL]:
+            self._status_cache.pop(rid, None)
+        if out["status"] == "running" and self.jobs.is_running(run_id):
+            self._status_cache[run_id] = (now, out)
+        else:
+            self._status_cache.pop(run_id, None)
+            if out["status"] != "running" and not self.jobs.is_running(run_id):
+                if len(self._finished_cache) >= FINISHED_CACHE_SIZE:
+                    self._finished_cache.pop(next(iter(self._finished_cache)))       # the oldest entry
+                self._finished_cache[record.id] = ((view.run.status, view.run.updated_at), out)
+        return dict(out)
+
+    def with_failure(self, view: RunView) -> RunView:
+        """`view` with the failure a full disk kept from the stored status (which may still say running)."""
+        failure = self.jobs.failure(view.run.id)
+        if failure and view.run.status == "running":
+            return replace(view, run=replace(view.run, status="failed", message=failure))
+        return view
+
+    def sample(self, run_id: str, sample_id: str) -> dict:
+        """Everything about one sample of a run: texts, every judge attempt, flags, override."""
+        from . import views
+        view = self.view(run_id or "", evidence_for=sample_id)
+        if view is None or sample_id not in view.benchmark.samples:
+            raise ServiceError(f"No sample {sample_id!r} in this run.")
+        return views.sample_detail(view, sample_id)
+
+    def downloads(self, view: RunView) -> list[str]:
+        """The official files, the run card (run.json) and a zip of them all, rewritten only when the run
+        changed since the last export."""
+        card = self.card(view)
+        view = replace(view, run=replace(view.run, model_name=file_safe(view.run.model_name),
+                                         judge={**view.run.judge, "model": file_safe(view.judge_name)}))
+        out = self.exports_dir / view.run.id
+        stamp = f"{view.run.updated_at}:{view.n_graded}:{len(view.overrides)}:{view.run.model_name}"
+        marker = out / ".stamp"
+        if marker.exists() and marker.read_text() == stamp:
+            return sorted(str(p) for p in out.iterdir() if p.name != ".stamp")
+        if out.exists():
+            shutil.rmtree(out)
+        paths = dict(export_run(view, out))
+        card_path = out / "run.json"
+        card_path.write_text(json.dumps(card, indent=2, ensure_ascii=False))
+        paths["run"] = card_path
+        zpath = out / f"{view.run.model_name}_mmvet-grades.zip"
+        with zipfile.ZipFile(zpath, "w", zipfile.ZIP_DEFLATED) as z:
+            for p in paths.values():
+                z.write(p, arcname=Path(p).name)
+        marker.write_text(stamp)
+        return sorted(str(p) for p in [*paths.values(), zpath])
+
+    def share_url(self, run_id: str, base: str | None) -> str:
+        """The read-only link of a run: the configured public URL, else the address the page was opened at."""
+        root = self.settings.public_url or base or "http://localhost:7860"
+        return f"{root.rstrip('/')}/?run={run_id}"
