@@ -210,6 +210,7 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
     # Gradio's own cache (uploads, re-encoded images) is swept: files older than the age go (README "Hosting")
     with gr.Blocks(title="MM-Vet Grader", delete_cache=settings.hosting.gradio_delete_cache()) as demo:
         demo.svc = svc  # for tests and the launcher
+        _api_endpoints(svc)   # first: the scripts' endpoints keep their plain names (the page's events are private)
         owner_store = gr.BrowserState("", storage_key="mmvet-grader-owner", secret=owner_secret)
         owner = gr.Textbox(visible=False, elem_id="owner-token")
         run_state = gr.Textbox(visible=False, elem_id="run-id")
@@ -617,8 +618,6 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
             return tok, tok, run.id if run else "", runs_rows(tok)
 
         demo.load(on_load, [owner_store], [owner_store, owner, run_state, runs_table], api_visibility="private")
-
-        _api_endpoints(svc)
     return demo
 
 

@@ -77,8 +77,9 @@ def wait_http(url: str, timeout: float = 30.0) -> None:
         time.sleep(0.1)
 
 
-def start_app(data_dir: Path, **settings_kwargs) -> AppHandle:
-    """Build the app with `AppSettings(data_dir=…, **settings_kwargs)` and launch it on a free port."""
+def start_app(data_dir: Path, port: int | None = None, **settings_kwargs) -> AppHandle:
+    """Build the app with `AppSettings(data_dir=…, **settings_kwargs)` and launch it on `port` (default: a free
+    one; a restarted app takes its predecessor's port, so the browser's origin and storage stay the same)."""
     from app import AppSettings, build_demo, launch_options
 
     # the fake judges are on 127.0.0.1: visitors' endpoints there need the private deployment's allowance
@@ -86,7 +87,7 @@ def start_app(data_dir: Path, **settings_kwargs) -> AppHandle:
     settings = AppSettings(data_dir=Path(data_dir), **settings_kwargs)
     demo = build_demo(settings)
     demo.queue(default_concurrency_limit=32)
-    port = free_port()
+    port = port or free_port()
     # exactly what `python app.py` passes (allowed paths, upload limit, ...)
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
                 **launch_options(settings))
@@ -138,10 +139,10 @@ def browser():
             b.close()
 
 
-def new_page(browser, url: str, *, timeout_ms: int = 20_000):
+def new_page(browser, url: str, *, timeout_ms: int = 20_000, viewport: tuple[int, int] = (1400, 1000)):
     """A page in a fresh browser context (its own localStorage, hence its own owner token)."""
     t0 = time.time()
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
     page = context.new_page()
     page.set_default_timeout(timeout_ms)
     page.goto(url)

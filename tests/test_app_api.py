@@ -29,15 +29,18 @@ def client(app_server):
 
 
 def validate(client, path, judge=JUDGE_HOST, runs=1):
-    return client.predict(results=handle_file(str(path)), bench_c=BENCH_BUNDLED, bench_f=None, hub="",
+    """(report, estimate) of a results file."""
+    out = client.predict(results=handle_file(str(path)), bench_c=BENCH_BUNDLED, bench_f=None, hub="",
                           sub="All samples", n_runs=runs, judge_c=judge, model="gpt-4-0613", api_name="/validate")
+    return out["report"], out["estimate"]
 
 
 def grade(client, path, owner=OWNER, runs=1, judge=JUDGE_HOST) -> str:
-    run_id, share, _timer = client.predict(
+    out = client.predict(
         results=handle_file(str(path)), bench_c=BENCH_BUNDLED, bench_f=None, hub="", sub="All samples",
         n_runs=runs, judge_c=judge, url="", model="gpt-4-0613", key="", owner_tok=owner, api_name="/grade")
-    assert share.endswith(f"/?run={run_id}")
+    run_id = out["run_id"]
+    assert out["share_url"].endswith(f"/?run={run_id}")
     return run_id
 
 
@@ -58,14 +61,15 @@ def wait_status(client, run_id, want=("done",), timeout=60.0, cond=None) -> dict
 
 def override(client, run_id, sample_id, score, reason, owner):
     return client.predict(run_id=run_id, sample_id=sample_id, score=score, reason=reason, owner_tok=owner,
-                          overlay_sel=[], cap_f="all", lo=0, hi=1, flagged=False, api_name="/override")
+                          api_name="/override")
 
 
 def test_view_grades_imports_an_official_grade_file_without_any_judge_call(client, app_server, fake_server):
     before = list(fake_server.state.calls)
     path = OFFICIAL_GRADES / "llava-v1.5-13b_gpt-4-grade-1runs.json"
-    run_id, share = client.predict(f=handle_file(str(path)), bench_c=BENCH_BUNDLED, bench_f=None, hub="",
-                                   sub="All samples", owner_tok=OWNER, api_name="/view_grades")
+    out = client.predict(f=handle_file(str(path)), bench_c=BENCH_BUNDLED, bench_f=None, hub="",
+                         sub="All samples", owner_tok=OWNER, api_name="/view_grades")
+    run_id, share = out["run_id"], out["share_url"]
     assert share.endswith(f"/?run={run_id}")
     st = status(client, run_id)
     assert st["status"] == "done" and st["done"] == st["total"] == 218 and st["complete"]
@@ -154,16 +158,14 @@ def test_override_needs_the_owner_token(client, app_server, graded_run):
     out = override(client, graded_run, "v1_0", new, "checked by hand", OWNER)
     view = app_server.view(graded_run)
     assert view.overrides["v1_0"] == (new, "checked by hand")
-    assert out[1] == views.total_text(view)                 # the Score textbox of the page
+    assert out["total_score"] == view.scores.total.mean and out["card"]["model"] == view.run.model_name
     after = status(client, graded_run)["total_score"]
     assert after == pytest.approx(view.scores.total.mean) and after != pytest.approx(before)
     assert "override" in status(client, graded_run)["flags"]
 
     with pytest.raises(AppError, match="read-only"):
-        client.predict(run_id=graded_run, sample_id="v1_0", owner_tok=INTRUDER, overlay_sel=[], cap_f="all",
-                       lo=0, hi=1, flagged=False, api_name="/clear_override")
-    client.predict(run_id=graded_run, sample_id="v1_0", owner_tok=OWNER, overlay_sel=[], cap_f="all",
-                   lo=0, hi=1, flagged=False, api_name="/clear_override")
+        client.predict(run_id=graded_run, sample_id="v1_0", owner_tok=INTRUDER, api_name="/clear_override")
+    client.predict(run_id=graded_run, sample_id="v1_0", owner_tok=OWNER, api_name="/clear_override")
     assert app_server.store.overrides(graded_run) == {}
     assert status(client, graded_run)["total_score"] == pytest.approx(before)
 

@@ -38,16 +38,20 @@ def page(app_server, browser):
 
 
 def view(page, path) -> str:
-    """Drop `path` on the grade-file box and wait for the run it opens; returns the run id."""
-    before = text_of(page, "share-link")
+    """Drop `path` on the grade-file box and wait for the run it opens (its id in the address); returns the id."""
+    before = page.url
+    section = page.locator("#grade-file-section")
+    if not page.locator("#grade-json-file").is_visible():
+        section.get_by_text("Open a grade file").first.click()
     clear = page.locator("#grade-json-file button[aria-label='Clear']")
     if clear.count():
         clear.click()
     page.locator("#grade-json-file input[type=file]").set_input_files(str(path))
-    expect(page.locator("#share-link textarea")).not_to_have_value(before or "\x00", timeout=TIMEOUT_MS)
-    expect(page.locator("#share-link textarea")).to_have_value(re.compile(r"\?run=[\w-]{24}$"),
-                                                               timeout=TIMEOUT_MS)
-    return text_of(page, "share-link").rsplit("run=", 1)[1]
+    expect(page).not_to_have_url(before, timeout=TIMEOUT_MS)
+    expect(page).to_have_url(re.compile(r"\?run=[\w-]{24}$"), timeout=TIMEOUT_MS)
+    run_id = page.url.rsplit("run=", 1)[1]
+    expect(page.locator("#share-link textarea")).to_have_value(re.compile(f"run={run_id}$"), timeout=TIMEOUT_MS)
+    return run_id
 
 
 def lmms_file(tmp_path, judges):
@@ -115,8 +119,8 @@ def test_the_api_reports_the_judge_and_the_note_of_a_viewed_grade_file(app_serve
 
     client = Client(app_server.url, verbose=False, download_files=False)
     path = tw.vlmevalkit(tmp_path / "llava-v1.5-13b_MMVet_gpt-4-turbo.tsv", PREDS, BENCH, SCORES)
-    run_id, _share = client.predict(f=handle_file(str(path)), bench_c=BENCH_BUNDLED, bench_f=None, hub="",
-                                    sub="All samples", owner_tok="grade-file-owner", api_name="/view_grades")
+    run_id = client.predict(f=handle_file(str(path)), bench_c=BENCH_BUNDLED, bench_f=None, hub="",
+                            sub="All samples", owner_tok="grade-file-owner", api_name="/view_grades")["run_id"]
     st = client.predict(run_id, api_name="/status")
     assert (st["status"], st["done"], round(st["total_score"], 1), st["judge"]) == ("done", 218, 36.1, "gpt-4-turbo")
     assert st["metric_note"].startswith("NOT the official MM-Vet metric")

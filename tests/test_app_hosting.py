@@ -151,10 +151,9 @@ def grade(client: Client, judge: str, *, owner_tok: str, url: str = "", key: str
           results: Path = RESULTS, bench: str | None = None, bench_file=None) -> str:
     from app import BENCH_BUNDLED
 
-    run_id, _share, _timer = client.predict(
+    return client.predict(
         handle_file(str(results)), bench or BENCH_BUNDLED, bench_file, "", "All samples", 1, judge, url,
-        "gpt-4-0613", key, owner_tok, api_name="/grade")
-    return run_id
+        "gpt-4-0613", key, owner_tok, api_name="/grade")["run_id"]
 
 
 def status(client: Client, run_id: str) -> dict:
@@ -274,10 +273,10 @@ def test_keys_never_leak(app, host_judge, visitor_judge, tmp_path, capfd, caplog
     for rid in (host_run, own_run, probe):
         seen.append(json.dumps(status(c, rid)))
         seen.append(json.dumps(c.predict(rid, "v1_0", api_name="/sample")))
-    for rid in (host_run, own_run):      # an override (owner only) also writes the run's exports
-        seen.append(json.dumps(c.predict(rid, "v1_0", 0.5, "test", tok, [], "all", 0, 1, False,
-                                         api_name="/override"), default=str))
-    assert _files_under(app.data_dir / "exports"), "the override should have written the exports"
+    for rid in (host_run, own_run):      # an override (owner only), then the exports the page offers
+        seen.append(json.dumps(c.predict(rid, "v1_0", 0.5, "test", tok, api_name="/override"), default=str))
+        app.svc.downloads(app.svc.view(rid))
+    assert _files_under(app.data_dir / "exports"), "the exports (with run.json) should have been written"
     for path in ("", "config", "gradio_api/info", "gradio_api/config"):
         try:
             with urllib.request.urlopen(app.url + path, timeout=10) as r:
@@ -302,16 +301,16 @@ def test_visitor_key_without_base_url_never_falls_back_to_the_hosts_endpoint(mon
     """A host configures its endpoint with OPENAI_BASE_URL (`AppSettings.from_env`); the SDK would send a key
     given with no base URL there. "Empty = OpenAI" must mean OpenAI, so the visitor's key never reaches it."""
     import asyncio
-    from types import SimpleNamespace
 
-    from app import JUDGE_HOST, JUDGE_OWN, OPENAI_PUBLIC_URL, AppSettings, _judge_choice
+    from app import JUDGE_HOST, JUDGE_OWN, OPENAI_PUBLIC_URL, AppSettings
     from mmvet_core.judge import make_judge
+    from mmvet_core.service import GradingService, JudgeChoice
 
     monkeypatch.setenv("OPENAI_BASE_URL", host_judge.url)
     monkeypatch.setenv("OPENAI_API_KEY", HOST_KEY)
-    svc = SimpleNamespace(settings=AppSettings(data_dir=tmp_path, host_key=HOST_KEY, host_base_url=host_judge.url,
-                                               allow_private_endpoints=True))
-    jset, key, uses_host = _judge_choice(svc, JUDGE_OWN, "  ", "gpt-4-0613", VISITOR_KEY)
+    svc = GradingService(AppSettings(data_dir=tmp_path, host_key=HOST_KEY, host_base_url=host_judge.url,
+                                     allow_private_endpoints=True))
+    jset, key, uses_host = svc.judge_for(JudgeChoice(JUDGE_OWN, "  ", "gpt-4-0613", VISITOR_KEY))
     assert (key, uses_host) == (VISITOR_KEY, False)
     judge = make_judge(jset, key)
     try:
@@ -320,8 +319,10 @@ def test_visitor_key_without_base_url_never_falls_back_to_the_hosts_endpoint(mon
     finally:
         asyncio.run(judge.aclose())
     # and a URL sent along with "Server's judge" is ignored
-    jset, key, uses_host = _judge_choice(svc, JUDGE_HOST, "http://evil.example/v1", "other-model", "")
+    jset, key, uses_host = svc.judge_for(JudgeChoice(JUDGE_HOST, "http://evil.example/v1", "other-model", ""))
     assert (jset.base_url, jset.model, key, uses_host) == (host_judge.url, "gpt-4-0613", HOST_KEY, True)
+    svc.jobs.shutdown()
+    svc.store.close()
 
 
 # --- share view is read-only ------------------------------------------------------------------------------
@@ -343,10 +344,9 @@ def test_share_view_is_read_only(app, visitor_judge, tmp_path):
                 stranger.predict(run_id, JUDGE_OWN, visitor_judge.url, "gpt-4-0613", VISITOR_KEY, bad,
                                  api_name="/resume")
             with pytest.raises(AppError, match="read-only"):
-                stranger.predict(run_id, "v1_0", 1.0, "mine now", bad, [], "all", 0, 1, False,
-                                 api_name="/override")
+                stranger.predict(run_id, "v1_0", 1.0, "mine now", bad, api_name="/override")
             with pytest.raises(AppError, match="read-only"):
-                stranger.predict(run_id, "v1_0", bad, [], "all", 0, 1, False, api_name="/clear_override")
+                stranger.predict(run_id, "v1_0", bad, api_name="/clear_override")
         assert status(stranger, run_id)["status"] == "running"   # the refused stop did nothing
         assert app.svc.store.overrides(run_id) == {}
 
@@ -361,7 +361,7 @@ def test_share_view_is_read_only(app, visitor_judge, tmp_path):
     wait_for(c, run_id, lambda s: s["done"] > done + 5)     # the owner's resume took effect
     c.predict(run_id, tok, api_name="/stop")
     assert wait_end(c, run_id)["status"] in ("stopped", "done")
-    c.predict(run_id, "v1_0", 1.0, "checked by hand", tok, [], "all", 0, 1, False, api_name="/override")
+    c.predict(run_id, "v1_0", 1.0, "checked by hand", tok, api_name="/override")
     assert app.svc.store.overrides(run_id) == {"v1_0": (1.0, "checked by hand")}
 
 

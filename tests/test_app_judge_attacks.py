@@ -178,8 +178,9 @@ def test_resume_and_start_respect_the_run_caps(tmp_path, host_judge):
             alice, bob, carol = app.client("203.0.113.1"), app.client("203.0.113.2"), app.client("203.0.113.3")
             toks = {who: owner() for who in ("alice", "bob", "carol")}
             a1 = grade(alice, JUDGE_OWN, owner_tok=toks["alice"], url=slow.url, key=VISITOR_KEY)
-            with pytest.raises(AppError, match="You already have 1"):
-                grade(alice, JUDGE_OWN, owner_tok=toks["alice"], url=slow.url, key=VISITOR_KEY)
+            with pytest.raises(AppError, match="You already have 1"):     # another job (the same one is a/1)
+                grade(alice, JUDGE_OWN, owner_tok=toks["alice"], url=slow.url, key=VISITOR_KEY,
+                      results=variant(tmp_path, "alice-2"))
             grade(bob, JUDGE_OWN, owner_tok=toks["bob"], url=slow.url, key=VISITOR_KEY)
             with pytest.raises(AppError, match="as many runs"):
                 grade(carol, JUDGE_OWN, owner_tok=toks["carol"], url=slow.url, key=VISITOR_KEY)

@@ -108,10 +108,10 @@ def test_uploaded_benchmark_files_never_reach_a_browser(app_server, browser, bea
     victim = new_page(browser, app_server.url, timeout_ms=90_000)    # the victim's tab holds an owner token
     victim.wait_for_function("Object.keys(localStorage).length > 0")
     client = Client(app_server.url, verbose=False)
-    run_id, _share, _ = client.predict(
+    run_id = client.predict(
         results=handle_file(str(results)), bench_c=BENCH_UPLOAD, bench_f=handle_file(str(zpath)), hub="",
         sub="All samples", n_runs=1, judge_c=JUDGE_BASELINE, url="", model="", key="", owner_tok="attacker",
-        api_name="/grade")
+        api_name="/grade")["run_id"]
     assert wait_end(client, run_id)["status"] == "done"
 
     # 1. no answer carries a server path

@@ -1,0 +1,337 @@
+"""The app as people use it (issue 10), in a real headless Chromium: each test walks one of the issue's numbered
+items and fails without its fix.
+
+1. a mistake is a toast: every other component stays as it was and clickable;
+2. a reload or a server restart brings the run back (``?run=`` in the address, My runs);
+3. overlays on the Bard set draw the paper's Bard-set models, with a warning when judges differ;
+4. a double click on Grade makes one run and pays once; buttons are enabled only when they can act;
+5. partial totals carry no spread of incomplete runs;
+6. Grade and progress are in the first viewport at 1440×900; on a phone progress follows Grade;
+7. the run card is on the owner's and the shared view, and in the exported zip (run.json).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from mmvet_core import views
+from tests.app_fixtures import (  # noqa: F401  (fixtures)
+    HOST_KEY, RESULTS_DIR, app_server, browser, fake_server, new_page, wait_http, wait_loaded,
+)
+from tests.fake_judge import free_port
+
+LLAVA_13B = RESULTS_DIR / "llava-v1.5-13b.json"
+LLAVA_7B = RESULTS_DIR / "llava-v1.5-7b.json"
+ROOT = Path(__file__).resolve().parent.parent
+
+expect.set_options(timeout=20_000)
+
+
+def text_of(page, elem_id: str) -> str:
+    return page.locator(f"#{elem_id}").locator("textarea, input").first.input_value()
+
+
+def toasts(page):
+    return page.locator('[data-testid="toast-text"]')
+
+
+def error_badges(page) -> int:
+    """Components Gradio marked as failed (an exception in a handler puts an "Error" badge on every output)."""
+    return page.evaluate("""() => [...document.querySelectorAll('.wrap, .status-tracker, [class*="error"]')]
+        .filter(e => e.offsetParent !== null && /^\\s*Error\\s*$/.test(e.innerText || '')).length""")
+
+
+def upload_results(page, path) -> None:
+    clear = page.locator("#results-file button[aria-label='Clear']")
+    if clear.count():
+        clear.click()
+    page.locator("#results-file input[type=file]").set_input_files(str(path))
+
+
+def tagged(tmp_path: Path, source: Path, tag: str) -> Path:
+    """`source` with " [tag]" on every prediction: prompts no earlier test has sent (no cached answer)."""
+    preds = json.loads(source.read_text(encoding="utf-8"))
+    path = tmp_path / f"{source.stem}-{tag}.json"
+    path.write_text(json.dumps({k: f"{v} [{tag}]" for k, v in preds.items()}), encoding="utf-8")
+    return path
+
+
+def progress_text(page) -> str:
+    loc = page.locator("#progress-text")
+    return loc.inner_text() if loc.count() else ""
+
+
+def wait_progress(page, pattern: str, timeout: float = 60.0) -> str:
+    expect(page.locator("#progress-text")).to_have_text(re.compile(pattern), timeout=timeout * 1000)
+    return progress_text(page)
+
+
+def run_in_address(page) -> str:
+    expect(page).to_have_url(re.compile(r"\?run=[\w-]{24}$"))
+    return page.url.rsplit("run=", 1)[1]
+
+
+def set_runs(page, n: int) -> None:
+    box = page.locator("#runs input[type=number]")
+    box.fill(str(n))
+    box.press("Enter")
+    box.blur()
+
+
+def pick_subset(page, label: str) -> None:
+    page.locator("#benchmark-accordion").get_by_text("Benchmark:", exact=False).first.click()
+    page.locator("#subset").get_by_text(label).click()
+
+
+def pick_judge(page, label: str) -> None:
+    page.locator("#judge-choice").get_by_text(label, exact=True).click()
+
+
+@pytest.fixture(scope="module")
+def page(app_server, browser):
+    p = new_page(browser, app_server.url)
+    yield p
+    p.context.close()
+
+
+# --- 6. the layout: Grade and progress in view ---------------------------------------------------------------
+def test_grade_and_progress_are_in_the_first_viewport_at_1440x900(app_server, browser, tmp_path):
+    page = new_page(browser, app_server.url, viewport=(1440, 900))
+    try:
+        # the empty state says what to do instead of empty boxes
+        expect(page.locator("#empty-state")).to_contain_text("Drop a results file")
+        expect(page.locator("#radar-capabilities")).to_be_hidden()
+        page.locator("#example-button").click()
+        expect(page.locator("#validation-report textarea")).to_have_value(re.compile("218 of 218"))
+        assert page.evaluate("window.scrollY") == 0
+        grade = page.locator("#grade-button").bounding_box()
+        assert grade["y"] + grade["height"] <= 900, grade
+        page.locator("#grade-button").click(no_wait_after=True)
+        wait_progress(page, r"(running|done): \d+ / 218")
+        assert page.evaluate("window.scrollY") == 0      # nothing scrolled: both were in view
+        prog, score = (page.locator(f"#{i}").bounding_box() for i in ("progress", "total-score"))
+        assert prog["y"] + prog["height"] <= 900 and score["y"] + score["height"] <= 900
+        wait_progress(page, r"^done: 218 / 218")
+        app_server.wait_idle()
+    finally:
+        page.context.close()
+
+
+def test_on_a_phone_progress_comes_right_after_grade(app_server, browser):
+    page = new_page(browser, app_server.url, viewport=(390, 844))
+    try:
+        grade = page.locator("#grade-button").bounding_box()
+        prog = page.locator("#progress").bounding_box()
+        drop = page.locator("#grade-json-file").bounding_box()
+        assert prog["y"] > grade["y"]
+        assert prog["y"] - (grade["y"] + grade["height"]) < 250        # no drop zone in between
+        assert drop is None or drop["y"] > prog["y"]
+    finally:
+        page.context.close()
+
+
+# --- 4. a double click pays once; buttons act only when they can -----------------------------------------------
+def test_double_click_on_grade_makes_one_run_and_pays_once(app_server, fake_server, page, tmp_path):
+    state = fake_server.state
+    expect(page.locator("#stop-button")).to_be_disabled()
+    expect(page.locator("#resume-button")).to_be_disabled()
+    expect(page.locator("#override-button")).to_be_hidden()        # no run open: no samples section
+    upload_results(page, tagged(tmp_path, LLAVA_13B, "dbl"))
+    expect(page.locator("#validation-report textarea")).to_have_value(re.compile("218 of 218"))
+    n0 = len(state.calls)
+    state.latency = 0.05
+    try:
+        page.locator("#grade-button").dblclick()
+        wait_progress(page, r"running: \d+ / 218")
+        run_id = run_in_address(page)
+        expect(page.locator("#stop-button")).to_be_enabled()
+        expect(page.locator("#resume-button")).to_be_disabled()
+        wait_progress(page, r"^done: 218 / 218")
+        app_server.wait_idle()
+    finally:
+        state.latency = 0.0
+    owner = app_server.store.get_run(run_id).owner
+    assert [r.id for r in app_server.store.list_runs(owner)] == [run_id]       # one run, not two
+    calls = [c for c in state.calls[n0:] if c.get("status") == 200]
+    usage = app_server.store.run_usage(run_id)
+    assert len(calls) == usage["calls"] and usage["cached_answers"] == 0      # every call is this run's, once
+    assert len({(c["prompt"], c["temperature"]) for c in calls}) == len(calls)
+    assert len([c for c in calls if c["temperature"] == 0.0]) == 218
+    expect(page.locator("#stop-button")).to_be_disabled()
+    expect(page.locator("#resume-button")).to_be_disabled()                   # done: nothing to resume
+
+
+# --- 1. an invalid override is a toast; nothing else changes -------------------------------------------------
+def test_invalid_override_is_a_toast_and_leaves_the_page_intact(app_server, page):
+    run_id = run_in_address(page)
+    expect(page.locator("#override-button")).to_be_disabled()        # no sample selected yet
+    page.locator('#samples-table [data-testid="cell-0-0"]').click()
+    expect(page.locator("#detail-id textarea")).to_have_value("v1_0")
+    expect(page.locator("#override-button")).to_be_enabled()
+    before = {i: text_of(page, i) for i in ("total-score", "flag-counts", "share-link", "detail-question")}
+    n_files = page.locator("#downloads a").count()
+    assert n_files >= 4
+
+    for score, reason, message in (("", "why not", "between 0 and 1"), ("7", "too high", "between 0 and 1"),
+                                   ("0.5", "", "reason")):
+        box = page.locator("#override-score input[type=number]")
+        box.fill(score)
+        page.locator("#override-reason textarea").fill(reason)
+        page.locator("#override-button").click()
+        expect(toasts(page).filter(has_text=message).last).to_be_visible()
+        assert app_server.store.overrides(run_id) == {}
+        assert error_badges(page) == 0
+        assert {i: text_of(page, i) for i in before} == before
+        assert page.locator("#downloads a").count() == n_files
+    # everything is still clickable: another row opens, the downloads are links
+    page.locator('#samples-table [data-testid="cell-1-0"]').click()
+    expect(page.locator("#detail-id textarea")).to_have_value("v1_1")
+    href = page.locator("#downloads a").first.get_attribute("href")
+    assert href and "/gradio_api/file=" in href
+
+    # a valid override is confirmed with a toast
+    page.locator("#override-score input[type=number]").fill("1")
+    page.locator("#override-reason textarea").fill("checked by hand")
+    page.locator("#override-button").click()
+    expect(toasts(page).filter(has_text="Override saved: v1_1")).to_have_count(1)
+    expect(page.locator("#detail-flags textarea")).to_have_value(re.compile("overridden by a person"))
+    assert app_server.store.overrides(run_id) == {"v1_1": (1.0, "checked by hand")}
+
+
+def test_grade_without_a_file_is_a_toast_and_the_run_stays(page):
+    run_id = run_in_address(page)
+    total = text_of(page, "total-score")
+    page.locator("#results-file button[aria-label='Clear']").click()
+    page.locator("#grade-button").click()
+    expect(toasts(page).filter(has_text="Drop a results file first")).to_have_count(1)
+    assert error_badges(page) == 0
+    assert run_in_address(page) == run_id and text_of(page, "total-score") == total
+
+
+# --- 7. the run card ----------------------------------------------------------------------------------------
+def test_run_card_on_owner_and_shared_views_and_in_the_zip(app_server, page, browser):
+    run_id = run_in_address(page)
+    card = page.locator("#run-card")
+    for text in ("llava-v1.5-13b-dbl", "gpt-4-0613", "127.0.0.1", "mmvet-v1", "all samples", "218 samples",
+                 "official MM-Vet v1 few-shot prompt", "done", "judge calls", "tokens", "MM-Vet Grader"):
+        expect(card).to_contain_text(text)
+    # the owner renames the model: the card, My runs and the exported files follow
+    page.locator("#rename-box textarea, #rename-box input").first.fill("LLaVA-13B (my fine-tune)")
+    page.locator("#rename-button").click()
+    expect(card.locator("#card-model")).to_have_text("LLaVA-13B (my fine-tune)")
+    expect(page.locator("#my-runs-table")).to_contain_text("LLaVA-13B (my fine-tune)")
+    expect(page.locator("#downloads")).to_contain_text("LLaVA-13B_my_fine-tune")
+    zpath = [p for p in app_server.svc.downloads(app_server.svc.view(run_id)) if p.endswith(".zip")][0]
+    with zipfile.ZipFile(zpath) as z:
+        exported = json.loads(z.read("run.json"))
+    assert exported["model"] == "LLaVA-13B (my fine-tune)" and exported["judge_model"] == "gpt-4-0613"
+    assert exported["runs"] == 1 and exported["subset"] == "all samples" and exported["calls"] >= 218
+
+    viewer = new_page(browser, f"{app_server.url}?run={run_id}")
+    try:
+        expect(viewer.locator("#run-card #card-model")).to_have_text("LLaVA-13B (my fine-tune)")
+        expect(viewer.locator("#run-card")).to_contain_text("gpt-4-0613")
+        expect(viewer.locator("#read-only-note")).to_be_visible()
+        expect(viewer.locator("#owner-tools")).to_be_hidden()
+        expect(viewer.locator("#grade-button")).to_be_hidden()
+    finally:
+        viewer.context.close()
+
+
+# --- 3. overlays on the Bard set ------------------------------------------------------------------------------
+def test_bard_subset_report_and_overlays(app_server, browser, tmp_path):
+    page = new_page(browser, app_server.url)
+    try:
+        pick_subset(page, "Bard set (168)")
+        pick_judge(page, "Offline baseline (not MM-Vet)")
+        upload_results(page, LLAVA_13B)
+        report = page.locator("#validation-report textarea")
+        expect(report).to_have_value(re.compile("168 of 168"))
+        assert "outside the Bard set" in report.input_value() and "not in the benchmark" not in report.input_value()
+        page.locator("#grade-button").click()
+        wait_progress(page, r"^done: 168 / 168")
+        overlays = page.locator("#overlays")
+        overlays.locator("input").click()
+        expect(page.get_by_role("option", name="Bard", exact=True)).to_be_visible()
+        page.get_by_role("option", name="Bard", exact=True).click()
+        page.keyboard.press("Escape")
+        traces = "id => document.querySelector(`#${id} .js-plotly-plot`)?.data?.length || 0"
+        page.wait_for_function(f"() => ({traces})('radar-capabilities') === 2")
+        assert page.evaluate(f"({traces})('radar-integrations')") == 2
+        names = page.evaluate("() => document.querySelector('#radar-capabilities .js-plotly-plot').data"
+                              ".map(t => t.name)")
+        assert names[1] == "Bard"
+        expect(page.locator("#overlay-note")).to_contain_text("not a like-for-like comparison")
+        assert error_badges(page) == 0
+    finally:
+        page.context.close()
+
+
+# --- 5. partial totals and 2. reload / restart ------------------------------------------------------------------
+def _serve(data_dir: Path, port: int, judge_url: str) -> subprocess.Popen:
+    """`python app.py` as a host runs it (its own process, configured by the environment)."""
+    env = {**os.environ, "MMVET_DATA_DIR": str(data_dir), "OPENAI_API_KEY": HOST_KEY, "OPENAI_BASE_URL": judge_url,
+           "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "MMVET_RUN_CONCURRENCY": "4",
+           "GRADIO_TEMP_DIR": str(data_dir.parent / "gradio-tmp")}
+    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    wait_http(f"http://127.0.0.1:{port}/gradio_api/info", timeout=60)
+    return proc
+
+
+def test_partial_total_has_no_spread_and_a_restart_brings_the_run_back(browser, tmp_path):
+    """A 2-run job; the page is reloaded mid-run, then the server process is killed and started again. The
+    reopened page (same address, same browser) shows the run with its partial total and no spread; Resume
+    finishes it, and then the spread of the complete runs appears."""
+    from tests.fake_judge import FakeJudgeServer, FakeState
+
+    with FakeJudgeServer(FakeState(latency=0.3)) as judge:
+        port = free_port()
+        url = f"http://127.0.0.1:{port}/"
+        proc = _serve(tmp_path / "data", port, judge.url)
+        page = new_page(browser, url)
+        try:
+            upload_results(page, LLAVA_7B)
+            expect(page.locator("#validation-report textarea")).to_have_value(re.compile("218 of 218"))
+            set_runs(page, 2)
+            expect(page.locator("#estimate textarea")).to_have_value(re.compile("436 judge calls"))
+            page.locator("#grade-button").click()
+            wait_progress(page, r"running: ([3-9]\d|\d{3}) / 436")
+            run_id = run_in_address(page)
+            page.reload()
+            wait_loaded(page)
+            assert run_in_address(page) == run_id
+            expect(page.locator("#run-card")).to_contain_text(run_id)
+            wait_progress(page, r"running: \d+ / 436")
+            total = text_of(page, "total-score")
+            assert total.startswith("So far: ") and "±" not in total, total
+        finally:
+            proc.kill()                                     # the server dies mid-run
+            proc.wait()
+        proc = _serve(tmp_path / "data", port, judge.url)
+        try:
+            page.reload()
+            wait_loaded(page)
+            assert run_in_address(page) == run_id
+            wait_progress(page, r"^stopped: \d+ / 436 .*server restart")
+            total = text_of(page, "total-score")
+            assert total.startswith("So far: ") and "partial" in total and "±" not in total, total
+            expect(page.locator("#my-runs-table")).to_contain_text(run_id)
+            expect(page.locator("#resume-button")).to_be_enabled()
+            judge.state.latency = 0.0
+            page.locator("#resume-button").click()
+            wait_progress(page, r"^done: 436 / 436")
+            total = text_of(page, "total-score")
+            assert re.match(r"Total: \d+\.\d ± \d+\.\d over 2 run\(s\)", total), total
+        finally:
+            page.context.close()
+            proc.kill()
+            proc.wait()
