@@ -322,8 +322,10 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
             # outside the Group: inside one, Gradio draws the buttons as plain text
             with gr.Row(elem_id="override-row") as override_row:
                 # a callable None: a plain None shows "0" in the browser (gradio issue #6728)
-                o_score = gr.Number(lambda: None, label="Override score (0-1)", minimum=0, maximum=1, step=0.1,
-                                    placeholder="0 to 1", elem_id="override-score")
+                # no minimum/maximum: Gradio would refuse an out-of-range value with an error on every output;
+                # the service refuses it with a toast instead
+                o_score = gr.Number(lambda: None, label="Override score (0-1)", step=0.1, placeholder="0 to 1",
+                                    elem_id="override-score")
                 o_reason = gr.Textbox(label="Reason", elem_id="override-reason")
                 o_btn = gr.Button("Override", variant="primary", elem_id="override-button", interactive=False)
                 o_clear = gr.Button("Clear override", elem_id="override-clear", interactive=False)
@@ -575,9 +577,12 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
         @toasts(3)
         def rename(run_id, name, owner_tok):
             gr.Info(_esc(svc.rename(run_id, owner_tok, name)))
-            return card_html(svc.card(svc.view(run_id))), runs_rows(owner_tok), svc.view(run_id).run.model_name
+            view = svc.view(run_id)
+            files = svc.downloads(view) if view.n_graded and not svc.jobs.is_running(run_id) else None
+            return (card_html(svc.card(view)), runs_rows(owner_tok),
+                    gr.File(value=files, visible=bool(files)) if files else gr.skip())
 
-        rename_btn.click(rename, [run_state, rename_box, owner], [run_card, runs_table, model_name],
+        rename_btn.click(rename, [run_state, rename_box, owner], [run_card, runs_table, downloads],
                          api_visibility="private")
 
         @toasts(2)

@@ -326,7 +326,7 @@ class GradingService:
         if not path:
             return Validation("Drop a results file, or load the official example.", "")
         rf = self._read(path)
-        name = clean_model_name(rf.model_name or Path(path).stem)
+        name = file_safe(rf.model_name or Path(path).stem)
         try:
             benchmark, _, full = self.resolve_benchmark(bench)
         except ServiceError as e:
@@ -366,7 +366,9 @@ class GradingService:
             too_long = check_prediction_lengths(preds, self.settings.limits.max_prediction_chars)
             if too_long:
                 raise ServiceError(too_long)
-        name = clean_model_name(model_name) or clean_model_name(rf.model_name or Path(path).stem) or "model"
+        # a name typed by the visitor is kept as typed (shown as text everywhere); one taken from the file is
+        # made file-safe as the official file names need it ("org/model" in lmms-eval logs)
+        name = clean_model_name(model_name) or file_safe(rf.model_name or Path(path).stem)
         fp = run_fingerprint(name, benchmark_to_stored(benchmark, spec), n_runs, jset, preds)
         with self._start_lock:     # a double click sends two starts at once: one run, one bill
             for run in self.store.list_runs(owner):

@@ -153,7 +153,8 @@ def test_hostile_text_is_inert_for_the_owner_and_for_viewers(app_server, browser
 
         page.locator("#grade-button").click()
         expect(page.locator("#progress-text")).to_have_text(re.compile(r"^done: 7 / 7"))
-        run_id = text_of(page, "share-link").rsplit("run=", 1)[1]
+        expect(page).to_have_url(re.compile(r"\?run=[\w-]{24}$"))
+        run_id = page.url.rsplit("run=", 1)[1]
         view = app_server.view(run_id)
         assert view.run.judge["provider"] == "baseline" and view.run.results_format == "lmms-eval-json"
         assert not set("/\\<>") & set(view.run.model_name)      # a file-safe name, shown as such
@@ -168,8 +169,16 @@ def test_hostile_text_is_inert_for_the_owner_and_for_viewers(app_server, browser
         assert "evil" not in page.evaluate("[...document.querySelectorAll('style')].map(s => s.textContent).join()")
         expect(page.locator("#downloads")).to_contain_text(re.compile(r"_mmvet-grades\s*\.zip"))
         exports = app_server.settings.data_dir / "exports" / run_id
-        assert len(list(exports.glob("*.json"))) == 1 and len(list(exports.glob("*.zip"))) == 1
+        assert len(list(exports.glob("*.json"))) == 2 and len(list(exports.glob("*.zip"))) == 1   # + run.json
         tmp_root = app_server.settings.data_dir.parent.parent
+        assert not list(tmp_root.rglob("escaped*")), "a download was written outside the exports folder"
+        # the owner renames the model with markup: the run card, My runs and the exports keep it as text
+        page.locator("#rename-box textarea, #rename-box input").first.fill(MODEL_NAME)
+        page.locator("#rename-button").click()
+        expect(page.locator("#run-card #card-model")).to_have_text(MODEL_NAME)
+        expect(page.locator("#my-runs-table")).to_contain_text(MODEL_NAME)
+        assert page.locator("#run-card, #my-runs-table, #downloads").locator(INJECTED).count() == 0
+        expect(page.locator("#downloads")).to_contain_text("a_img_src=x_onerror")   # re-exported, file-safe name
         assert not list(tmp_root.rglob("escaped*")), "a download was written outside the exports folder"
         page.wait_for_timeout(300)                 # give any injected handler a chance to fire
         watch.assert_clean(page)
