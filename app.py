@@ -331,7 +331,7 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
                 o_clear = gr.Button("Clear override", elem_id="override-clear", interactive=False)
 
         with gr.Accordion("My runs", open=True, elem_id="my-runs"):
-            runs_note = gr.Markdown("Runs you start or open here are listed with their scores; click one to "
+            gr.Markdown("Runs you start or open here are listed with their scores; click one to "
                                     "reopen it. This list lives in this browser (no account needed).",
                                     elem_id="my-runs-note")
             runs_table = gr.Dataframe(headers=RUN_LIST_COLUMNS, interactive=False, type="array",

@@ -14,6 +14,7 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import json
+import re
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -157,6 +158,25 @@ def wait_loaded(page) -> None:
     page.wait_for_selector("#total-score textarea", state="attached")
     # the load event (owner token, ?run=) is a queued call: wait for its SSE stream to close
     page.wait_for_load_state("networkidle")
+
+
+def open_grade_file(page, path, timeout_ms: int = 30_000) -> str:
+    """Drop `path` on "Open a grade file" (opening the section first) and wait for the run it opens: its id in the
+    address and in the share link. Returns the run id."""
+    from playwright.sync_api import expect
+
+    before = page.url
+    if not page.locator("#grade-json-file").is_visible():
+        page.locator("#grade-file-section").get_by_text("Open a grade file").first.click()
+    clear = page.locator("#grade-json-file button[aria-label='Clear']")
+    if clear.count():
+        clear.click()
+    page.locator("#grade-json-file input[type=file]").set_input_files(str(path))
+    expect(page).not_to_have_url(before, timeout=timeout_ms)
+    expect(page).to_have_url(re.compile(r"\?run=[\w-]{24}$"), timeout=timeout_ms)
+    run_id = page.url.rsplit("run=", 1)[1]
+    expect(page.locator("#share-link textarea")).to_have_value(re.compile(f"run={run_id}$"), timeout=timeout_ms)
+    return run_id
 
 
 def write_json(path: Path, data) -> Path:

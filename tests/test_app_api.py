@@ -12,7 +12,6 @@ from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
 from app import BENCH_BUNDLED, JUDGE_BASELINE, JUDGE_HOST
-from mmvet_core import views
 from mmvet_core.export import load_official_grades
 from tests.app_fixtures import (  # noqa: F401  (fixtures)
     OFFICIAL_GRADES, RESULTS_DIR, V2_RESULTS, app_server, fake_server,

@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.app_fixtures import (  # noqa: F401  (fixtures)
-    OFFICIAL_GRADES, app_server, browser, fake_server, new_page,
+    OFFICIAL_GRADES, app_server, browser, fake_server, new_page, open_grade_file,
 )
 
 B13 = OFFICIAL_GRADES / "llava-v1.5-13b_gpt-4-grade-3runs.json"
@@ -21,13 +21,9 @@ expect.set_options(timeout=30_000)
 
 
 def view_grade_file(page, path: Path, total: str) -> str:
-    clear = page.locator("#grade-json-file button[aria-label='Clear']")
-    if clear.count():
-        clear.click()
-    page.locator("#grade-json-file input[type=file]").set_input_files(str(path))
+    run_id = open_grade_file(page, path)
     expect(page.locator("#total-score textarea")).to_have_value(re.compile(rf"^Total: {total}"))
-    expect(page.locator("#share-link textarea")).to_have_value(re.compile(r"run=[\w-]{24}$"))
-    return page.locator("#share-link textarea").input_value().rsplit("run=", 1)[1]
+    return run_id
 
 
 def toast_texts(page) -> list[str]:

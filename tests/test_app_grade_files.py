@@ -14,7 +14,9 @@ from playwright.sync_api import expect
 
 from mmvet_core.benchmark import load_bundled_v1
 from tests import toolkit_writers as tw
-from tests.app_fixtures import OFFICIAL_GRADES, RESULTS_DIR, app_server, browser, fake_server, new_page  # noqa: F401
+from tests.app_fixtures import (  # noqa: F401  (fixtures)
+    OFFICIAL_GRADES, RESULTS_DIR, app_server, browser, fake_server, new_page, open_grade_file,
+)
 
 BENCH = load_bundled_v1()
 PREDS = json.loads((RESULTS_DIR / "llava-v1.5-13b.json").read_text(encoding="utf-8"))
@@ -38,20 +40,8 @@ def page(app_server, browser):
 
 
 def view(page, path) -> str:
-    """Drop `path` on the grade-file box and wait for the run it opens (its id in the address); returns the id."""
-    before = page.url
-    section = page.locator("#grade-file-section")
-    if not page.locator("#grade-json-file").is_visible():
-        section.get_by_text("Open a grade file").first.click()
-    clear = page.locator("#grade-json-file button[aria-label='Clear']")
-    if clear.count():
-        clear.click()
-    page.locator("#grade-json-file input[type=file]").set_input_files(str(path))
-    expect(page).not_to_have_url(before, timeout=TIMEOUT_MS)
-    expect(page).to_have_url(re.compile(r"\?run=[\w-]{24}$"), timeout=TIMEOUT_MS)
-    run_id = page.url.rsplit("run=", 1)[1]
-    expect(page.locator("#share-link textarea")).to_have_value(re.compile(f"run={run_id}$"), timeout=TIMEOUT_MS)
-    return run_id
+    """Drop `path` on the grade-file box and wait for the run it opens; returns the run id."""
+    return open_grade_file(page, path, TIMEOUT_MS)
 
 
 def lmms_file(tmp_path, judges):

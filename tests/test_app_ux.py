@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from mmvet_core import views
 from tests.app_fixtures import (  # noqa: F401  (fixtures)
     HOST_KEY, RESULTS_DIR, app_server, browser, fake_server, new_page, wait_http, wait_loaded,
 )
