@@ -552,6 +552,9 @@ class GradingService:
         failure = self.jobs.failure(run.id)
         if failure and status == "running":
             status = "failed"
+        usage = self.store.run_usage(run.id)
+        if judge.get("provider") in ("baseline", "imported"):     # no judge was called
+            usage = {k: 0 for k in usage}
         if judge.get("provider") == "baseline":
             prompt = "none (offline keyword baseline)"
         elif judge.get("provider") == "imported":
@@ -568,7 +571,7 @@ class GradingService:
                 "runs": run.n_runs, "prompt": prompt, "tool_version": __version__,
                 "created": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(run.created_at)),
                 "status": status, "message": run.message, "results_format": run.results_format,
-                "metric_note": view.metric_note, **self.store.run_usage(run.id)}
+                "metric_note": view.metric_note, **usage}
 
     def status(self, run_id: str) -> dict:
         """Progress and scores of a run (what a script polls after grade). While a run is grading its scores are
