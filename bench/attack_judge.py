@@ -216,7 +216,7 @@ def attack_xff(args) -> None:
                               model="gpt-4-0613", key="", owner_tok=f"owner-{i}-" + "x" * 20)
                 try:
                     out = client.predict(**kwargs, api_name="/grade")
-                    run_ids.append(out[0])
+                    run_ids.append(out["run_id"])
                 except Exception as e:  # noqa: BLE001 — a refusal is a figure too
                     print(f"xff: request {i + 1} refused: {str(e)[:100]}")
                 deadline = time.time() + 120

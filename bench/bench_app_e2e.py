@@ -209,10 +209,10 @@ def api_run(fake: Fake, tmp: Path) -> dict:
     try:
         client = Client(app.url, verbose=False, download_files=False)
         t0 = time.perf_counter()
-        run_id, _, _ = client.predict(
+        run_id = client.predict(
             results=handle_file(str(RESULTS)), bench_c="MM-Vet v1 (bundled, 218 samples)", bench_f=None, hub="",
             sub="All samples", n_runs=RUNS, judge_c="Server's judge", url="", model="gpt-4-0613", key="",
-            owner_tok="bench", api_name="/grade")
+            owner_tok="bench", api_name="/grade")["run_id"]
         while (st := client.predict(run_id, api_name="/status"))["status"] == "running":
             time.sleep(0.2)
         return {"wall": time.perf_counter() - t0, "status": st["status"], "total": st["total_score"]}

@@ -204,9 +204,9 @@ def scenario_app(tmp: Path, args) -> None:
             owner = secrets.token_urlsafe(18)
             start.wait()
             t0 = time.perf_counter()
-            run_id, _share, _timer = client.predict(
+            run_id = client.predict(
                 handle_file(str(files[i])), BENCH_BUNDLED, None, "", "All samples", args.app_runs, JUDGE_HOST, "",
-                "gpt-4-0613", "", owner, api_name="/grade")
+                "gpt-4-0613", "", owner, api_name="/grade")["run_id"]
             while True:
                 st = client.predict(run_id, api_name="/status")
                 if st["status"] in {"done", "stopped", "failed", "incomplete"}:

@@ -212,9 +212,9 @@ def visit(v: Visitor, app_url: str, args, t_start: threading.Event | None = None
         if t_start is not None:
             t_start.wait()
         t0 = time.perf_counter()
-        v.run_id, _share, _timer = client.predict(
+        v.run_id = client.predict(
             handle_file(str(v.path)), BENCH_BUNDLED, None, "", "All samples", args.runs, JUDGE_OWN, v.judge_url,
-            "gpt-4-0613", v.key, v.owner, api_name="/grade")
+            "gpt-4-0613", v.key, v.owner, api_name="/grade")["run_id"]
         v.t_started = time.perf_counter() - t0
         while not v.finished.is_set():
             st = poller(v.run_id)
