@@ -42,7 +42,8 @@ class Progress:
     def text(self) -> str:
         eta = "" if self.eta_seconds is None else f" · ETA {self.eta_seconds:.0f} s"
         err = f" · {self.errored} errored" if self.errored else ""
-        msg = f" · {self.message}" if self.message and self.status not in ("running",) else ""
+        # the outcome's message says why a run stopped or failed; a finished run's ("436 grades") repeats the counts
+        msg = f" · {self.message}" if self.message and self.status not in ("running", "done") else ""
         note = f" · {self.note}" if self.note else ""
         return f"{self.status}: {self.done} / {self.total} grades{err}{eta}{msg}{note}"
 
