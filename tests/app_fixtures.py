@@ -160,6 +160,47 @@ def wait_loaded(page) -> None:
     page.wait_for_load_state("networkidle")
 
 
+# --- page helpers (shared by the browser tests) ----------------------------------------------------------------
+def text_of(page, elem_id: str) -> str:
+    """The value of a Gradio Textbox by elem_id."""
+    return page.locator(f"#{elem_id}").locator("textarea, input").first.input_value()
+
+
+def progress_text(page) -> str:
+    loc = page.locator("#progress-text")
+    return loc.inner_text() if loc.count() else ""
+
+
+def wait_progress(page, pattern: str, timeout: float = 60.0) -> str:
+    from playwright.sync_api import expect
+
+    expect(page.locator("#progress-text")).to_have_text(re.compile(pattern), timeout=timeout * 1000)
+    return progress_text(page)
+
+
+def upload_results(page, path) -> None:
+    """Drop `path` on the results file box (clearing the file already there, if any)."""
+    clear = page.locator("#results-file button[aria-label='Clear']")
+    if clear.count():
+        clear.click()
+    page.locator("#results-file input[type=file]").set_input_files(str(path))
+
+
+def set_runs(page, n: int) -> None:
+    box = page.locator("#runs input[type=number]")
+    box.fill(str(n))
+    box.press("Enter")
+    box.blur()
+
+
+@pytest.fixture(scope="module")
+def page(app_server, browser):
+    """One visitor's page on the module's app (its own browser context), shared by the module's tests."""
+    p = new_page(browser, app_server.url)
+    yield p
+    p.context.close()
+
+
 def open_grade_file(page, path, timeout_ms: int = 30_000) -> str:
     """Drop `path` on "Open a grade file" (opening the section first) and wait for the run it opens: its id in the
     address and in the share link. Returns the run id."""

@@ -15,7 +15,8 @@ from playwright.sync_api import expect
 
 from mmvet_core import views
 from tests.app_fixtures import (  # noqa: F401  (fixtures)
-    OFFICIAL_GRADES, RESULTS_DIR, V2_RESULTS, app_server, browser, fake_server, new_page, open_grade_file, write_json,
+    OFFICIAL_GRADES, RESULTS_DIR, V2_RESULTS, app_server, browser, fake_server, new_page, open_grade_file,
+    progress_text, set_runs, text_of, upload_results, wait_progress,
 )
 
 LLAVA_13B = RESULTS_DIR / "llava-v1.5-13b.json"
@@ -26,9 +27,6 @@ expect.set_options(timeout=20_000)    # a loaded 2-core machine needs seconds fo
 
 
 # --- page helpers ---------------------------------------------------------------------------------------------
-def text_of(page, elem_id: str) -> str:
-    """The value of a Gradio Textbox by elem_id."""
-    return page.locator(f"#{elem_id}").locator("textarea, input").first.input_value()
 
 
 def rowcount(page, elem_id: str) -> int:
@@ -39,29 +37,12 @@ def rowcount(page, elem_id: str) -> int:
     return int(value) if value else 0
 
 
-def progress_text(page) -> str:
-    loc = page.locator("#progress-text")
-    return loc.inner_text() if loc.count() else ""
 
 
-def wait_progress(page, pattern: str, timeout: float = 30.0) -> str:
-    expect(page.locator("#progress-text")).to_have_text(re.compile(pattern), timeout=timeout * 1000)
-    return progress_text(page)
 
 
-def upload_results(page, path) -> None:
-    """Drop `path` on the results file box (clearing the file already there, if any)."""
-    clear = page.locator("#results-file button[aria-label='Clear']")
-    if clear.count():
-        clear.click()
-    page.locator("#results-file input[type=file]").set_input_files(str(path))
 
 
-def set_runs(page, n: int) -> None:
-    box = page.locator("#runs input[type=number]")
-    box.fill(str(n))
-    box.press("Enter")
-    box.blur()
 
 
 def run_id_of(page) -> str:

@@ -7,11 +7,10 @@ import json
 import re
 from pathlib import Path
 
-import pytest
 from playwright.sync_api import expect
 
 from tests.app_fixtures import (  # noqa: F401  (fixtures)
-    OFFICIAL_GRADES, app_server, browser, fake_server, new_page, open_grade_file,
+    OFFICIAL_GRADES, app_server, browser, fake_server, new_page, open_grade_file, page,
 )
 
 B13 = OFFICIAL_GRADES / "llava-v1.5-13b_gpt-4-grade-3runs.json"
@@ -29,12 +28,6 @@ def view_grade_file(page, path: Path, total: str) -> str:
 def toast_texts(page) -> list[str]:
     return page.locator('[data-testid="toast-text"]').all_inner_texts()
 
-
-@pytest.fixture(scope="module")
-def page(app_server, browser):
-    p = new_page(browser, app_server.url)
-    yield p
-    p.context.close()
 
 
 def test_compare_two_runs_in_the_browser(page, app_server, fake_server):

@@ -19,11 +19,11 @@ import sys
 import zipfile
 from pathlib import Path
 
-import pytest
 from playwright.sync_api import expect
 
 from tests.app_fixtures import (  # noqa: F401  (fixtures)
-    HOST_KEY, RESULTS_DIR, app_server, browser, fake_server, new_page, wait_http, wait_loaded,
+    HOST_KEY, RESULTS_DIR, app_server, browser, fake_server, new_page, page, set_runs, text_of, upload_results,
+    wait_http, wait_loaded, wait_progress,
 )
 from tests.fake_judge import RETRY_MARK, free_port
 
@@ -34,8 +34,6 @@ ROOT = Path(__file__).resolve().parent.parent
 expect.set_options(timeout=20_000)
 
 
-def text_of(page, elem_id: str) -> str:
-    return page.locator(f"#{elem_id}").locator("textarea, input").first.input_value()
 
 
 def toasts(page):
@@ -51,11 +49,6 @@ def error_badges(page) -> int:
     return len(found)
 
 
-def upload_results(page, path) -> None:
-    clear = page.locator("#results-file button[aria-label='Clear']")
-    if clear.count():
-        clear.click()
-    page.locator("#results-file input[type=file]").set_input_files(str(path))
 
 
 def tagged(tmp_path: Path, source: Path, tag: str) -> Path:
@@ -66,14 +59,6 @@ def tagged(tmp_path: Path, source: Path, tag: str) -> Path:
     return path
 
 
-def progress_text(page) -> str:
-    loc = page.locator("#progress-text")
-    return loc.inner_text() if loc.count() else ""
-
-
-def wait_progress(page, pattern: str, timeout: float = 60.0) -> str:
-    expect(page.locator("#progress-text")).to_have_text(re.compile(pattern), timeout=timeout * 1000)
-    return progress_text(page)
 
 
 def run_in_address(page) -> str:
@@ -81,11 +66,6 @@ def run_in_address(page) -> str:
     return page.url.rsplit("run=", 1)[1]
 
 
-def set_runs(page, n: int) -> None:
-    box = page.locator("#runs input[type=number]")
-    box.fill(str(n))
-    box.press("Enter")
-    box.blur()
 
 
 def pick_subset(page, label: str) -> None:
@@ -96,12 +76,6 @@ def pick_subset(page, label: str) -> None:
 def pick_judge(page, label: str) -> None:
     page.locator("#judge-choice").get_by_text(label, exact=True).click()
 
-
-@pytest.fixture(scope="module")
-def page(app_server, browser):
-    p = new_page(browser, app_server.url)
-    yield p
-    p.context.close()
 
 
 # --- 6. the layout: Grade and progress in view ---------------------------------------------------------------
