@@ -212,7 +212,8 @@ def cmd_grade(args) -> int:
     report = validate_results(results, benchmark)
     print(report.summary())
     try:
-        predictions = select_predictions(results, benchmark, allow_missing=args.allow_missing)
+        predictions = select_predictions(results, benchmark, allow_missing=args.allow_missing,
+                                         missing_hint="add --allow-missing to grade them as empty answers")
     except ResultsError as e:
         raise UsageError(str(e)) from e
     if args.runs < 1:
@@ -242,8 +243,14 @@ def cmd_grade(args) -> int:
     else:
         outcome = asyncio.run(_grade(store, run_id, benchmark, settings, key, args.concurrency, total))
     view = load_run_view(store, run_id)
-    print(f"\n{outcome.status}: {outcome.message}. Judge calls: {outcome.stats.calls} made, "
-          f"{outcome.stats.cached} reused from {store.path}")
+    stats = outcome.stats
+    made = max(stats.requests, stats.calls)     # (a batch's lines are its calls)
+    print(f"\n{outcome.status}: {outcome.message.rstrip('.')}. Judge calls: {made} made "
+          f"({stats.calls} answered), {stats.cached} reused from {store.path}")
+    if not view.n_graded:       # an official file with no grade in it would pass for a result
+        print(f"No grade was made: no file written to {args.out}. Fix the cause above and run the same command "
+              "again (it resumes this run).")
+        return 1
     _print_scores(view)
     paths = export_run(view, args.out)
     for p in paths.values():
@@ -258,16 +265,24 @@ async def _grade(store, run_id, benchmark, settings, key, concurrency, total):
     already = sum(n for s, n in store.count_grades(run_id).items() if s != "error")
     bar = tqdm(total=total, initial=already, unit="grade", desc="Grading", file=sys.stderr)
     ticker = asyncio.create_task(_show_rate_limit(bar, judge))
+    errors: dict[str, list[str]] = {}       # error text -> the grades it hit (each cause printed once, at the end)
     try:
         def on_grade(row):
             bar.update(1)
             if row.status == "error":
-                bar.write(f"{row.sample_id} run {row.run_index + 1}: {row.error}")
-        return await grade_run(store, run_id, benchmark, judge, concurrency=concurrency, on_grade=on_grade)
+                errors.setdefault(row.error or "error", []).append(f"{row.sample_id} run {row.run_index + 1}")
+                bar.set_postfix(errored=sum(map(len, errors.values())))
+        outcome = await grade_run(store, run_id, benchmark, judge, concurrency=concurrency, on_grade=on_grade)
     finally:
         ticker.cancel()
         bar.close()
         await judge.aclose()
+    for text, hit in errors.items():
+        if text in outcome.message:         # the cause that stopped the run: said once, in the outcome line
+            continue
+        shown = ", ".join(hit[:5]) + (" …" if len(hit) > 5 else "")
+        print(f"{len(hit)} grade(s) errored ({shown}): {text}", file=sys.stderr)
+    return outcome
 
 
 async def _grade_batch(store, run_id, benchmark, settings, key, poll):

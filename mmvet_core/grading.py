@@ -43,8 +43,9 @@ class BudgetExceeded(Exception):
 
 @dataclass
 class CallStats:
-    calls: int = 0          # judge calls made (paid)
+    calls: int = 0          # judge calls answered (paid)
     cached: int = 0         # answers reused from the store
+    requests: int = 0       # HTTP requests sent to the judge, failed ones included
 
 
 @dataclass
@@ -213,6 +214,15 @@ async def grade_run(store: Store, run_id: str, benchmark: Benchmark, judge: Judg
     call = CachedCaller(judge, store, budget=budget, on_retry=lambda sid: todo.observe(sid, 2))
     state = {"graded": 0, "errored": 0, "fatal": None, "budget": None, "store": None}
     halt = asyncio.Event()
+    tasks: list[asyncio.Task] = []
+
+    def abort_others() -> None:
+        """A fatal error (a rejected key, an exhausted quota, no such model): every other call would fail the
+        same way, so the workers waiting for their turn or in a call are cancelled instead of sending them."""
+        me = asyncio.current_task()
+        for t in tasks:
+            if t is not me:
+                t.cancel()
 
     async def worker() -> None:
         while not halt.is_set() and not (stop is not None and stop.is_set()):
@@ -237,6 +247,7 @@ async def grade_run(store: Store, run_id: str, benchmark: Benchmark, judge: Judg
                     if err.kind in FATAL_KINDS:
                         state["fatal"] = describe_judge_error(err)
                         halt.set()
+                        abort_others()
                 store.put_grade(row)
             except StoreError as e:     # no more calls: their answers could not be kept
                 state["store"] = str(e)
@@ -247,14 +258,19 @@ async def grade_run(store: Store, run_id: str, benchmark: Benchmark, judge: Judg
 
     store.set_status(run_id, "running")
     n_workers = max(1, min(concurrency, len(todo)))
-    tasks = [asyncio.create_task(worker()) for _ in range(n_workers)]
+    tasks.extend(asyncio.create_task(worker()) for _ in range(n_workers))
     try:
-        await asyncio.gather(*tasks)
+        results = await asyncio.gather(*tasks, return_exceptions=True)   # (workers cancelled by abort_others)
     except asyncio.CancelledError:
         for t in tasks:
             t.cancel()
         store.set_status(run_id, "stopped", "stopped by the user; resume continues without paying again")
         raise
+    finally:
+        call.stats.requests = getattr(judge, "requests", call.stats.calls)
+    for r in results:
+        if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError):
+            raise r
     if state["store"]:
         outcome = RunOutcome("failed", f"stopped: {state['store']}; the grades stored before are kept",
                              state["graded"], state["errored"], call.stats)

@@ -179,6 +179,7 @@ class OpenAIJudge:
         self._reached = False       # has the endpoint answered at least once? (see `_post`)
         self._account = account_key(settings.provider, settings.base_url, settings.api_version, api_key)
         self._limiter_obj = None
+        self.requests = 0           # HTTP requests sent, failed ones included (what the endpoint saw)
 
     @property
     def _client(self):
@@ -310,6 +311,7 @@ class OpenAIJudge:
         left = self.settings.deadline       # for attempts and their backoff (rate-limit waits are not counted)
         while True:
             ticket = await limiter.acquire(cost, priority=priority)
+            self.requests += 1
             t0 = time.monotonic()
             try:
                 try:

@@ -680,8 +680,12 @@ def check_questions(results: ResultsFile, benchmark: Benchmark, report: Validati
             f"would put answers on the wrong samples, so nothing is graded. {report.mismatch_example}")
 
 
-def select_predictions(results: ResultsFile, benchmark: Benchmark, *,
-                       allow_missing: bool = False) -> dict[str, str]:
+#: How to grade a file with missing predictions anyway, said where they are refused (the CLI names its flag).
+MISSING_HINT = "the command line grades them as empty answers with --allow-missing"
+
+
+def select_predictions(results: ResultsFile, benchmark: Benchmark, *, allow_missing: bool = False,
+                       missing_hint: str = MISSING_HINT) -> dict[str, str]:
     """Prediction text for every benchmark sample, in benchmark order, ready for the judge.
 
     Strings are passed through byte-exact; numbers and bools become ``str(value)``. Raises `ResultsError` when no
@@ -699,7 +703,7 @@ def select_predictions(results: ResultsFile, benchmark: Benchmark, *,
                            f"prediction ({_ranges(report.missing, benchmark.ids)}); "
                            + (f"{report.coverage_line()[0].lower()}{report.coverage_line()[1:]}; "
                               if report.coverage_line() else "")
-                           + "use the allow-missing option to grade them as empty answers")
+                           + missing_hint)
     if report.unusable:
         raise ResultsError(f"{Path(results.path).name}: predictions must be text, but these are lists or objects: "
                            f"{', '.join(report.unusable[:_SHOWN])}")

@@ -524,9 +524,11 @@ def main() -> None:
     parser.add_argument("--tpm", type=float, default=None, help="enforce this many tokens per minute")
     parser.add_argument("--no-ratelimit-headers", action="store_true", help="429s without x-ratelimit-* headers")
     parser.add_argument("--batch-delay", type=float, default=0.0, help="seconds a batch stays in progress")
+    parser.add_argument("--api-key", default=None, help="answer 401 to every other key")
     args = parser.parse_args()
     state = FakeState(latency=args.latency, fail_500_ratio=args.fail_500_ratio, rps=args.rps, tpm=args.tpm,
-                      ratelimit_headers=not args.no_ratelimit_headers, batch_delay=args.batch_delay)
+                      ratelimit_headers=not args.no_ratelimit_headers, batch_delay=args.batch_delay,
+                      api_key=args.api_key)
     print(json.dumps({"url": f"http://127.0.0.1:{args.port}/v1"}), flush=True)
     uvicorn.run(make_app(state), host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
 

@@ -169,3 +169,37 @@ def test_import_grades_refuses_another_judge_and_warns_about_unknown_predictions
     proc = run_cli(*args)
     assert proc.returncode == 2
     assert "graded by gpt-4, but this run's judge is keyword-baseline" in proc.stderr
+
+
+def test_a_rejected_key_prints_its_cause_once_counts_every_call_and_writes_no_grade_file(tmp_path):
+    """Issue 10, item 9. Before: the 401 line 16 times, "Judge calls: 0 made" with 16 made, and an empty `{}`
+    grade file under an official name."""
+    from tests.fake_judge import FakeJudgeServer, FakeState
+
+    with FakeJudgeServer(FakeState(api_key="sk-right")) as judge:
+        proc = run_cli("grade", SHARED / "results" / "llava-v1.5-13b.json", "--base-url", judge.url,
+                       "--out", tmp_path / "out", "--db", tmp_path / "grader.db",
+                       env={"OPENAI_API_KEY": "sk-wrong", "OPENAI_BASE_URL": ""})
+        sent = len(judge.state.calls)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 1
+    assert output.count("Incorrect API key provided") == 1, output
+    assert "the API key was rejected" in proc.stdout
+    assert 0 < sent <= 32                                 # the run stopped at the first refusal
+    assert f"Judge calls: {sent} made (0 answered)" in proc.stdout
+    assert "No grade was made: no file written" in proc.stdout
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+
+
+def test_missing_predictions_are_refused_with_the_flag_that_grades_them(tmp_path):
+    import json
+
+    preds = json.loads((SHARED / "results" / "llava-v1.5-13b.json").read_text(encoding="utf-8"))
+    partial = tmp_path / "partial.json"
+    partial.write_text(json.dumps({k: v for k, v in preds.items() if k != "v1_7"}), encoding="utf-8")
+    proc = run_cli("grade", partial, "--baseline", "--out", tmp_path / "out", "--db", tmp_path / "grader.db")
+    assert proc.returncode != 0
+    assert "v1_7" in proc.stderr and "add --allow-missing to grade them as empty answers" in proc.stderr
+    proc = run_cli("grade", partial, "--baseline", "--allow-missing", "--out", tmp_path / "out",
+                   "--db", tmp_path / "grader.db")
+    assert proc.returncode == 0, proc.stderr
