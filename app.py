@@ -38,8 +38,6 @@ os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", "1000")
 # 127.0.0.1: a client on the same machine (or behind a local proxy that forwards the header untouched) could then
 # be anyone it likes. Our own `MMVET_TRUSTED_PROXY_HOPS` decides which forwarded entries count, on the real peer.
 os.environ.setdefault("FORWARDED_ALLOW_IPS", "")
-SHORT_LABELS = {"rec": "Rec", "ocr": "OCR", "know": "Know", "gen": "Gen", "spat": "Spat", "math": "Math",
-                "seq": "Seq"}
 MODES = {"Live": MODE_LIVE, "Batch API (½ price, ≤ 24 h)": MODE_BATCH}
 RADAR_EVERY_S = 5.0   # while a run streams in, the radar charts are redrawn at most this often per page
 ATTRIBUTION = ("MM-Vet © Yu et al., *MM-Vet: Evaluating Large Multimodal Models for Integrated Capabilities* "
@@ -161,8 +159,7 @@ def _radar_figures(svc: GradingService, view: RunView, overlays: list[str], owne
                        f"{', NOT the official MM-Vet metric' if other.metric_note else ''})"
                 caps.append((name, {c.name: c.mean for c in other.scores.capabilities}))
                 ints.append((name, {c.name: c.mean for c in other.scores.integrations}))
-    labels = {c: SHORT_LABELS.get(c, c) for c in cap_axes}
-    return (make_radar(caps, cap_axes, "Core capabilities", labels=labels),
+    return (make_radar(caps, cap_axes, "Core capabilities"),
             make_radar(ints, int_axes, "Capability integrations"))
 
 
@@ -185,9 +182,11 @@ def overlay_warning(view: RunView, overlays: list[str]) -> str:
     return ""
 
 
-def _filter(capability: str, lo: float, hi: float, flagged: bool) -> views.SampleFilter:
-    return views.SampleFilter(capability=capability or "all", min_score=float(lo if lo is not None else 0),
-                              max_score=float(hi if hi is not None else 1), flagged_only=bool(flagged))
+def _filter(capability: str, lo: float, hi: float, flagged: bool, order: str) -> views.SampleFilter:
+    clamp = lambda x, default: min(1.0, max(0.0, float(default if x is None else x)))  # noqa: E731
+    return views.SampleFilter(capability=capability or "all", min_score=clamp(lo, 0), max_score=clamp(hi, 1),
+                              flagged_only=bool(flagged),
+                              sort=order if order in views.SORTS else views.SORT_ORDER)
 
 
 def progress_html(svc: GradingService, view: RunView) -> str:
@@ -286,9 +285,11 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
                         radar_ints = gr.Plot(label="Capability integrations", show_label=False,
                                              elem_id="radar-integrations")
                     cap_table = gr.Dataframe(headers=views.CAPABILITY_COLUMNS, label="Capabilities",
-                                             interactive=False, elem_id="capabilities-table", type="array")
+                                             interactive=False, elem_id="capabilities-table", type="array",
+                                             wrap=True)
                     int_table = gr.Dataframe(headers=views.INTEGRATION_COLUMNS, label="Capability integrations",
-                                             interactive=False, elem_id="integrations-table", type="array")
+                                             interactive=False, elem_id="integrations-table", type="array",
+                                             wrap=True)
                     downloads = gr.File(label="Downloads: official grade JSON, both CSVs, the run card (run.json) "
                                               "and a zip of all", file_count="multiple", interactive=False,
                                         elem_id="downloads", visible=False)
@@ -298,12 +299,15 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
             with gr.Row():
                 f_cap = gr.Dropdown(["all"], value="all", label="Capability or integration",
                                     elem_id="filter-capability")
-                f_min = gr.Number(0.0, minimum=0, maximum=1, step=0.1, label="Min score", elem_id="filter-min")
-                f_max = gr.Number(1.0, minimum=0, maximum=1, step=0.1, label="Max score", elem_id="filter-max")
+                # no minimum/maximum: Gradio refuses an out-of-range value with an error badge; `_filter` clamps
+                f_min = gr.Number(0.0, step=0.1, label="Min score", elem_id="filter-min")
+                f_max = gr.Number(1.0, step=0.1, label="Max score", elem_id="filter-max")
                 f_flag = gr.Checkbox(False, label="Flagged only", elem_id="filter-flagged")
+                f_sort = gr.Dropdown(views.SORTS, value=views.SORT_ORDER, label="Order", elem_id="filter-sort")
             sample_count = gr.Markdown("", elem_id="sample-count")
             samples = gr.Dataframe(headers=views.SAMPLE_COLUMNS, interactive=False, elem_id="samples-table",
-                                   type="array", max_height=420)
+                                   type="array", max_height=420, wrap=True,
+                                   column_widths=["8%", "7%", "10%", "30%", "25%", "12%", "8%"])
             with gr.Group(elem_id="sample-detail"):
                 d_id = gr.Textbox(label="Sample", interactive=False, elem_id="detail-id",
                                   placeholder="Click a row of the table above.")
@@ -424,7 +428,7 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
 
         radar_sent: dict[str, float] = {}   # per session and run: when the radars were last sent mid-run
 
-        def refresh(run_id, overlay_sel, cap_f, lo, hi, flagged, owner_tok, sample_id, radar_key=None,
+        def refresh(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id, radar_key=None,
                     opened=False):
             """Everything shown of the open run. `opened`: the run was just opened (menus, visibility, share
             link are set too); else a timer tick (those stay as they are)."""
@@ -450,22 +454,23 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
             flag_text = ", ".join(f"{k}: {v}" for k, v in sorted(flags.items())) or "none"
             files = svc.downloads(view) if not running and view.n_graded else None
             perms = svc.permissions(run_id, owner_tok)
-            rows = views.sample_rows(view, _filter(cap_f, lo, hi, flagged))
+            rows = views.sample_rows(view, _filter(cap_f, lo, hi, flagged, order))
             shown = f"{len(rows)} of {len(view.benchmark)} samples shown" + \
                     ("" if view.scores.complete else " (only graded samples are listed)")
             live = (progress_html(svc, view), views.total_text(view), card_html(svc.card(view)),
-                    f"Flagged samples — {flag_text}", rc, ri, views.capability_rows(view),
-                    views.integration_rows(view), rows, shown, gr.File(value=files, visible=bool(files)),
+                    f"Flagged samples — {flag_text}", rc, ri,
+                    {"data": views.capability_rows(view), "headers": views.table_columns(view, "capability")},
+                    {"data": views.integration_rows(view), "headers": views.table_columns(view, "integration")},
+                    rows, shown, gr.File(value=files, visible=bool(files)),
                     gr.Button(interactive=perms.can_stop), gr.Button(interactive=perms.can_resume),
                     gr.Button(interactive=perms.can_override and bool(sample_id)),
                     gr.Button(interactive=perms.can_override and bool(sample_id)),
                     gr.skip() if running and not opened else runs_rows(owner_tok))
             if opened:
-                cap_choices = ["all"] + view.benchmark.capabilities + [
-                    i for i in view.benchmark.integrations if i not in view.benchmark.capabilities]
                 extra = (gr.Column(visible=True), gr.Column(visible=True), gr.Markdown(visible=False),
                          gr.Dropdown(choices=overlay_choices(svc, view, owner_tok), value=[]),
-                         gr.Dropdown(choices=cap_choices, value="all"), gr.Row(visible=perms.owner),
+                         gr.Dropdown(choices=views.filter_choices(view.benchmark), value="all"),
+                         gr.Row(visible=perms.owner),
                          gr.Textbox(value=view.run.model_name), gr.Row(visible=perms.owner),
                          gr.Column(visible=perms.owner), gr.Markdown(visible=not perms.owner))
             else:
@@ -477,14 +482,14 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
         open_outputs = [run_panel, samples_section, empty_note, overlays, f_cap, owner_tools, rename_box,
                         override_row, setup_col, ro_note]
         view_outputs = live_outputs + open_outputs + [timer]
-        view_inputs = [run_state, overlays, f_cap, f_min, f_max, f_flag, owner, d_id]
+        view_inputs = [run_state, overlays, f_cap, f_min, f_max, f_flag, f_sort, owner, d_id]
 
-        def tick(run_id, overlay_sel, cap_f, lo, hi, flagged, owner_tok, sample_id, request: gr.Request):
+        def tick(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id, request: gr.Request):
             key = f"{getattr(request, 'session_hash', None) or ''}:{run_id}"
-            return refresh(run_id, overlay_sel, cap_f, lo, hi, flagged, owner_tok, sample_id, radar_key=key)
+            return refresh(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id, radar_key=key)
 
-        def open_run(run_id, overlay_sel, cap_f, lo, hi, flagged, owner_tok, sample_id, request: gr.Request):
-            return refresh(run_id, [], "all", lo, hi, flagged, owner_tok, "", opened=True)
+        def open_run(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id, request: gr.Request):
+            return refresh(run_id, [], "all", lo, hi, flagged, order, owner_tok, "", opened=True)
 
         timer.tick(tick, view_inputs, view_outputs, api_visibility="private", show_progress="hidden")
         run_state.change(open_run, view_inputs, view_outputs, api_visibility="private", show_progress="hidden")
@@ -494,7 +499,7 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
 
         run_state.change(share_of, run_state, share, api_visibility="private", queue=False)
 
-        def on_overlays(run_id, overlay_sel, cap_f, lo, hi, flagged, owner_tok, sample_id):
+        def on_overlays(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id):
             view = svc.view(run_id) if run_id else None
             if view is None:
                 return gr.skip(), gr.skip(), gr.skip()
@@ -504,15 +509,15 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
         overlays.change(on_overlays, view_inputs, [radar_caps, radar_ints, overlay_note], api_visibility="private",
                         show_progress="hidden")
 
-        def filter_rows(run_id, cap_f, lo, hi, flagged):
+        def filter_rows(run_id, cap_f, lo, hi, flagged, order):
             view = svc.view(run_id) if run_id else None
             if view is None:
                 return gr.skip(), gr.skip()
-            rows = views.sample_rows(view, _filter(cap_f, lo, hi, flagged))
+            rows = views.sample_rows(view, _filter(cap_f, lo, hi, flagged, order))
             return rows, f"{len(rows)} of {len(view.benchmark)} samples shown"
 
-        for comp in (f_cap, f_min, f_max, f_flag):
-            comp.change(filter_rows, [run_state, f_cap, f_min, f_max, f_flag], [samples, sample_count],
+        for comp in (f_cap, f_min, f_max, f_flag, f_sort):
+            comp.change(filter_rows, [run_state, f_cap, f_min, f_max, f_flag, f_sort], [samples, sample_count],
                         api_visibility="private")
 
         # ---- one sample ----
@@ -525,8 +530,7 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
             if d["override"]:
                 flags += f" — overridden by a person: {d['override']['score']} ({d['override']['reason']})"
             image = views.sample_image(view, sample_id)     # decoded and re-encoded: never the uploaded bytes
-            note = "" if image is not None else views.image_note(view, sample_id) \
-                if hasattr(views, "image_note") else ""
+            note = "" if image is not None else views.image_note(view, sample_id)
             can = svc.permissions(run_id, owner_tok).can_override
             return (sample_id, gr.Image(value=image, visible=image is not None), d["question"],
                     d["ground_truth"], note or "", d["prediction"], flags, views.attempt_rows(d),
@@ -545,20 +549,20 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
         samples.select(select_row, [run_state, owner], detail_outputs, api_visibility="private")
 
         @toasts(len(live_outputs) + len(detail_outputs))
-        def override(run_id, sample_id, score, reason, owner_tok, overlay_sel, cap_f, lo, hi, flagged):
+        def override(run_id, sample_id, score, reason, owner_tok, overlay_sel, cap_f, lo, hi, flagged, order):
             message = svc.override(run_id, owner_tok, sample_id, score, reason)
             gr.Info(_esc(message))
-            return refresh(run_id, overlay_sel, cap_f, lo, hi, flagged, owner_tok, sample_id)[:len(live_outputs)] \
-                + detail(run_id, sample_id, owner_tok)
+            shown = refresh(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id)
+            return shown[:len(live_outputs)] + detail(run_id, sample_id, owner_tok)
 
         @toasts(len(live_outputs) + len(detail_outputs))
-        def clear_override(run_id, sample_id, owner_tok, overlay_sel, cap_f, lo, hi, flagged):
+        def clear_override(run_id, sample_id, owner_tok, overlay_sel, cap_f, lo, hi, flagged, order):
             message = svc.clear_override(run_id, owner_tok, sample_id)
             gr.Info(_esc(message))
-            return refresh(run_id, overlay_sel, cap_f, lo, hi, flagged, owner_tok, sample_id)[:len(live_outputs)] \
-                + detail(run_id, sample_id, owner_tok)
+            shown = refresh(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id)
+            return shown[:len(live_outputs)] + detail(run_id, sample_id, owner_tok)
 
-        filters = [overlays, f_cap, f_min, f_max, f_flag]
+        filters = [overlays, f_cap, f_min, f_max, f_flag, f_sort]
         o_btn.click(override, [run_state, d_id, o_score, o_reason, owner] + filters, live_outputs + detail_outputs,
                     api_visibility="private")
         o_clear.click(clear_override, [run_state, d_id, owner] + filters, live_outputs + detail_outputs,

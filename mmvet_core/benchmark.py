@@ -30,6 +30,16 @@ CAPABILITY_LABELS: dict[str, str] = {
     "seq": "Image-text sequence",
 }
 
+#: The paper's short column names (Table 2), used on radar axes and in integration labels.
+SHORT_LABELS: dict[str, str] = {"rec": "Rec", "ocr": "OCR", "know": "Know", "gen": "Gen", "spat": "Spat",
+                                "math": "Math", "seq": "Seq"}
+
+
+def axis_label(code: str) -> str:
+    """A capability or an integration as the paper writes it: ``rec_ocr_spat`` -> ``Rec+OCR+Spat``."""
+    return "+".join(SHORT_LABELS.get(part, part) for part in str(code).split("_"))
+
+
 ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
 BUNDLED_V1_METADATA = ASSETS_DIR / "mm-vet.json"
 BUNDLED_V1_BARD_SET = ASSETS_DIR / "bard_set.json"

@@ -12,9 +12,10 @@ from typing import Mapping
 import plotly.graph_objects as go
 
 from mmvet_core.aggregate import Scores
-from mmvet_core.benchmark import ASSETS_DIR
+from mmvet_core.benchmark import ASSETS_DIR, axis_label
 
 PAPER_SCORES_PATH = ASSETS_DIR / "paper-scores.json"
+RADAR_HEIGHT = 420
 KINDS: tuple[str, ...] = ("capabilities", "integrations")
 
 #: Which tables of paper-scores.json hold which subset (full set first so its model order wins).
@@ -43,14 +44,15 @@ def make_radar(series: list[tuple[str, Mapping[str, float | None]]], axes: list[
     """A radar chart with one `go.Scatterpolar` trace per ``(name, {axis: value})`` in `series`.
 
     The first series is filled (``fill="toself"``), the others are drawn as lines over it. Axes appear in the
-    order of `axes`, shown through `labels` (axis -> display label) when given. The radial axis spans 0-100.
+    order of `axes`, shown through `labels` (axis -> display label; default: the paper's short names, integrations
+    as ``Rec+OCR``). The radial axis spans 0-100; its ticks sit between two axes (not across the first one).
     A missing or ``None`` value is drawn at 0 and its hover says `missing_text`. The polygon is closed by
     repeating the first axis. Raises `ValueError` when `axes` is empty.
     """
     if not axes:
         raise ValueError("a radar chart needs at least one axis")
     labels = labels or {}
-    theta = [_plain(labels.get(a, a)) for a in axes]
+    theta = [_plain(labels.get(a, axis_label(a))) for a in axes]
     theta_closed = theta + theta[:1]
     fig = go.Figure()
     for index, (name, values) in enumerate(series):
@@ -67,13 +69,20 @@ def make_radar(series: list[tuple[str, Mapping[str, float | None]]], axes: list[
             opacity=0.85 if index == 0 else 1.0,
             hovertemplate="%{theta}: %{text}<extra>%{fullData.name}</extra>",
         ))
+    many = len(axes) > 8
     fig.update_layout(
-        title=title,
-        polar={"radialaxis": {"range": [0, 100], "visible": True},
-               "angularaxis": {"tickfont": {"size": 10 if len(axes) > 8 else 12}}},
+        title={"text": title, "font": {"size": 14}, "x": 0.01, "y": 0.98},
+        height=RADAR_HEIGHT,
+        autosize=True,
+        polar={"radialaxis": {"range": [0, 100], "visible": True, "tickvals": [25, 50, 75, 100],
+                              "tickfont": {"size": 8, "color": "#888"},
+                              # between the first two axes (the polygon starts on the first one)
+                              "angle": 90 - 180 / len(axes), "tickangle": 90 - 180 / len(axes)},
+               "angularaxis": {"tickfont": {"size": 9 if many else 11}, "rotation": 90, "direction": "clockwise"},
+               "domain": {"x": [0, 1], "y": [0.12, 0.94]}},
         showlegend=True,
-        legend={"orientation": "h", "yanchor": "top", "y": -0.1},
-        margin={"l": 90, "r": 90, "t": 70, "b": 60},
+        legend={"orientation": "h", "yanchor": "top", "y": 0.08, "x": 0, "font": {"size": 10}},
+        margin={"l": 70 if many else 45, "r": 70 if many else 45, "t": 36, "b": 8},
     )
     return fig
 

@@ -10,15 +10,23 @@ import time
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .benchmark import CAPABILITY_LABELS, Benchmark, Sample
+from .benchmark import CAPABILITY_LABELS, Benchmark, Sample, axis_label
 from .grading import GRADED
 from .images import load_display_image
 from .runs import RunView, sample_flags
 from .stats import format_interval, score_intervals
 
-SAMPLE_COLUMNS = ["id", "capabilities", "score", "runs", "flags"]
+SAMPLE_COLUMNS = ["id", "score", "runs", "question", "model's answer", "capabilities", "flags"]
 CAPABILITY_COLUMNS = ["capability", "score", "95% interval", "± std", "samples"]
 INTEGRATION_COLUMNS = ["integration", "score", "95% interval", "± std", "samples"]
+#: How the samples table can be ordered (the filter's choices).
+SORT_ORDER, SORT_WORST, SORT_BEST = "benchmark order", "worst first", "best first"
+SORTS = [SORT_ORDER, SORT_WORST, SORT_BEST]
+SHORT_TEXT = 70             # characters of a question or answer shown in the samples table
+#: Where the images of MM-Vet come from when the benchmark in use has none (the bundled v1 metadata).
+IMAGES_NOTE = ("No image here: the bundled MM-Vet v1 holds the questions and answers only. To see the images, "
+               "pick *Benchmark → Upload* and give the official `mm-vet.zip` "
+               "(https://github.com/yuweihao/MM-Vet/releases), or a hub dataset such as `whyu/mm-vet`.")
 
 
 def _fmt(x: float | None, digits: int = 1) -> str:
@@ -127,36 +135,66 @@ def intervals(view: RunView) -> dict[tuple[str, str], str]:
     return _cached_intervals(key)
 
 
+def shows_spread(view: RunView) -> bool:
+    """Whether the tables have a "± std" column: over 2+ judge runs of a complete run only (one run has no
+    spread, and a spread of incomplete runs compares different samples)."""
+    return view.run.n_runs > 1 and view.scores.complete
+
+
+def table_columns(view: RunView, kind: str) -> list[str]:
+    cols = CAPABILITY_COLUMNS if kind == "capability" else INTEGRATION_COLUMNS
+    return cols if shows_spread(view) else [c for c in cols if c != "± std"]
+
+
 def capability_rows(view: RunView) -> list[list]:
-    ci = intervals(view)
+    ci, spread = intervals(view), shows_spread(view)
     return [[f"{CAPABILITY_LABELS.get(c.name, c.name)} ({c.name})", _fmt(c.mean), ci.get(("capability", c.name), "—"),
-             _fmt(c.std), c.n_samples] for c in view.scores.capabilities]
+             *([_fmt(c.std)] if spread else []), c.n_samples] for c in view.scores.capabilities]
 
 
 def integration_rows(view: RunView) -> list[list]:
-    ci = intervals(view)
-    return [[c.name, _fmt(c.mean), ci.get(("integration", c.name), "—"), _fmt(c.std), c.n_samples]
-            for c in view.scores.integrations]
+    ci, spread = intervals(view), shows_spread(view)
+    return [[f"{axis_label(c.name)} ({c.name})", _fmt(c.mean), ci.get(("integration", c.name), "—"),
+             *([_fmt(c.std)] if spread else []), c.n_samples] for c in view.scores.integrations]
+
+
+def filter_choices(benchmark: Benchmark) -> list[tuple[str, str]]:
+    """(label, value) of the samples filter: every sample, each capability, then each integration that is not
+    a capability on its own (an integration "rec" is the capability "rec" alone: listed once)."""
+    caps = [(f"{CAPABILITY_LABELS.get(c, c)} ({c})", c) for c in benchmark.capabilities]
+    ints = [(f"{axis_label(i)} only" if i in benchmark.capabilities else axis_label(i), f"int:{i}")
+            for i in benchmark.integrations]
+    return [("All samples", "all")] + caps + ints
+
+
+def _short(text: str, limit: int = SHORT_TEXT) -> str:
+    one_line = " ".join(str(text or "").split())
+    return one_line if len(one_line) <= limit else one_line[:limit - 1].rstrip() + "…"
 
 
 @dataclass
 class SampleFilter:
-    capability: str = "all"          # a capability code, an integration name, or "all"
+    capability: str = "all"          # a capability code, "int:<integration>" (exactly it), or "all"
     min_score: float = 0.0
     max_score: float = 1.0
     flagged_only: bool = False
     graded_only: bool = True
+    sort: str = SORT_ORDER
 
 
 def sample_rows(view: RunView, flt: SampleFilter | None = None) -> list[list]:
-    """One row per sample: id, capabilities, mean score, per-run scores, flags (filtered)."""
+    """One row per sample (`SAMPLE_COLUMNS`): id, mean score, per-run scores, the question and the model's answer
+    (shortened), capabilities, flags; filtered and ordered by `flt`. Scores have two decimals everywhere."""
     flt = flt or SampleFilter()
     effective = view.effective_scores()
-    rows = []
+    rows, means = [], []
     for sid in view.benchmark.ids:
         sample = view.benchmark.samples[sid]
-        if flt.capability not in ("all", "", None) and flt.capability not in sample.capabilities \
-                and flt.capability != sample.integration:
+        wanted = flt.capability or "all"
+        if wanted.startswith("int:"):
+            if sample.integration != wanted[4:]:
+                continue
+        elif wanted != "all" and wanted not in sample.capabilities and wanted != sample.integration:
             continue
         scores = effective[sid]
         got = [x for x in scores if x is not None]
@@ -170,8 +208,14 @@ def sample_rows(view: RunView, flt: SampleFilter | None = None) -> list[list]:
             continue
         if flt.flagged_only and not flags:
             continue
-        rows.append([sid, ",".join(sample.capabilities), _fmt(mean, 2),
-                     " / ".join(_fmt(x) for x in scores), " ".join(flags)])
+        rows.append([sid, _fmt(mean, 2), " / ".join(_fmt(x, 2) for x in scores), _short(sample.question),
+                     _short(view.run.predictions.get(sid, "")), ",".join(sample.capabilities), " ".join(flags)])
+        means.append(mean)
+    if flt.sort in (SORT_WORST, SORT_BEST):
+        # ungraded samples last either way; ties keep the benchmark order
+        order = sorted(range(len(rows)), key=lambda i: (means[i] is None,
+                                                       (means[i] or 0.0) * (1 if flt.sort == SORT_WORST else -1)))
+        rows = [rows[i] for i in order]
     return rows
 
 
@@ -194,6 +238,13 @@ def sample_detail(view: RunView, sample_id: str) -> dict:
             "has_image": view.benchmark.image_path(sample_id) is not None}
 
 
+def image_note(view: RunView, sample_id: str) -> str:
+    """What to say where a sample's image would be: where the images come from when the benchmark has none."""
+    if view.benchmark.images_dir is None:
+        return IMAGES_NOTE
+    return "" if view.benchmark.image_path(sample_id) is not None else "This sample's image is missing."
+
+
 def sample_image(view: RunView, sample_id: str):
     """The sample's image decoded and re-encodable (`images.load_display_image`), or None. Never a server path:
     an uploaded file is never served as it was uploaded."""
@@ -213,6 +264,6 @@ def attempt_rows(detail: dict) -> list[list]:
             sent = ", ".join(f"{k}={v}" for k, v in (a.get("sent") or {}).items())
             rows.append([run["run"], i, a.get("temperature", ""), "yes" if a.get("retry_prompt") else "no",
                          "" if a.get("content") is None else str(a.get("content")),
-                         _fmt(a.get("score")), a.get("model") or "", sent,
+                         _fmt(a.get("score"), 2), a.get("model") or "", sent,
                          "imported" if a.get("imported") else ("yes" if a.get("cached") else "no")])
     return rows

@@ -192,6 +192,33 @@ def test_grade_without_a_file_is_a_toast_and_the_run_stays(page):
     assert run_in_address(page) == run_id and text_of(page, "total-score") == total
 
 
+# --- 8. tables and charts that read ---------------------------------------------------------------------------
+def test_samples_sort_worst_first_count_their_rows_and_tables_drop_an_empty_spread(app_server, page):
+    run_id = run_in_address(page)
+    view = app_server.view(run_id)
+    page.locator("#filter-sort input").click()
+    page.get_by_role("option", name="worst first").click()
+    worst = min(sum(x for x in v if x is not None) / len(v) for v in view.effective_scores().values())
+    expect(page.locator('#samples-table [data-testid="cell-0-1"]')).to_have_text(f"{worst:.2f}")
+    # a filter shows how many rows it kept
+    page.locator("#filter-capability input").click()
+    page.get_by_role("option", name="OCR+Spat+Math", exact=True).click()
+    n = view.benchmark.integration_counts()["ocr_spat_math"]
+    expect(page.locator("#sample-count")).to_contain_text(f"{n} of 218 samples shown")
+    expect(page.locator("#samples-table [role=grid]")).to_have_attribute("aria-rowcount", str(n + 1))
+    # one judge run: no "± std" column; integrations as the paper writes them
+    expect(page.locator("#capabilities-table")).not_to_contain_text("± std")
+    expect(page.locator("#integrations-table")).to_contain_text("Rec+Know+Gen (rec_know_gen)")
+    # the bundled v1 has no images: the detail says where they come from
+    page.locator('#samples-table [data-testid="cell-0-0"]').click()
+    expect(page.locator("#detail-image-note")).to_contain_text("mm-vet.zip")
+    page.locator("#filter-capability input").click()
+    page.get_by_role("option", name="All samples", exact=True).click()
+    page.locator("#filter-sort input").click()
+    page.get_by_role("option", name="benchmark order").click()
+    expect(page.locator('#samples-table [data-testid="cell-0-0"]')).to_have_text("v1_0")
+
+
 # --- 7. the run card ----------------------------------------------------------------------------------------
 def test_run_card_on_owner_and_shared_views_and_in_the_zip(app_server, page, browser):
     run_id = run_in_address(page)

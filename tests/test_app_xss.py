@@ -117,6 +117,10 @@ def check_every_detail(page, run_view):
         cell = page.locator(f'#samples-table [data-testid="cell-{i}-0"]')
         expect(cell).to_have_text(sid)                        # the id cell shows the raw text
         assert cell.locator(INJECTED).count() == 0
+        # the question and answer columns hold the hostile texts (shortened), as text
+        expect(page.locator(f'#samples-table [data-testid="cell-{i}-3"]')).to_contain_text(
+            " ".join(QUESTIONS[sid].split())[:20])
+        assert page.locator("#samples-table").locator(INJECTED).count() == 0
         cell.click()
         expect(page.locator("#detail-id textarea")).to_have_value(sid)
         expect(page.locator("#detail-question textarea")).to_have_value(QUESTIONS[sid])

@@ -47,7 +47,23 @@ def test_radar_with_sixteen_integration_axes(v1):
     fig = make_radar(paper_series(paper_model_names()[:3], "integrations"), axes, "Integrations")
     assert len(fig.data) == 3
     assert all(len(t.r) == 17 and len(t.theta) == 17 for t in fig.data)
-    assert fig.data[0].theta[0] == "rec_know_gen"
+    # the paper's way of writing them, not raw codes
+    assert fig.data[0].theta[0] == "Rec+Know+Gen" and "OCR+Spat+Math" in fig.data[0].theta
+
+
+def test_radar_fills_its_card_and_keeps_ticks_off_the_first_axis(v1):
+    """Issue 10, item 8. Before: the polar area used ~200 px of a 380 px card and the 0-100 ticks ran across the
+    Rec axis (the first one, drawn at 0 degrees like the radial axis)."""
+    for axes in (list(v1.capabilities), list(v1.integrations)):
+        fig = make_radar([("run", {a: 40.0 for a in axes})], axes, "t")
+        polar, n = fig.layout.polar, len(axes)
+        assert fig.layout.height >= 400 and fig.layout.margin.t <= 40 and fig.layout.margin.b <= 10
+        assert polar.domain.y[1] - polar.domain.y[0] >= 0.8
+        # the first axis is drawn at the top (rotation 90, clockwise), the radial ticks half a step from it
+        assert polar.angularaxis.rotation == 90 and polar.angularaxis.direction == "clockwise"
+        first, second = 90, 90 - 360 / n
+        assert polar.radialaxis.angle == pytest.approx((first + second) / 2)
+        assert list(polar.radialaxis.tickvals) == [25, 50, 75, 100] and polar.radialaxis.tickfont.size <= 9
 
 
 def test_missing_values_are_drawn_at_zero_and_say_not_graded():

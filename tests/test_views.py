@@ -1,0 +1,102 @@
+"""What the app shows of a run (`mmvet_core.views`), on real official grade files: readable tables, the samples
+table with question and answer, sorting, filters without duplicates, partial totals without a false spread."""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from mmvet_core import views
+from mmvet_core.benchmark import load_bundled_v1
+from mmvet_core.runs import load_run_view, open_grade_file
+
+GRADES = Path(__file__).resolve().parent / "data" / "official-grades"
+
+
+@pytest.fixture
+def bench():
+    return load_bundled_v1()
+
+
+def graded(store, bench, name: str):
+    run_id = open_grade_file(store, GRADES / name, benchmark=bench, spec="mmvet-v1", owner="o")
+    return load_run_view(store, run_id)
+
+
+def test_one_run_has_no_spread_column_and_three_runs_do(store, bench):
+    one = graded(store, bench, "llava-v1.5-13b_gpt-4-grade-1runs.json")
+    assert "± std" not in views.table_columns(one, "capability")
+    assert all(len(r) == len(views.table_columns(one, "capability")) for r in views.capability_rows(one))
+    three = graded(store, bench, "llava-v1.5-13b_gpt-4-grade-3runs.json")
+    assert views.table_columns(three, "integration") == views.INTEGRATION_COLUMNS
+    assert all(len(r) == len(views.INTEGRATION_COLUMNS) for r in views.integration_rows(three))
+
+
+def test_integrations_read_as_the_paper_writes_them(store, bench):
+    view = graded(store, bench, "llava-v1.5-13b_gpt-4-grade-1runs.json")
+    names = [r[0] for r in views.integration_rows(view)]
+    assert names[0] == "Rec+Know+Gen (rec_know_gen)" and "OCR+Spat+Math (ocr_spat_math)" in names
+
+
+def test_filter_lists_each_capability_and_integration_once(bench):
+    choices = views.filter_choices(bench)
+    labels, values = [c[0] for c in choices], [c[1] for c in choices]
+    assert len(values) == len(set(values)) == 1 + 6 + 16 and len(labels) == len(set(labels))
+    assert ("Recognition (rec)", "rec") in choices and ("Rec only", "int:rec") in choices
+
+
+def test_integration_filter_means_exactly_that_integration(store, bench):
+    view = graded(store, bench, "llava-v1.5-13b_gpt-4-grade-1runs.json")
+    rec = views.sample_rows(view, views.SampleFilter(capability="rec"))
+    rec_only = views.sample_rows(view, views.SampleFilter(capability="int:rec"))
+    assert len(rec) == 150 and len(rec_only) == bench.integration_counts()["rec"] < len(rec)
+    assert all(r[5] == "rec" for r in rec_only)
+
+
+def test_samples_show_question_and_answer_shortened_and_consistent_decimals(store, bench):
+    view = graded(store, bench, "llava-v1.5-13b_gpt-4-grade-3runs.json")
+    rows = views.sample_rows(view)
+    assert len(rows) == 218 and views.SAMPLE_COLUMNS[:5] == ["id", "score", "runs", "question", "model's answer"]
+    by_id = {r[0]: r for r in rows}
+    for sid, row in by_id.items():
+        question = " ".join(bench.samples[sid].question.split())
+        assert row[3] == question or (row[3].endswith("…") and question.startswith(row[3][:-1]))
+        assert len(row[3]) <= views.SHORT_TEXT and len(row[4]) <= views.SHORT_TEXT
+        mean, runs = row[1], row[2].split(" / ")
+        assert len(runs) == 3 and all(len(x.split(".")[1]) == 2 for x in [mean, *runs])
+
+
+@pytest.mark.parametrize("order, first_is_lowest", [(views.SORT_WORST, True), (views.SORT_BEST, False)])
+def test_samples_sort_by_score(store, bench, order, first_is_lowest):
+    view = graded(store, bench, "llava-v1.5-13b_gpt-4-grade-1runs.json")
+    scores = [float(r[1]) for r in views.sample_rows(view, views.SampleFilter(sort=order))]
+    assert scores == sorted(scores, reverse=not first_is_lowest) and scores[0] != scores[-1]
+    assert [r[0] for r in views.sample_rows(view)] == bench.ids        # the default: the benchmark's order
+
+
+def test_bundled_benchmark_says_where_images_come_from(store, bench):
+    view = graded(store, bench, "llava-v1.5-13b_gpt-4-grade-1runs.json")
+    assert bench.images_dir is None
+    assert "mm-vet.zip" in views.image_note(view, "v1_0") and "Upload" in views.image_note(view, "v1_0")
+
+
+def test_partial_total_has_no_spread_of_incomplete_runs(store, bench):
+    """Issue 10, item 5. Before: "42.2 ± 5.1 over 3 runs (0 of 168 fully graded)" after Stop, final 37.1 ± 0.0."""
+    view = graded(store, bench, "llava-v1.5-13b_gpt-4-grade-3runs.json")
+    complete = views.total_text(view)
+    assert complete.startswith(f"Total: {view.scores.total.mean:.1f} ± {view.scores.total.std:.1f} over 3 run(s)")
+    # runs 2 and 3 lose some grades (as after a Stop): run 1 stays complete
+    kept = {k: g for k, g in view.grades.items() if k[1] == 0 or int(k[0].split("_")[1]) % 3}
+    partial = load_run_view(store, view.run.id)
+    partial = replace(partial, grades=kept)
+    partial = replace(partial, scores=_scores(partial))
+    text = views.total_text(partial)
+    assert text.startswith("So far: ") and "partial, not a final score" in text
+    assert "±" not in text and "1 of 3 run(s) complete" in text
+    assert views.table_columns(partial, "capability") == [c for c in views.CAPABILITY_COLUMNS if c != "± std"]
+
+
+def _scores(view):
+    from mmvet_core.aggregate import aggregate_scores
+    return aggregate_scores(view.benchmark, view.effective_scores(), view.run.n_runs)
