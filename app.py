@@ -280,10 +280,11 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
                                                  "other runs", elem_id="overlays")
                     overlay_note = gr.Markdown("", elem_id="overlay-note")
                     with gr.Row():
+                        # the 16 integration axes have long labels: that chart gets the wider share
                         radar_caps = gr.Plot(label="Core capabilities", show_label=False,
-                                             elem_id="radar-capabilities")
+                                             elem_id="radar-capabilities", scale=2, min_width=300)
                         radar_ints = gr.Plot(label="Capability integrations", show_label=False,
-                                             elem_id="radar-integrations")
+                                             elem_id="radar-integrations", scale=3, min_width=340)
                     cap_table = gr.Dataframe(headers=views.CAPABILITY_COLUMNS, label="Capabilities",
                                              interactive=False, elem_id="capabilities-table", type="array",
                                              wrap=True)

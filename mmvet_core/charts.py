@@ -75,6 +75,7 @@ def make_radar(series: list[tuple[str, Mapping[str, float | None]]], axes: list[
         height=RADAR_HEIGHT,
         autosize=True,
         polar={"radialaxis": {"range": [0, 100], "visible": True, "tickvals": [25, 50, 75, 100],
+                              "showticklabels": not many,     # 16 axes: no room between them (values: hover)
                               "tickfont": {"size": 8, "color": "#888"},
                               # between the first two axes (the polygon starts on the first one)
                               "angle": 90 - 180 / len(axes), "tickangle": 90 - 180 / len(axes)},
@@ -82,7 +83,7 @@ def make_radar(series: list[tuple[str, Mapping[str, float | None]]], axes: list[
                "domain": {"x": [0, 1], "y": [0.12, 0.94]}},
         showlegend=True,
         legend={"orientation": "h", "yanchor": "top", "y": 0.08, "x": 0, "font": {"size": 10}},
-        margin={"l": 70 if many else 45, "r": 70 if many else 45, "t": 36, "b": 8},
+        margin={"l": 85 if many else 45, "r": 85 if many else 45, "t": 36, "b": 8},
     )
     return fig
 

@@ -64,6 +64,7 @@ def test_radar_fills_its_card_and_keeps_ticks_off_the_first_axis(v1):
         first, second = 90, 90 - 360 / n
         assert polar.radialaxis.angle == pytest.approx((first + second) / 2)
         assert list(polar.radialaxis.tickvals) == [25, 50, 75, 100] and polar.radialaxis.tickfont.size <= 9
+        assert polar.radialaxis.showticklabels == (n <= 8)      # 16 axes leave no room for them
 
 
 def test_missing_values_are_drawn_at_zero_and_say_not_graded():
