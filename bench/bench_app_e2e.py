@@ -13,7 +13,6 @@ separate process), each with a fresh database, at the same concurrency (16: the 
 Target: the browser within 3 s of the CLI.
 
     python bench/bench_app_e2e.py                  # the figures
-    python bench/bench_app_e2e.py --screenshots    # also bench/screenshots/*.png (in progress, results, detail)
 """
 from __future__ import annotations
 
@@ -37,7 +36,6 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 RUNS = 5
-SHOTS = ROOT / "bench" / "screenshots"
 
 sys.path.insert(0, str(ROOT))
 from tests.fake_judge import free_port  # noqa: E402
@@ -232,83 +230,31 @@ def cli_run(fake: Fake, tmp: Path) -> dict:
     return {"wall": wall, "total": total.group(0) if total else "?"}
 
 
-def screenshots(tmp: Path) -> None:
-    """In progress (slow judge), results, one sample's detail: bench/screenshots/*.png."""
-    from playwright.sync_api import sync_playwright
-
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    fake = Fake(latency=0.15)
-    app = App(fake, tmp / "shots-data", concurrency=4)
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-            page = open_app(browser, app.url)
-            prepare(page, 1)
-            page.screenshot(path=str(SHOTS / "01-ready.png"), full_page=True)
-            page.locator("#grade-button").click()
-            page.wait_for_function("() => /running: [1-9]\\d\\d? \\//.test("
-                                   "(document.querySelector('#progress-text') || {}).textContent || '')")
-            page.wait_for_timeout(1500)
-            page.screenshot(path=str(SHOTS / "02-grading.png"), full_page=True)
-            page.wait_for_function("() => (document.querySelector('#progress-text') || {}).textContent"
-                                   "?.startsWith('done')", timeout=300_000)
-            page.wait_for_timeout(1500)
-            page.screenshot(path=str(SHOTS / "03-results.png"), full_page=True)
-            page.locator("#filter-flagged input[type=checkbox]").check()
-            page.wait_for_timeout(1000)
-            page.locator('#samples-table [data-testid="cell-0-0"]').click()
-            page.wait_for_function("() => (document.querySelector('#detail-id textarea') || {}).value")
-            page.wait_for_timeout(800)
-            page.locator("#sample-detail").first.scroll_into_view_if_needed()
-            page.screenshot(path=str(SHOTS / "04-detail.png"), full_page=True)
-            page.locator("#sample-detail").first.screenshot(path=str(SHOTS / "05-detail-crop.png"))
-            # the read-only view of the share link, in another browser context
-            share = text_of(page, "share-link")
-            viewer = open_app(browser, share)
-            viewer.wait_for_timeout(2500)
-            viewer.screenshot(path=str(SHOTS / "06-shared-view.png"), full_page=True)
-            # a narrow (phone) viewport
-            phone = browser.new_context(viewport={"width": 390, "height": 844}).new_page()
-            phone.goto(share)
-            phone.wait_for_timeout(4000)
-            phone.screenshot(path=str(SHOTS / "07-phone.png"), full_page=True)
-            browser.close()
-    finally:
-        app.close()
-        fake.close()
-    print(f"screenshots in {SHOTS}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--screenshots", action="store_true", help="also write bench/screenshots/*.png")
-    parser.add_argument("--skip-bench", action="store_true", help="screenshots only")
-    args = parser.parse_args()
+    parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="mmvet-e2e-") as d:
         tmp = Path(d)
-        if not args.skip_bench:
-            fake = Fake()
-            try:
-                cli = cli_run(fake, tmp)
-                api = api_run(fake, tmp)
-                web = browser_run(fake, tmp)
-            finally:
-                fake.close()
-            load = os.getloadavg()
-            print(f"grading MM-Vet v1 x {RUNS} runs = {218 * RUNS} grades, zero-latency fake judge, "
-                  f"concurrency 16, {psutil.cpu_count()} CPUs, load avg {load[0]:.1f}")
-            print(f"  CLI     : {cli['wall']:6.2f} s   ({cli['total']})")
-            print(f"  app API : {api['wall']:6.2f} s   (/grade, then /status until not running: {api['status']}, "
-                  f"total {api['total']:.1f})")
-            print(f"  browser : {web['wall']:6.2f} s   (click -> done + total shown; {web['total']})")
-            diff = web["wall"] - cli["wall"]
-            print(f"            CPU during the browser run: app {web['app_cpu']:.1f} s, "
-                  f"Chromium {web['browser_cpu']:.1f} s (on {psutil.cpu_count()} cores)")
-            print(f"  browser - CLI = {diff:+.2f} s  (target: within 3 s) -> {'OK' if diff <= 3 else 'OVER'}")
-            print(f"  app RSS: {web['rss_before'] / 2**20:.0f} MiB before the click, peak "
-                  f"{web['rss_peak'] / 2**20:.0f} MiB during grading ({web['rss_samples']} samples)")
-        if args.screenshots or args.skip_bench:
-            screenshots(tmp)
+        fake = Fake()
+        try:
+            cli = cli_run(fake, tmp)
+            api = api_run(fake, tmp)
+            web = browser_run(fake, tmp)
+        finally:
+            fake.close()
+        load = os.getloadavg()
+        print(f"grading MM-Vet v1 x {RUNS} runs = {218 * RUNS} grades, zero-latency fake judge, "
+              f"concurrency 16, {psutil.cpu_count()} CPUs, load avg {load[0]:.1f}")
+        print(f"  CLI     : {cli['wall']:6.2f} s   ({cli['total']})")
+        print(f"  app API : {api['wall']:6.2f} s   (/grade, then /status until not running: {api['status']}, "
+              f"total {api['total']:.1f})")
+        print(f"  browser : {web['wall']:6.2f} s   (click -> done + total shown; {web['total']})")
+        diff = web["wall"] - cli["wall"]
+        print(f"            CPU during the browser run: app {web['app_cpu']:.1f} s, "
+              f"Chromium {web['browser_cpu']:.1f} s (on {psutil.cpu_count()} cores)")
+        print(f"  browser - CLI = {diff:+.2f} s  (target: within 3 s) -> {'OK' if diff <= 3 else 'OVER'}")
+        print(f"  app RSS: {web['rss_before'] / 2**20:.0f} MiB before the click, peak "
+              f"{web['rss_peak'] / 2**20:.0f} MiB during grading ({web['rss_samples']} samples)")
 
 
 if __name__ == "__main__":
