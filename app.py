@@ -233,7 +233,8 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
                 with gr.Row(equal_height=True):
                     model_name = gr.Textbox(label="3 · Model name", elem_id="model-name", max_length=100,
                                             placeholder="taken from the file", scale=4)
-                    runs = gr.Number(1, minimum=1, maximum=settings.max_runs_per_job, step=1, precision=0,
+                    # no minimum/maximum (Gradio would answer 9 with an error on every output): the service checks
+                    runs = gr.Number(1, step=1, precision=0,
                                      label="Judge runs (paper: 5)", elem_id="runs", scale=2, min_width=100)
                     mode = gr.Dropdown(list(MODES), value=list(MODES)[0], label="Judge calls", elem_id="mode",
                                        visible=default_judge != JUDGE_BASELINE, scale=3, min_width=120)
@@ -336,9 +337,8 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
                 o_clear = gr.Button("Clear override", elem_id="override-clear", interactive=False)
 
         with gr.Accordion("My runs", open=True, elem_id="my-runs"):
-            gr.Markdown("Runs you start or open here are listed with their scores; click one to "
-                                    "reopen it. This list lives in this browser (no account needed).",
-                                    elem_id="my-runs-note")
+            gr.Markdown("Runs you start or open here are listed with their scores; click one to reopen it. "
+                        "This list lives in this browser (no account needed).", elem_id="my-runs-note")
             runs_table = gr.Dataframe(headers=RUN_LIST_COLUMNS, interactive=False, type="array",
                                       elem_id="my-runs-table", max_height=300)
         with gr.Accordion("Open a grade file (no judge call)", open=False, elem_id="grade-file-section"):
@@ -360,7 +360,7 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
         # ---- setup ----
         @toasts(3)
         def check(results, bench_c, bench_f, hub, sub, n_runs, judge_c, model, mode_label, name_now):
-            v = svc.validate(_file_path(results), bench_of(bench_c, bench_f, hub, sub), int(n_runs or 1),
+            v = svc.validate(_file_path(results), bench_of(bench_c, bench_f, hub, sub), n_runs,
                              judge_of(judge_c, model=model, mode_label=mode_label))
             return v.report, v.estimate, (name_now or v.model_name) if v.model_name else gr.skip()
 
@@ -402,7 +402,7 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
         @toasts(2)
         def start(results, bench_c, bench_f, hub, sub, n_runs, judge_c, url, model, key, mode_label, name,
                   owner_tok, request: gr.Request):
-            run_id, started = svc.start(_file_path(results), bench_of(bench_c, bench_f, hub, sub), int(n_runs or 1),
+            run_id, started = svc.start(_file_path(results), bench_of(bench_c, bench_f, hub, sub), n_runs,
                                         judge_of(judge_c, url, model, key, mode_label), owner=owner_tok,
                                         visitor=_visitor(svc, request), model_name=name or "")
             if not started:
@@ -411,7 +411,7 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
 
         grade_btn.click(start, [results_file, bench_choice, bench_file, hub_id, subset, runs, judge_choice,
                                 base_url, judge_model, api_key, mode, model_name, owner], [run_state, timer],
-                        api_visibility="private", concurrency_limit=None)
+                        api_visibility="private")
 
         @toasts(0)
         def stop(run_id, owner_tok):

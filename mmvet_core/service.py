@@ -333,6 +333,9 @@ class GradingService:
             return Validation(f"Results file read ({rf.format}, {len(rf.predictions)} predictions). {e}", "", name)
         rep = validate_results(rf, benchmark, full=full)
         preds = select_predictions(rf, benchmark, allow_missing=True) if not rep.wrong_benchmark else {}
+        if n_runs is None or not 1 <= int(n_runs) <= self.settings.max_runs_per_job:
+            return Validation(rep.summary(), f"Judge runs must be between 1 and {self.settings.max_runs_per_job}.",
+                              name)
         if judge.kind == JUDGE_BASELINE:
             return Validation(rep.summary(), "Offline keyword baseline: no calls, no cost. NOT the MM-Vet metric "
                                              "(an LLM judge is).", name)
@@ -351,7 +354,7 @@ class GradingService:
             raise ServiceError("Drop a results file first (or load the official example).")
         if not owner:
             raise ServiceError("Your session has no id yet; reload the page.")
-        n_runs = int(n_runs or 1)
+        n_runs = 1 if n_runs is None else int(n_runs)
         if not 1 <= n_runs <= self.settings.max_runs_per_job:
             raise ServiceError(f"Judge runs must be between 1 and {self.settings.max_runs_per_job}.")
         rf = self._read(path)

@@ -166,6 +166,15 @@ def test_run_card_my_runs_rename_delete_and_the_exported_run_json(svc, tmp_path)
     assert not (svc.exports_dir / run_id).exists() and svc.store.grades(run_id) == []
 
 
+@pytest.mark.parametrize("runs", [0, -1, 6, 10**9])
+def test_judge_runs_out_of_range_are_refused_before_anything_is_paid(svc, fake_judge, runs):
+    assert svc.validate(str(RESULTS), ALL, runs, JudgeChoice(JUDGE_HOST)).estimate == \
+        "Judge runs must be between 1 and 5."
+    with pytest.raises(ServiceError, match="between 1 and 5"):
+        svc.start(str(RESULTS), ALL, runs, JudgeChoice(JUDGE_HOST), owner="me", visitor="v")
+    assert svc.runs_of("me") == [] and fake_judge.state.calls == []
+
+
 def test_batch_mode_needs_an_openai_compatible_judge(svc, tmp_path):
     with pytest.raises(ServiceError, match="Batch API works with OpenAI-compatible endpoints only"):
         svc.start(str(RESULTS), ALL, 1, JudgeChoice(JUDGE_BASELINE, mode=MODE_BATCH), owner="me", visitor="v")
