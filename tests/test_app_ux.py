@@ -249,6 +249,34 @@ def test_run_card_on_owner_and_shared_views_and_in_the_zip(app_server, page, bro
         viewer.context.close()
 
 
+# --- 2. My runs: reopen, delete --------------------------------------------------------------------------------
+def test_my_runs_reopens_a_run_and_deletes_the_open_one(app_server, page, tmp_path):
+    first = run_in_address(page)
+    upload_results(page, tagged(tmp_path, LLAVA_7B, "second"))
+    pick_judge(page, "Offline baseline (not MM-Vet)")
+    page.locator("#grade-button").click()
+    expect(page).not_to_have_url(re.compile(f"run={first}$"))
+    second = run_in_address(page)
+    wait_progress(page, r"^done: 218 / 218")
+    table = page.locator("#my-runs-table")
+    expect(table).to_contain_text(first)
+    expect(table).to_contain_text(second)
+    table.locator("[role=row]", has_text=first).locator("[role=gridcell]").first.click()   # reopen it
+    expect(page).to_have_url(re.compile(f"run={first}$"))
+    expect(page.locator("#run-card")).to_contain_text(first)
+    expect(page.locator("#total-score textarea")).to_have_value(re.compile(r"^Total: "))
+    table.locator("[role=row]", has_text=second).locator("[role=gridcell]").first.click()
+    expect(page).to_have_url(re.compile(f"run={second}$"))
+    page.once("dialog", lambda d: d.accept())                 # "Delete this run and its grades?"
+    page.locator("#delete-button").click()
+    expect(toasts(page).filter(has_text="Deleted the run")).to_have_count(1)
+    expect(page).not_to_have_url(re.compile("run="))
+    expect(page.locator("#empty-state")).to_be_visible()
+    expect(table).not_to_contain_text(second)
+    assert app_server.store.get_run(second) is None and app_server.store.get_run(first) is not None
+    pick_judge(page, "Server's judge")
+
+
 # --- 3. overlays on the Bard set ------------------------------------------------------------------------------
 def test_bard_subset_report_and_overlays(app_server, browser, tmp_path):
     page = new_page(browser, app_server.url)
