@@ -189,6 +189,11 @@ def _filter(capability: str, lo: float, hi: float, flagged: bool, order: str) ->
                               sort=order if order in views.SORTS else views.SORT_ORDER)
 
 
+def _count_text(view: RunView, rows: list) -> str:
+    return f"{len(rows)} of {len(view.benchmark)} samples shown" + \
+        ("" if view.scores.complete else " (samples not graded yet are not listed)")
+
+
 def progress_html(svc: GradingService, view: RunView) -> str:
     prog = views.progress_of(view)
     waiting = svc.jobs.waiting_until(view.run.id)
@@ -456,8 +461,7 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
             files = svc.downloads(view) if not running and view.n_graded else None
             perms = svc.permissions(run_id, owner_tok)
             rows = views.sample_rows(view, _filter(cap_f, lo, hi, flagged, order))
-            shown = f"{len(rows)} of {len(view.benchmark)} samples shown" + \
-                    ("" if view.scores.complete else " (only graded samples are listed)")
+            shown = _count_text(view, rows)
             live = (progress_html(svc, view), views.total_text(view), card_html(svc.card(view)),
                     f"Flagged samples — {flag_text}", rc, ri,
                     {"data": views.capability_rows(view), "headers": views.table_columns(view, "capability")},
@@ -473,7 +477,9 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
                          gr.Dropdown(choices=views.filter_choices(view.benchmark), value="all"),
                          gr.Row(visible=perms.owner),
                          gr.Textbox(value=view.run.model_name), gr.Row(visible=perms.owner),
-                         gr.Column(visible=perms.owner), gr.Markdown(visible=not perms.owner))
+                         gr.Column(visible=perms.owner), gr.Markdown(visible=not perms.owner),
+                         # the detail of another run's sample must not stay shown beside this run
+                         "", gr.Image(value=None, visible=False), "", "", "", "", "", [])
             else:
                 extra = tuple(gr.skip() for _ in open_outputs)
             return live + extra + (gr.Timer(active=running),)
@@ -481,7 +487,8 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
         live_outputs = [progress, total, run_card, flags_box, radar_caps, radar_ints, cap_table, int_table, samples,
                         sample_count, downloads, stop_btn, resume_btn, o_btn, o_clear, runs_table]
         open_outputs = [run_panel, samples_section, empty_note, overlays, f_cap, owner_tools, rename_box,
-                        override_row, setup_col, ro_note]
+                        override_row, setup_col, ro_note, d_id, d_image, d_question, d_truth, d_image_note, d_pred,
+                        d_flags, d_attempts]
         view_outputs = live_outputs + open_outputs + [timer]
         view_inputs = [run_state, overlays, f_cap, f_min, f_max, f_flag, f_sort, owner, d_id]
 
@@ -495,6 +502,7 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
         timer.tick(tick, view_inputs, view_outputs, api_visibility="private", show_progress="hidden")
         run_state.change(open_run, view_inputs, view_outputs, api_visibility="private", show_progress="hidden")
         run_state.change(None, run_state, None, js=SET_ADDRESS_JS, api_visibility="private")
+
         def share_of(run_id, request: gr.Request):
             return svc.share_url(run_id, _base_url(request)) if run_id else ""
 
@@ -515,7 +523,7 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
             if view is None:
                 return gr.skip(), gr.skip()
             rows = views.sample_rows(view, _filter(cap_f, lo, hi, flagged, order))
-            return rows, f"{len(rows)} of {len(view.benchmark)} samples shown"
+            return rows, _count_text(view, rows)
 
         for comp in (f_cap, f_min, f_max, f_flag, f_sort):
             comp.change(filter_rows, [run_state, f_cap, f_min, f_max, f_flag, f_sort], [samples, sample_count],

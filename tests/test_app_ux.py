@@ -265,6 +265,8 @@ def test_my_runs_reopens_a_run_and_deletes_the_open_one(app_server, page, tmp_pa
     expect(page).to_have_url(re.compile(f"run={first}$"))
     expect(page.locator("#run-card")).to_contain_text(first)
     expect(page.locator("#total-score textarea")).to_have_value(re.compile(r"^Total: "))
+    expect(page.locator("#detail-id textarea")).to_have_value("")          # no other run's sample left open
+    expect(page.locator("#override-button")).to_be_disabled()
     table.locator("[role=row]", has_text=second).locator("[role=gridcell]").first.click()
     expect(page).to_have_url(re.compile(f"run={second}$"))
     page.once("dialog", lambda d: d.accept())                 # "Delete this run and its grades?"
