@@ -208,3 +208,23 @@ def test_grade_refuses_bad_input(client, tmp_path):
         grade(client, LLAVA_13B, owner="")
     with pytest.raises(AppError, match="No such run"):
         status(client, "nope")
+
+
+@pytest.mark.parametrize("endpoint", ["grade", "validate", "view_grades"])
+def test_file_parameters_take_only_files_the_caller_uploaded(app_server, endpoint):
+    """The endpoints' file parameters are `FileData`: a path on the server (the app's database, /etc/passwd) is
+    refused by Gradio before the service sees it, and no run is created."""
+    import httpx
+
+    db = str(app_server.settings.data_dir / "mmvet-grader.db")
+    before = len(dict(app_server.store.iter_tables())["runs"])
+    for path in ("/etc/passwd", db):
+        data = [{"path": path, "meta": {"_type": "gradio.FileData"}}]
+        data += {"grade": [BENCH_BUNDLED, None, "", "All samples", 1, JUDGE_BASELINE, "", "", "", OWNER],
+                 "validate": [BENCH_BUNDLED, None, "", "All samples", 1, JUDGE_BASELINE, ""],
+                 "view_grades": [BENCH_BUNDLED, None, "", "All samples", OWNER]}[endpoint]
+        r = httpx.post(f"{app_server.url}gradio_api/call/{endpoint}", json={"data": data}, timeout=30)
+        assert r.status_code == 200, r.text
+        answer = httpx.get(f"{app_server.url}gradio_api/call/{endpoint}/{r.json()['event_id']}", timeout=30).text
+        assert "event: error" in answer and "root:" not in answer and "SQLite" not in answer, answer[:300]
+    assert len(dict(app_server.store.iter_tables())["runs"]) == before
