@@ -251,6 +251,15 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
                                          elem_id="judge-model", visible=own)
                 api_key = gr.Textbox(label="API key (used for this run only, never stored)", type="password",
                                      elem_id="api-key", visible=own)
+                with gr.Accordion("Check this judge first (is it close to the official GPT-4 judge?)", open=False,
+                                  elem_id="judge-check-section", visible=default_judge != JUDGE_BASELINE) \
+                        as check_section:
+                    gr.Markdown("The judge grades two reference models' answers (LLaVA-1.5 13b and 7b, 436 calls at "
+                                "most; stored answers are reused) whose official GPT-4-0613 grades are known, and the "
+                                "report says how far it is from them, beside GPT-4's own run-to-run spread.")
+                    check_btn = gr.Button("Check this judge", size="sm", elem_id="judge-check-button")
+                    check_report = gr.Textbox(label="Judge check", lines=4, max_lines=30, interactive=False,
+                                              elem_id="judge-check-report", buttons=["copy"])
                 with gr.Accordion("Benchmark: MM-Vet v1 (bundled), all samples", open=False,
                                   elem_id="benchmark-accordion") as bench_acc:
                     bench_choice = gr.Radio([BENCH_BUNDLED, BENCH_UPLOAD, BENCH_HUB], value=BENCH_BUNDLED,
@@ -394,10 +403,31 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
         def own_judge_fields(choice):
             shown = choice == JUDGE_OWN
             return (gr.Textbox(visible=shown), gr.Textbox(visible=shown), gr.Textbox(visible=shown),
-                    gr.Dropdown(visible=choice != JUDGE_BASELINE))
+                    gr.Dropdown(visible=choice != JUDGE_BASELINE), gr.Accordion(visible=choice != JUDGE_BASELINE))
 
-        judge_choice.change(own_judge_fields, judge_choice, [base_url, judge_model, api_key, mode], queue=False,
-                            api_visibility="private")
+        judge_choice.change(own_judge_fields, judge_choice, [base_url, judge_model, api_key, mode, check_section],
+                            queue=False, api_visibility="private")
+
+        # ---- judge check ----
+        check_timer = gr.Timer(1.0, active=False)
+
+        @toasts(2)
+        def check_judge(judge_c, url, model, key, owner_tok, request: gr.Request):
+            message = svc.check_judge(judge_of(judge_c, url, model, key), owner_tok, _visitor(svc, request))
+            gr.Info(_esc(message))
+            return check_text(judge_c, url, model, key, owner_tok)
+
+        def check_text(judge_c, url, model, key, owner_tok):
+            text, running = svc.judge_check_text(judge_of(judge_c, url, model, key), owner_tok)
+            return text, gr.Timer(active=running)
+
+        check_inputs_j = [judge_choice, base_url, judge_model, api_key, owner]
+        check_btn.click(check_judge, check_inputs_j, [check_report, check_timer], api_visibility="private")
+        check_timer.tick(check_text, check_inputs_j, [check_report, check_timer], api_visibility="private",
+                         show_progress="hidden")
+        judge_choice.change(check_text, check_inputs_j, [check_report, check_timer], api_visibility="private")
+        for box in (base_url, judge_model, api_key):     # (on blur: a base URL is checked when it is used)
+            box.blur(check_text, check_inputs_j, [check_report, check_timer], api_visibility="private")
 
         example_btn.click(lambda: (str(EXAMPLE_RESULTS), "", "", ""), None, [results_file] + check_outputs,
                           api_visibility="private").then(check, check_inputs, check_outputs,

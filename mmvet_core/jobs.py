@@ -128,6 +128,20 @@ class JobManager:
         finally:
             await judge.aclose()
 
+    def start_task(self, key: str, make: Callable[[asyncio.Event], object], *, visitor: str | None = None) -> Future:
+        """Run another background task (a judge check) under the same slots as runs: ``make(stop)`` builds its
+        coroutine (`stop` is set by `stop(key)` and `shutdown`). `TooManyRuns` when no slot is free. Its state is
+        `is_running(key)` and the returned future; a task already running under `key` is not started again."""
+        with self._lock:
+            if self.is_running(key):
+                return self._jobs[key].future
+            self.check_capacity(visitor)
+            stop = asyncio.Event()
+            job = Job(key, None, stop, visitor)      # type: ignore[arg-type]
+            self._jobs[key] = job
+            job.future = asyncio.run_coroutine_threadsafe(make(stop), self._loop)
+            return job.future
+
     def _set_status(self, job: Job, status: str, message: str) -> None:
         try:
             self.store.set_status(job.run_id, status, message)
@@ -149,7 +163,10 @@ class JobManager:
         job = self._jobs.get(run_id)
         if job is None or not job.future.done():
             return None
-        return job.error or (job.outcome.message if job.outcome and job.outcome.status == "failed" else None)
+        if job.error or (job.outcome and job.outcome.status == "failed"):
+            return job.error or job.outcome.message
+        error = None if job.future.cancelled() else job.future.exception()    # a task's own exception
+        return str(error) if error is not None else None
 
     def stop(self, run_id: str) -> bool:
         """Stop a running job: no new call starts; the calls in flight get `stop_grace` seconds to answer (their

@@ -112,6 +112,7 @@ class JudgeCheckResult:
     calls: int = 0
     cached: int = 0
     created_at: float = 0.0
+    message: str = ""               # why grading stopped early (a rejected key, ...), when it did
 
     @property
     def total(self) -> CheckColumn:
@@ -227,6 +228,8 @@ def format_check(result: JudgeCheckResult) -> str:
     where = f" at {judge.get('base_url')}" if judge.get("base_url") else ""
     lines = [f"Judge check of {judge.get('model')}{where} (official prompt) on {', '.join(result.models)}: "
              f"{result.n_graded} of {result.n_expected} reference grades."]
+    if result.message:
+        lines.append(f"  {result.message}")
     if result.n_graded < result.n_expected:
         lines.append("  (incomplete: assessed on the grades made; rerun to finish without paying again)")
     lines.append("")
@@ -254,9 +257,10 @@ def check_settings(settings: JudgeSettings) -> JudgeSettings:
 
 async def run_judge_check(store, settings: JudgeSettings, api_key: str | None, *, concurrency: int = 16,
                           on_grade: Callable | None = None, stop=None, budget=None,
-                          refs: list[Reference] | None = None) -> JudgeCheckResult:
+                          refs: list[Reference] | None = None, judge=None) -> JudgeCheckResult:
     """Grade every reference with the candidate judge (runs are stored and cached like any run: a repeated check
-    costs nothing), assess it, store the result (`Store.put_judge_check`) and return it."""
+    costs nothing), assess it, store the result (`Store.put_judge_check`) and return it. `judge`: the judge to
+    call (the app's, with its endpoint policy), else one made from `settings` and `api_key`."""
     from .grading import grade_run
     from .judge import make_judge
     from .runs import create_run, load_run_view
@@ -264,8 +268,8 @@ async def run_judge_check(store, settings: JudgeSettings, api_key: str | None, *
     settings = check_settings(settings)
     benchmark = load_bundled_v1()
     refs = refs if refs is not None else load_references()
-    judge = make_judge(settings, api_key)
-    run_ids, calls, cached = {}, 0, 0
+    judge = judge if judge is not None else make_judge(settings, api_key)
+    run_ids, calls, cached, message = {}, 0, 0, ""
     try:
         for ref in refs:
             run_id = create_run(store, benchmark=benchmark, spec="mmvet-v1", predictions=ref.predictions, n_runs=1,
@@ -277,6 +281,7 @@ async def run_judge_check(store, settings: JudgeSettings, api_key: str | None, *
             calls += outcome.stats.calls
             cached += outcome.stats.cached
             if outcome.status in ("failed", "stopped"):
+                message = outcome.message
                 break
     finally:
         await judge.aclose()
@@ -284,7 +289,10 @@ async def run_judge_check(store, settings: JudgeSettings, api_key: str | None, *
     for model, run_id in run_ids.items():
         view = load_run_view(store, run_id, evidence_for=None)
         candidate[model] = view.effective_scores()
-    result = assess_judge(benchmark, refs, candidate, settings.to_dict())
-    result.run_ids, result.calls, result.cached = run_ids, calls, cached
+    try:
+        result = assess_judge(benchmark, refs, candidate, settings.to_dict())
+    except ValueError as e:          # nothing graded: say why grading stopped
+        raise ValueError(f"{e} ({message})" if message else str(e)) from None
+    result.run_ids, result.calls, result.cached, result.message = run_ids, calls, cached, message
     store.put_judge_check(settings.fingerprint(), settings.to_dict(), result.to_dict())
     return result

@@ -240,6 +240,7 @@ class GradingService:
         self._start_lock = threading.Lock()
         self._status_cache: dict[str, tuple[float, dict]] = {}
         self._finished_cache: dict[str, tuple[tuple, dict]] = {}
+        self._checks: dict[str, dict] = {}       # judge-check task -> {"done", "total"}
 
     # ---- who is asking ----
     def visitor(self, peer: str | None, forwarded_for: str | None) -> str:
@@ -525,6 +526,67 @@ class GradingService:
                                    max_bytes=self.settings.max_upload_mb * 1024 * 1024)
         except GradeFileError as e:
             raise ServiceError(f"Grade file: {e}") from None
+
+    # ---- judge check ----
+    def _check_key(self, jset: JudgeSettings, owner: str) -> str:
+        return f"judge-check:{owner}:{jset.fingerprint()}"
+
+    def check_judge(self, choice: JudgeChoice, owner: str, visitor: str) -> str:
+        """Start checking the chosen judge against the bundled references with official GPT-4-0613 grades (436
+        calls at most, fewer when answers are stored). Returns what to tell the user."""
+        from .judgecheck import call_count, check_settings, run_judge_check
+
+        if not owner:
+            raise ServiceError("Your session has no id yet; reload the page.")
+        jset, key, host = self.judge_for(choice)
+        if jset.provider == "baseline":
+            raise ServiceError("The offline baseline is what the check compares a judge against: pick the server's "
+                               "judge or your own to check it.")
+        jset = check_settings(jset)
+        task = self._check_key(jset, owner)
+        if self.jobs.is_running(task):
+            return "This judge is being checked already."
+        progress = self._checks[task] = {"done": 0, "total": call_count()}
+
+        def counted(row) -> None:
+            progress["done"] += 1
+
+        budget = self.budget.hook(visitor) if host else None
+        judge = self.make_judge(jset, key, host)
+        try:
+            self.jobs.start_task(task, lambda stop: run_judge_check(
+                self.store, jset, key, judge=judge, concurrency=self.settings.run_concurrency, on_grade=counted,
+                stop=stop, budget=budget), visitor=visitor)
+        except TooManyRuns as e:
+            raise ServiceError(str(e)) from None
+        return (f"Checking {jset.model}: it grades {progress['total']} reference answers whose official GPT-4-0613 "
+                "grades are known (answers already stored are reused for free).")
+
+    def judge_check_text(self, choice: JudgeChoice, owner: str) -> tuple[str, bool]:
+        """(what the check of the chosen judge says now, whether it is still running)."""
+        from .judgecheck import JudgeCheckResult, check_settings, format_check
+
+        try:
+            jset, _, host = self.judge_for(choice)
+        except ServiceError:
+            return "", False
+        if jset.provider == "baseline":
+            return "", False
+        jset = check_settings(jset)
+        task = self._check_key(jset, owner)
+        if self.jobs.is_running(task):
+            p = self._checks.get(task, {"done": 0, "total": 0})
+            return f"checking: {p['done']} / {p['total']} reference grades", True
+        failure = self.jobs.failure(task)
+        if failure:
+            return f"The check stopped: {failure}", False
+        stored = self.store.latest_judge_check(jset.fingerprint())
+        if stored is None:
+            return "", False
+        result = JudgeCheckResult.from_dict(stored)
+        # the report names the endpoint: the host's is shown by its host name only
+        result.judge = {**result.judge, "base_url": endpoint_host(result.judge)} if host else result.judge
+        return format_check(result), False
 
     # ---- what a page or a script reads ----
     def view(self, run_id: str, *, evidence_for: str | None = None) -> RunView | None:

@@ -197,3 +197,16 @@ def test_status_has_no_spread_until_the_runs_are_complete(svc, fake_judge, tmp_p
     svc.resume(run_id, "me", "v", JudgeChoice(JUDGE_HOST))
     st = wait_done(svc, run_id)
     assert st["complete"] and st["total_std"] is not None
+
+
+def test_judge_check_runs_in_the_background_and_its_report_stays(svc, fake_judge):
+    with pytest.raises(ServiceError, match="offline baseline is what the check compares"):
+        svc.check_judge(JudgeChoice(JUDGE_BASELINE), "me", "v")
+    assert svc.check_judge(JudgeChoice(JUDGE_HOST), "me", "v").startswith("Checking gpt-4-0613")
+    deadline = time.time() + 60
+    while (state := svc.judge_check_text(JudgeChoice(JUDGE_HOST), "me"))[1]:
+        assert state[0].startswith("checking: ") and time.time() < deadline
+        time.sleep(0.05)
+    text, running = svc.judge_check_text(JudgeChoice(JUDGE_HOST), "me")
+    assert not running and "436 of 436 reference grades" in text
+    assert svc.runs_of("me") == []            # the check's runs are not the visitor's runs
