@@ -251,15 +251,6 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
                                          elem_id="judge-model", visible=own)
                 api_key = gr.Textbox(label="API key (used for this run only, never stored)", type="password",
                                      elem_id="api-key", visible=own)
-                with gr.Accordion("Check this judge first (is it close to the official GPT-4 judge?)", open=False,
-                                  elem_id="judge-check-section", visible=default_judge != JUDGE_BASELINE) \
-                        as check_section:
-                    gr.Markdown("The judge grades two reference models' answers (LLaVA-1.5 13b and 7b, 436 calls at "
-                                "most; stored answers are reused) whose official GPT-4-0613 grades are known, and the "
-                                "report says how far it is from them, beside GPT-4's own run-to-run spread.")
-                    check_btn = gr.Button("Check this judge", size="sm", elem_id="judge-check-button")
-                    check_report = gr.Textbox(label="Judge check", lines=4, max_lines=30, interactive=False,
-                                              elem_id="judge-check-report", buttons=["copy"])
                 with gr.Accordion("Benchmark: MM-Vet v1 (bundled), all samples", open=False,
                                   elem_id="benchmark-accordion") as bench_acc:
                     bench_choice = gr.Radio([BENCH_BUNDLED, BENCH_UPLOAD, BENCH_HUB], value=BENCH_BUNDLED,
@@ -274,6 +265,16 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
                     grade_btn = gr.Button("Grade", variant="primary", elem_id="grade-button", min_width=80)
                     stop_btn = gr.Button("Stop", variant="stop", elem_id="stop-button", min_width=80, interactive=False)
                     resume_btn = gr.Button("Resume", elem_id="resume-button", min_width=80, interactive=False)
+                # after Grade: an optional step, and Grade stays in the first viewport
+                with gr.Accordion("Check this judge first (is it close to the official GPT-4 judge?)", open=False,
+                                  elem_id="judge-check-section", visible=default_judge != JUDGE_BASELINE) \
+                        as check_section:
+                    gr.Markdown("The judge grades two reference models' answers (LLaVA-1.5 13b and 7b, 436 calls at "
+                                "most; stored answers are reused) whose official GPT-4-0613 grades are known, and the "
+                                "report says how far it is from them, beside GPT-4's own run-to-run spread.")
+                    check_btn = gr.Button("Check this judge", size="sm", elem_id="judge-check-button")
+                    check_report = gr.Textbox(label="Judge check", lines=4, max_lines=30, interactive=False,
+                                              elem_id="judge-check-report", buttons=["copy"])
             with gr.Column(scale=7, elem_id="results-column"):
                 progress = gr.HTML(elem_id="progress")
                 total = gr.Textbox(label="Score", interactive=False, elem_id="total-score",
