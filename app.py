@@ -58,6 +58,8 @@ CSS = """
 SET_ADDRESS_JS = """(run) => { const u = new URL(window.location.href);
   if (run) { u.searchParams.set('run', run); } else { u.searchParams.delete('run'); }
   window.history.replaceState(null, '', u.toString()); return []; }"""
+# set once the page's load event (owner token, ?run=) has been applied: scripts and tests wait for it
+MARK_LOADED_JS = "() => { document.body.dataset.mmvetLoaded = '1'; return []; }"
 
 
 def _esc(message: object) -> str:
@@ -666,7 +668,8 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
                 gr.Warning("This link's run does not exist (or was removed).")
             return tok, tok, run.id if run else "", runs_rows(tok)
 
-        demo.load(on_load, [owner_store], [owner_store, owner, run_state, runs_table], api_visibility="private")
+        demo.load(on_load, [owner_store], [owner_store, owner, run_state, runs_table], api_visibility="private") \
+            .then(None, None, None, js=MARK_LOADED_JS, api_visibility="private")
     return demo
 
 

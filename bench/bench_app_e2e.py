@@ -150,7 +150,7 @@ def open_app(browser, url):
     page.set_default_timeout(60_000)
     page.goto(url)
     page.wait_for_selector("#total-score textarea", state="attached")
-    page.wait_for_load_state("networkidle")
+    page.wait_for_selector("body[data-mmvet-loaded]", state="attached")     # the load event was applied
     return page
 
 

@@ -155,9 +155,31 @@ def new_page(browser, url: str, *, timeout_ms: int = 20_000, viewport: tuple[int
 
 def wait_loaded(page) -> None:
     """Wait for the Gradio page to mount and for `demo.load` to fill the owner token."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     page.wait_for_selector("#total-score textarea", state="attached")
-    # the load event (owner token, ?run=) is a queued call: wait for its SSE stream to close
-    page.wait_for_load_state("networkidle")
+    # the load event (owner token, ?run=) is a queued call; the page marks <body> once its outputs are applied
+    page.wait_for_selector("body[data-mmvet-loaded]", state="attached", timeout=60_000)
+    try:                        # then let the events it set off (opening a ?run=) settle; not every page gets idle
+        page.wait_for_load_state("networkidle", timeout=5_000)
+    except PlaywrightTimeout:
+        pass
+
+
+def reopen(page, url: str) -> None:
+    """Load `url` in `page` again, e.g. after the server restarted. Gradio's page may be navigating by itself at that
+    moment (it reloads when the server's app version changes), which aborts our navigation: try again."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    for attempt in range(3):
+        try:
+            page.goto(url)
+            break
+        except PlaywrightError as e:
+            if "ERR_ABORTED" not in str(e) or attempt == 2:
+                raise
+            page.wait_for_timeout(1000)
+    wait_loaded(page)
 
 
 # --- page helpers (shared by the browser tests) ----------------------------------------------------------------

@@ -10,7 +10,7 @@ from pathlib import Path
 from playwright.sync_api import expect
 
 from tests.app_fixtures import (  # noqa: F401  (fixtures)
-    OFFICIAL_GRADES, app_server, browser, fake_server, new_page, open_grade_file, page,
+    OFFICIAL_GRADES, app_server, browser, fake_server, new_page, open_grade_file, page, wait_loaded,
 )
 
 B13 = OFFICIAL_GRADES / "llava-v1.5-13b_gpt-4-grade-3runs.json"
@@ -65,7 +65,7 @@ def pick(page, run_id: str) -> None:
 
 def test_one_set_is_a_warning_that_leaves_the_page_as_it_was(page, app_server):
     page.reload()
-    page.wait_for_load_state("networkidle")
+    wait_loaded(page)
     page.locator("#compare-section").get_by_text("Compare runs and grade files").click()
     page.locator("#compare-refresh").click()
     run_id = app_server.store.list_runs(_owner_of(app_server))[0].id

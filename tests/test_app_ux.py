@@ -23,7 +23,7 @@ from playwright.sync_api import expect
 
 from tests.app_fixtures import (  # noqa: F401  (fixtures)
     HOST_KEY, RESULTS_DIR, app_server, browser, fake_server, new_page, page, set_runs, text_of, upload_results,
-    wait_http, wait_loaded, wait_progress,
+    reopen, wait_http, wait_loaded, wait_progress,
 )
 from tests.fake_judge import RETRY_MARK, free_port
 
@@ -351,8 +351,7 @@ def test_partial_total_has_no_spread_and_a_restart_brings_the_run_back(browser, 
             proc.wait()
         proc = _serve(tmp_path / "data", port, judge.url)
         try:
-            page.reload()
-            wait_loaded(page)
+            reopen(page, page.url)                      # the same address (`?run=`), as a reload does
             assert run_in_address(page) == run_id
             wait_progress(page, r"^stopped: \d+ / 436 .*server restart")
             total = text_of(page, "total-score")

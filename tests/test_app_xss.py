@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import expect
 
 from app import BENCH_UPLOAD, JUDGE_BASELINE
-from tests.app_fixtures import app_server, browser, fake_server, write_json  # noqa: F401  (fixtures)
+from tests.app_fixtures import app_server, browser, fake_server, wait_loaded, write_json  # noqa: F401  (fixtures)
 
 expect.set_options(timeout=20_000)
 
@@ -139,8 +139,7 @@ def test_hostile_text_is_inert_for_the_owner_and_for_viewers(app_server, browser
     watch = Watch(page, app_server.url)
     try:
         page.goto(app_server.url)
-        page.wait_for_selector("#total-score textarea", state="attached")
-        page.wait_for_load_state("networkidle")
+        wait_loaded(page)
         # custom benchmark through the Benchmark accordion
         page.get_by_role("button", name=re.compile(r"^Benchmark")).click()
         page.locator("#benchmark-choice label", has_text=BENCH_UPLOAD).click()
