@@ -123,7 +123,7 @@ def test_double_click_on_grade_makes_one_run_and_pays_once(app_server, fake_serv
     upload_results(page, tagged(tmp_path, LLAVA_13B, "dbl"))
     expect(page.locator("#validation-report textarea")).to_have_value(re.compile("218 of 218"))
     n0 = len(state.calls)
-    state.latency = 0.05
+    state.latency = 0.1                  # 4 in flight: ~5 s of grading, so the page sees it running
     try:
         page.locator("#grade-button").dblclick()
         wait_progress(page, r"running: \d+ / 218")
