@@ -32,12 +32,10 @@ import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parents[1] / "tests" / "data" / "results" / "llava-v1.5-13b.json"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 RUNS = 5
 
 sys.path.insert(0, str(ROOT))
+from tests.app_fixtures import CHROMIUM, CHROMIUM_ARGS, wait_loaded  # noqa: E402
 from tests.fake_judge import free_port  # noqa: E402
 
 
@@ -149,8 +147,7 @@ def open_app(browser, url):
     page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
     page.set_default_timeout(60_000)
     page.goto(url)
-    page.wait_for_selector("#total-score textarea", state="attached")
-    page.wait_for_selector("body[data-mmvet-loaded]", state="attached")     # the load event was applied
+    wait_loaded(page)
     return page
 
 
