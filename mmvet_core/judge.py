@@ -47,6 +47,8 @@ class JudgeSettings:
     deadline: float = 120.0                # seconds a call may spend in HTTP attempts and their backoff, all
                                            # retries included (waits for the rate limit are not counted)
     prompt_examples: tuple[int, ...] | None = None   # None: the official prompt's seven examples (paper §4.5)
+    shutdown_date: str | None = None       # YYYY-MM-DD the endpoint announced for this model (a fact recorded with
+                                           # the run, not part of the judge's identity: see `fingerprint`)
 
     def __post_init__(self):
         if self.prompt_examples is not None:       # stored runs give a JSON list back
@@ -185,20 +187,7 @@ class OpenAIJudge:
     def _client(self):
         """The SDK client, built on first use (the only import of the SDK in the package)."""
         if self._client_obj is None:
-            import openai
-
-            from .transport import make_http_client   # aiohttp under the SDK (less CPU), with the body cap
-
-            s = self.settings
-            http_client = make_http_client(s.timeout, self._policy)
-            if s.provider == "azure":
-                self._client_obj = openai.AsyncAzureOpenAI(
-                    api_key=self._api_key, azure_endpoint=s.base_url, api_version=s.api_version,
-                    timeout=s.timeout, max_retries=0, http_client=http_client)
-            else:
-                self._client_obj = openai.AsyncOpenAI(
-                    api_key=self._api_key or "EMPTY", base_url=s.base_url,
-                    timeout=s.timeout, max_retries=0, http_client=http_client)
+            self._client_obj = make_sdk_client(self.settings, self._api_key, self._policy)
         return self._client_obj
 
     @property
@@ -383,6 +372,24 @@ class OpenAIJudge:
     async def aclose(self) -> None:
         if self._client_obj is not None:
             await self._client_obj.close()
+
+
+def make_sdk_client(settings: JudgeSettings, api_key: str | None, policy=None, *, timeout: float | None = None):
+    """The openai SDK client for `settings`' endpoint (OpenAI-compatible or Azure), over our HTTP layer
+    (`transport.make_http_client`: the body cap, and `policy`'s refusal of private destinations), with the SDK's
+    own retries off. Also used by `mmvet_core.endpoints` to read the endpoint's model list."""
+    import openai
+
+    from .transport import make_http_client   # aiohttp under the SDK (less CPU), with the body cap
+
+    timeout = settings.timeout if timeout is None else timeout
+    http_client = make_http_client(timeout, policy)
+    if settings.provider == "azure":
+        return openai.AsyncAzureOpenAI(api_key=api_key, azure_endpoint=settings.base_url,
+                                       api_version=settings.api_version, timeout=timeout, max_retries=0,
+                                       http_client=http_client)
+    return openai.AsyncOpenAI(api_key=api_key or "EMPTY", base_url=settings.base_url, timeout=timeout,
+                              max_retries=0, http_client=http_client)
 
 
 async def _sleep_within(delay: float, left: float) -> float:

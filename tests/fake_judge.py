@@ -5,7 +5,9 @@ so the same prediction always gets the same grade. Faults are injectable at run 
 latency, 429 with ``retry-after``, a rate limit enforced like OpenAI's (requests per second and / or tokens per
 minute, with 429 + ``retry-after-ms`` and ``x-ratelimit-*`` headers), an exhausted quota, 500s, slow answers
 (client timeouts), garbage answers, a 200 whose body is not a chat completion, a wrong key, a model the endpoint
-does not serve, and reasoning-model parameter rejections. It also serves the Files and Batch APIs (``/v1/files``,
+does not serve, a model that was shut down (OpenAI's 404 ``model_not_found``, "has been deprecated": `retired_models`),
+a model list with ``shutdown_date`` (`model_list`) or none at all (`no_model_list`; see `FakeState.after_gpt4`), and
+reasoning-model parameter rejections. It also serves the Files and Batch APIs (``/v1/files``,
 ``/v1/batches``: a batch answers every line like a live call after `batch_delay` seconds, or once a test releases
 `batch_hold`) and Azure OpenAI's deployment route (``/openai/deployments/{model}/chat/completions``, key in
 ``api-key``).
@@ -100,6 +102,9 @@ class FakeState:
     token_period: float = 60.0           # the tokens bucket refills `tpm` tokens in this many seconds
     ratelimit_headers: bool = True       # send OpenAI's x-ratelimit-* headers with every answer
     quota_exhausted: bool = False        # every call answers 429 insufficient_quota (no credit left)
+    model_list: list[dict] | None = None     # GET /v1/models answers these entries (id, shutdown_date, ...)
+    no_model_list: bool = False          # GET /v1/models (and Azure's deployments) answer 404: no model list
+    retired_models: set[str] = field(default_factory=set)   # answer 404 model_not_found "has been deprecated"
     buckets: dict = field(default_factory=dict)
     files: dict = field(default_factory=dict)        # Files API: id -> {"bytes", "purpose", "filename"}
     batches: dict = field(default_factory=dict)      # Batch API: id -> batch object
@@ -115,7 +120,8 @@ class FakeState:
     echo_key: bool = False               # answer 401 with the Authorization header in the error message
     secret_page: str = "INTERNAL-ONLY: db password hunter2"    # served at /internal
     open_streams: int = 0                # hostile answers still being sent (a client that hung up ends them)
-    calls: list[dict] = field(default_factory=list)   # every request that reached the server
+    calls: list[dict] = field(default_factory=list)   # every request that reached the server (model lists apart)
+    list_calls: list[dict] = field(default_factory=list)   # every model-list request (GET /v1/models, deployments)
     lock: threading.Lock = field(default_factory=threading.Lock)
     rng: random.Random = field(default_factory=lambda: random.Random(0))
 
@@ -129,6 +135,21 @@ class FakeState:
 
     def completed_calls(self) -> list[dict]:
         return [c for c in self.calls if c.get("status") == 200]
+
+    def chat_calls(self, model: str | None = None) -> list[dict]:
+        """Chat-completion requests that reached the server (of `model` when given), whatever their answer."""
+        return [c for c in self.calls if "prompt" in c and (model is None or c.get("model") == model)]
+
+    @classmethod
+    def after_gpt4(cls, *, listed: bool = True, **kw) -> "FakeState":
+        """An endpoint after OpenAI's 2026-10-23 shutdown (issue 17): it serves ``judge-b`` (shutdown announced for
+        2026-12-11) and ``judge-c`` (no date), and answers ``gpt-4-0613`` and ``gpt-4`` with OpenAI's 404
+        ``model_not_found`` ("has been deprecated"). `listed=False`: the same endpoint without ``/v1/models``."""
+        return cls(model_list=[{"id": "judge-b", "shutdown_date": "2026-12-11"},
+                               {"id": "judge-c", "shutdown_date": None},
+                               {"id": "text-embedding-3-small", "shutdown_date": None}],
+                   served_models={"judge-b", "judge-c"}, retired_models={"gpt-4-0613", "gpt-4"},
+                   no_model_list=not listed, model_reported="judge-b", **kw)
 
 
 class ServerBucket:
@@ -211,10 +232,32 @@ def make_app(state: FakeState) -> FastAPI:
     app = FastAPI()
     app.state.fake = state
 
+    def model_entries() -> list[dict]:
+        if state.model_list is not None:
+            return [{"object": "model", "owned_by": "fake", **m} for m in state.model_list]
+        names = sorted(state.served_models or {state.model_reported})
+        return [{"id": n, "object": "model"} for n in names]
+
     @app.get("/v1/models")
     async def models():
-        names = sorted(state.served_models or {state.model_reported})
-        return {"object": "list", "data": [{"id": n, "object": "model"} for n in names]}
+        with state.lock:
+            state.list_calls.append({"route": "models", "t": time.time(),
+                                     "status": 404 if state.no_model_list else 200})
+        if state.no_model_list:
+            return _error(404, "Not Found")
+        return {"object": "list", "data": model_entries()}
+
+    @app.get("/openai/deployments")
+    async def azure_deployments(request: Request):
+        """Azure OpenAI's (older data-plane) deployment list: ``{"data": [{"id": deployment, "model": ...}]}``."""
+        with state.lock:
+            state.list_calls.append({"route": "azure:deployments", "t": time.time(),
+                                     "status": 404 if state.no_model_list else 200})
+        if state.no_model_list or not request.query_params.get("api-version"):
+            return _error(404, "Resource not found")
+        data = [{"id": m["id"], "model": m["id"], "object": "deployment", "status": "succeeded"}
+                for m in model_entries()]
+        return {"object": "list", "data": data}
 
     @app.get("/fake/stats")
     async def stats():
@@ -365,6 +408,10 @@ def make_app(state: FakeState) -> FastAPI:
         if state.api_key is not None and record["auth"] != f"Bearer {state.api_key}":
             record["status"] = 401
             return _error(401, "Incorrect API key provided.", code="invalid_api_key")
+        if body.get("model") in state.retired_models:     # OpenAI's answer after a shutdown
+            record["status"] = 404
+            return _error(404, f"The model `{body.get('model')}` has been deprecated, learn more here: "
+                               "https://platform.openai.com/docs/deprecations", code="model_not_found")
         if state.served_models is not None and body.get("model") not in state.served_models:
             record["status"] = 404
             return _error(404, f"The model `{body.get('model')}` does not exist.", code="model_not_found")
