@@ -1,7 +1,9 @@
 """Command line: ``python -m mmvet_core grade|aggregate|validate|compare|combine|prompt ...``.
 
-Exit codes: 0 success; 1 grading finished incomplete or failed (grades so far are stored, rerun to resume);
-2 bad input (file, benchmark, options, missing key); 130 interrupted (rerun to resume).
+Exit codes: 0 success; 1 grading finished incomplete or failed (grades so far are stored, rerun to resume), or
+``judges`` found no model list; 2 bad input (file, benchmark, options, missing key, or a judge that cannot be called:
+the official judge on an endpoint that no longer serves it, checked before any paid call); 130 interrupted (rerun
+to resume).
 """
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import asyncio
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from .benchmark import BenchmarkError, load_bundled_v1
@@ -19,7 +22,8 @@ from .export import GradeFileError, make_cap_csv_text, make_cap_int_csv_text, ma
 from .gradesets import benchmark_for, load_grade_set, write_comparison
 from .aggregate import aggregate_scores
 from .graded import OFFICIAL_GRADE_NAME, read_grade_file, source_label
-from .grading import DEFAULT_CONCURRENCY, grade_run
+from .grading import DEFAULT_CONCURRENCY, GRADED, grade_run
+from .endpoints import format_judges, judge_rows, list_judge_models, preflight, retirement_of, today_utc
 from .judge import BASELINE_NAME, DEFAULT_JUDGE_MODEL, JudgeSettings, make_judge
 from .results import ResultsError, read_results, select_predictions, validate_results
 from .judgecheck import call_count, distinct_prompts, format_check, load_references, run_judge_check
@@ -30,6 +34,14 @@ from .sources import load_benchmark, load_subset
 from .store import Store
 
 DEFAULT_DB = Path("data") / "mmvet-grader.db"
+
+
+def _retired_text(model: str) -> str:
+    r = retirement_of(model)
+    return f"shut down by {r.provider} on {r.shutdown_date.isoformat()}" if r else "see `judges`"
+
+
+_RETIRED = _retired_text(DEFAULT_JUDGE_MODEL)
 
 
 class UsageError(Exception):
@@ -54,7 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("results", help="results file: official JSON, LLaVA JSONL, lmms-eval logs, VLMEvalKit table")
     _add_benchmark_args(g)
     g.add_argument("--runs", type=int, default=1, help="independent judge runs (the paper uses 5)")
-    g.add_argument("--judge-model", default=None, help=f"judge model (default {DEFAULT_JUDGE_MODEL})")
+    g.add_argument("--judge-model", default=None,
+                   help=f"judge model (default {DEFAULT_JUDGE_MODEL}, the official judge: {_RETIRED}; `judges` "
+                        "lists what your endpoint serves)")
     g.add_argument("--base-url", default=None, help="OpenAI-compatible base URL (vLLM, Ollama, ...); "
                                                     "default OPENAI_BASE_URL or OpenAI")
     g.add_argument("--azure", action="store_true", help="use Azure OpenAI (AZURE_OPENAI_ENDPOINT, "
@@ -116,7 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     j = sub.add_parser("judge-check", help="grade the bundled references (LLaVA-1.5 13b and 7b, real official "
                                            "GPT-4-0613 grades) with a candidate judge and report how far it is")
-    j.add_argument("--judge-model", default=None, help=f"candidate judge model (default {DEFAULT_JUDGE_MODEL})")
+    j.add_argument("--judge-model", default=None,
+                   help=f"candidate judge model (default {DEFAULT_JUDGE_MODEL}: {_RETIRED}; `judges` lists what your "
+                        "endpoint serves)")
     j.add_argument("--base-url", default=None, help="its OpenAI-compatible base URL (vLLM, Ollama, ...)")
     j.add_argument("--azure", action="store_true", help="use Azure OpenAI (as for grade)")
     j.add_argument("--baseline", action="store_true", help="check the offline keyword baseline itself")
@@ -126,6 +142,14 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--rate-limit-wait", type=float, default=1800.0, help="as for grade")
     j.add_argument("--db", default=None, help=f"SQLite database (default {DEFAULT_DB}, or $MMVET_DATA_DIR)")
     j.add_argument("--out", default=None, help="folder for judge-check.json (the full result)")
+
+    js = sub.add_parser("judges", help="the chat models your endpoint serves, each with its shutdown date and, "
+                                       "when checked, its Δ̄ and total shift to the official judge")
+    js.add_argument("--base-url", default=None, help="OpenAI-compatible base URL (default OPENAI_BASE_URL or OpenAI)")
+    js.add_argument("--azure", action="store_true", help="Azure OpenAI: its deployments, where the resource lists them")
+    js.add_argument("--db", default=None, help=f"SQLite database with stored judge checks (default {DEFAULT_DB})")
+    js.add_argument("--timeout", type=float, default=15.0, help="seconds the model list may take (default 15)")
+    js.set_defaults(judge_model=DEFAULT_JUDGE_MODEL, baseline=False, max_tokens=3, rate_limit_wait=1800.0)
 
     pr = sub.add_parser("prompt", help="print the judge prompt that will be sent")
     pr.add_argument("--benchmark", default="mmvet-v1", help="mmvet-v1, mmvet-v2 or a benchmark as for grade")
@@ -219,6 +243,8 @@ def cmd_grade(args) -> int:
     if args.runs < 1:
         raise UsageError("--runs must be at least 1")
     settings, key = _judge_settings(args)
+    if not args.import_grades:       # (grades imported below may leave nothing to call the judge for)
+        settings = _checked_judge(settings, key)
     model_name = args.model_name or Path(args.results).stem.removesuffix(".answers")
     store = Store(args.db or _default_db())
     run_id = create_run(store, benchmark=benchmark, spec=str(args.benchmark), predictions=predictions,
@@ -232,10 +258,16 @@ def cmd_grade(args) -> int:
         for warning in imported.warnings:
             print(f"Warning (--import-grades): {warning}", file=sys.stderr)
         print(f"Imported {imported.imported} grades from {args.import_grades}")
+        graded = sum(n for status, n in store.count_grades(run_id).items() if status in GRADED)
+        if graded < len(benchmark) * args.runs:
+            settings = _checked_judge(settings, key)
     total = len(benchmark) * args.runs
     reason = settings.not_official_reason()
     print(f"Run {run_id}: {len(benchmark)} samples x {args.runs} run(s) with judge {settings.model}"
           + (f"  [{reason}]" if reason else ""))
+    if settings.shutdown_date:
+        note = retirement_note_of(settings)
+        print(f"Note: {note} (the endpoint announces its shutdown); stored grades stay viewable and exportable.")
     if args.batch:
         if settings.provider != "openai":
             raise UsageError("--batch needs an OpenAI-compatible endpoint with a Batch API (not --azure or --baseline)")
@@ -256,6 +288,39 @@ def cmd_grade(args) -> int:
     for p in paths.values():
         print(f"wrote {p}")
     return 0 if outcome.status == "done" else 1
+
+
+def retirement_note_of(settings: JudgeSettings) -> str | None:
+    from datetime import date
+
+    from .endpoints import retirement_note
+    return retirement_note(settings.model, date.fromisoformat(settings.shutdown_date), today_utc()) \
+        if settings.shutdown_date else None
+
+
+def _checked_judge(settings: JudgeSettings, key: str | None) -> JudgeSettings:
+    """Before any paid call: read the endpoint's model list (at most one probe when it has none and the judge is
+    the official one). The official judge the endpoint no longer serves is a `UsageError` (exit 2) that says why
+    and lists the judges it serves; no other judge is picked. Returns `settings` with the endpoint's announced
+    shutdown date recorded."""
+    if settings.provider == "baseline":
+        return settings
+    pre = asyncio.run(_preflight(settings, key))
+    for warning in pre.warnings:
+        print(f"Warning: {warning}", file=sys.stderr)
+    if pre.stop:
+        raise UsageError(pre.message())
+    if pre.shutdown_date is not None:
+        return replace(settings, shutdown_date=pre.shutdown_date.isoformat())
+    return settings
+
+
+async def _preflight(settings: JudgeSettings, key: str | None):
+    judge = make_judge(settings, key)
+    try:
+        return await preflight(settings, key, today=today_utc(), judge=judge)
+    finally:
+        await judge.aclose()
 
 
 async def _grade(store, run_id, benchmark, settings, key, concurrency, total):
@@ -471,6 +536,19 @@ async def _judge_check(store, settings, key, concurrency, total):
         bar.close()
 
 
+def cmd_judges(args) -> int:
+    settings, key = _judge_settings(args)
+    settings = replace(settings, timeout=args.timeout)
+    where = settings.base_url or "https://api.openai.com/v1"
+    models = asyncio.run(list_judge_models(settings, key, timeout=args.timeout))
+    db = Path(args.db) if args.db else _default_db()
+    store = Store(db) if db.exists() else None
+    today = today_utc()
+    rows = judge_rows(models, settings, today, store) if models.known else []
+    print(format_judges(rows, models, where, today))
+    return 0 if models.known else 1
+
+
 def cmd_prompt(args) -> int:
     examples = _examples(args)
     spec = str(args.benchmark)
@@ -510,7 +588,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return {"grade": cmd_grade, "aggregate": cmd_aggregate, "validate": cmd_validate, "compare": cmd_compare,
-                "combine": cmd_combine, "prompt": cmd_prompt, "judge-check": cmd_judge_check}[args.command](args)
+                "combine": cmd_combine, "prompt": cmd_prompt, "judge-check": cmd_judge_check,
+                "judges": cmd_judges}[args.command](args)
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

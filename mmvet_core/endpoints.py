@@ -266,10 +266,15 @@ def served_text(models: ModelList, limit: int = 30) -> str:
     return ", ".join(names) + more
 
 
+CLI_CHECK_HINT = "python -m mmvet_core judge-check --judge-model NAME"
+CLI_VIEW_HINT = "python -m mmvet_core aggregate GRADE_FILE, or grade --import-grades GRADE_FILE"
+
+
 def retired_judge_message(model: str, retirement: Retirement | None, models: ModelList, *,
-                          check_hint: str = "python -m mmvet_core judge-check --judge-model NAME") -> str:
+                          check_hint: str = CLI_CHECK_HINT, view_hint: str = CLI_VIEW_HINT) -> str:
     """Why a run with the official judge `model` cannot start on this endpoint, and what the user can do (pure).
-    `check_hint`: how to check a judge where the message is shown (the CLI command, or the app's section)."""
+    `check_hint` / `view_hint`: how to check a judge and view a grade file where the message is shown (the CLI's
+    commands, or the app's sections)."""
     if retirement is not None:
         announced = f", announced {retirement.announced.isoformat()}" if retirement.announced else ""
         gone = (f"The official MM-Vet judge {model} was shut down by {retirement.provider or 'its provider'} on "
@@ -277,11 +282,11 @@ def retired_judge_message(model: str, retirement: Retirement | None, models: Mod
     else:
         gone = f"This endpoint does not serve the official MM-Vet judge {model}: "
     return (gone + "the official MM-Vet metric can no longer be recomputed here. Recorded official grades stay "
-            "valid: import them (a grade file, or grade --import-grades) to view, compare and export them. "
+            f"valid and can still be imported, viewed, compared and exported ({view_hint}). "
             + (f"Judges this endpoint serves: {served_text(models)}. " if models.known else
                f"This endpoint does not list its models ({models.reason or 'no model list'}): ask its provider "
                "which judges it serves. ")
-            + f"No other judge is the official one and none is picked for you: check a candidate against the "
+            + "No other judge is the official one and none is picked for you: check a candidate against the "
             f"official grades first ({check_hint}), then grade with it knowing its shift. Nothing was graded.")
 
 
@@ -422,12 +427,12 @@ class Preflight:
         """The shutdown flag for the start of the run and its card (None when no date is known)."""
         return None if self.stop else retirement_note(self.model, self.shutdown_date, self.today)
 
-    def message(self, check_hint: str | None = None) -> str | None:
-        """The stop message (`retired_judge_message`), or None when the run may start."""
+    def message(self, **hints: str) -> str | None:
+        """The stop message (`retired_judge_message`, with its `check_hint` / `view_hint`), or None when the run
+        may start."""
         if not self.stop:
             return None
-        kw = {"check_hint": check_hint} if check_hint else {}
-        return retired_judge_message(self.model, self.retirement, self.models, **kw)
+        return retired_judge_message(self.model, self.retirement, self.models, **hints)
 
 
 async def preflight(settings: JudgeSettings, api_key: str | None, *, today: date | None = None, policy=None,
