@@ -3,7 +3,9 @@
 Tokens are estimated from characters (about 4 per token for English text; the few-shot prompt dominates).
 The call count is the minimum (one call per sample and run); unparsable answers add up to five retries each.
 Prices are list prices in USD per million tokens, as published by OpenAI; unknown models get no price. The Batch
-API (`grade --batch`) costs half.
+API (`grade --batch`) costs half. A judge OpenAI has shut down (``retired_judges.json``: the official ``gpt-4-0613``
+and ``gpt-4`` since 2026-10-23) keeps its last list price only for endpoints that still serve it (a proxy, a
+dedicated deployment), and the summary says it is shut down.
 """
 from __future__ import annotations
 
@@ -12,10 +14,11 @@ from dataclasses import dataclass
 from .benchmark import Benchmark
 from .prompt import render_prompt
 
-#: USD per 1M (input, output) tokens, OpenAI list prices (checked 2026-12).
+#: USD per 1M (input, output) tokens, OpenAI list prices (checked 2026-12; for the shut-down official judges, the
+#: last price before their shutdown on 2026-10-23).
 PRICES: dict[str, tuple[float, float]] = {
-    "gpt-4-0613": (30.0, 60.0),
-    "gpt-4": (30.0, 60.0),
+    "gpt-4-0613": (30.0, 60.0),     # shut down by OpenAI 2026-10-23
+    "gpt-4": (30.0, 60.0),          # shut down by OpenAI 2026-10-23
     "gpt-4-turbo": (10.0, 30.0),
     "gpt-4-1106-preview": (10.0, 30.0),
     "gpt-4o": (2.5, 10.0),
@@ -41,8 +44,15 @@ class Estimate:
         return None if self.cost_usd is None else self.cost_usd * BATCH_DISCOUNT
 
     def summary(self, model: str) -> str:
+        from .endpoints import retirement_of
+
         cost = (f"≈ ${self.cost_usd:.2f} with {model} (≈ ${self.batch_cost_usd:.2f} with the Batch API, "
                 f"answers within 24 h)" if self.cost_usd is not None else f"cost unknown for {model}")
+        retired = retirement_of(model)
+        if retired is not None:
+            cost = (f"{model} was shut down by {retired.provider} on {retired.shutdown_date.isoformat()} and cannot "
+                    f"be called at {retired.provider} any more: grading stops before any call unless your endpoint "
+                    f"still serves it (there: {cost})")
         return (f"{self.calls} judge calls (at least; unparsable answers add retries) · "
                 f"≈ {self.prompt_tokens:,} prompt tokens · {cost}")
 

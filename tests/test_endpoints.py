@@ -208,3 +208,13 @@ def test_stored_check_facts_are_found_per_endpoint_and_model(store):
     rows = judge_rows(models, JudgeSettings(base_url="http://judge.example/v1"), TODAY, store)
     assert [(r.name, r.check is not None, r.note is not None) for r in rows] == [("judge-b", False, True),
                                                                                  ("judge-c", True, False)]
+
+
+@pytest.mark.parametrize("model, retired", [("gpt-4-0613", True), ("gpt-4", True), ("gpt-4.1", False)])
+def test_the_cost_estimate_says_the_official_judge_is_shut_down(model, retired):
+    from mmvet_core.benchmark import load_bundled_v1
+    from mmvet_core.estimate import estimate_cost
+
+    text = estimate_cost(load_bundled_v1(), {}, 1, model).summary(model)
+    assert ("was shut down by OpenAI on 2026-10-23 and cannot be called at OpenAI any more" in text) is retired
+    assert "218 judge calls" in text and "with the Batch API" in text
