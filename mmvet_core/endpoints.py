@@ -436,7 +436,7 @@ class Preflight:
 
 
 async def preflight(settings: JudgeSettings, api_key: str | None, *, today: date | None = None, policy=None,
-                    judge=None) -> Preflight:
+                    judge=None, models: ModelList | None = None) -> Preflight:
     """Read the endpoint's model list and decide whether a run with `settings` may start (at most one probe).
 
     - The official judge listed, or another judge: the run starts (a listed shutdown date becomes its note).
@@ -444,11 +444,12 @@ async def preflight(settings: JudgeSettings, api_key: str | None, *, today: date
     - The official judge on an endpoint without a model list: one probe through `judge` (a few tokens); a 404
       stops, any other answer lets the run start (its own errors then speak).
     A judge that is not the official one is never stopped here (an endpoint's list may omit aliases it serves);
-    when the list misses it a warning says so."""
+    when the list misses it a warning says so. `models`: the endpoint's list when already read."""
     today = today or today_utc()
     if settings.provider == "baseline":
         return Preflight(settings.model, ModelList(None, reason="offline"), None, None, today)
-    models = await list_judge_models(settings, api_key, policy=policy)
+    if models is None:
+        models = await list_judge_models(settings, api_key, policy=policy)
     listed = models.get(settings.model)
     served = models.serves(settings.model)
     retirement = retirement_of(settings.model) if is_official_judge(settings.model) else None

@@ -128,6 +128,11 @@ class JobManager:
         finally:
             await judge.aclose()
 
+    def call(self, coro, timeout: float | None = None):
+        """Run a short coroutine (a model list, a preflight) on the jobs' loop, where the accounts' limiters live,
+        and return its result (its exception is raised here; `TimeoutError` after `timeout` seconds)."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
     def start_task(self, key: str, make: Callable[[asyncio.Event], object], *, visitor: str | None = None) -> Future:
         """Run another background task (a judge check) under the same slots as runs: ``make(stop)`` builds its
         coroutine (`stop` is set by `stop(key)` and `shutdown`). `TooManyRuns` when no slot is free. Its state is

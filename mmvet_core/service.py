@@ -24,6 +24,8 @@ from .archive import ArchiveError
 from .benchmark import Benchmark, BenchmarkError
 from .budget import (BudgetLimits, HostBudget, check_prediction_lengths, client_address, private_salt,
                      visitor_id)
+from .endpoints import LIST_TIMEOUT, JudgeRow, ModelList, judge_rows, list_judge_models, preflight, \
+    retirement_note, today_utc
 from .estimate import estimate_cost
 from .export import GradeFileError
 from .grading import GRADED
@@ -35,6 +37,7 @@ from .runs import RunView, create_run, export_run, load_run_view, open_grade_fil
     benchmark_to_stored
 from .sources import load_benchmark, load_subset
 from .store import RunRecord, Store
+from .ratelimit import account_key
 from .transport import BlockedDestination, EndpointPolicy, check_endpoint_url
 
 log = logging.getLogger("mmvet_grader")
@@ -60,6 +63,22 @@ MAX_NAME = 100
 
 class ServiceError(Exception):
     """A visitor's mistake or a refusal: the message says what happened and what to do (shown as a toast)."""
+
+
+class JudgeUnavailable(ServiceError):
+    """The chosen judge is the official one and its endpoint no longer serves it: nothing was started. The message
+    says why and lists the judges the endpoint serves (`models`); the page shows it in place."""
+
+    def __init__(self, message: str, models: ModelList):
+        super().__init__(message)
+        self.models = models
+
+
+#: Where the app's retired-judge message points (the app's own sections, not CLI commands).
+APP_CHECK_HINT = "“Check this judge first”, under Grade"
+APP_VIEW_HINT = "“Open a grade file (no judge call)”"
+#: Seconds an endpoint's model list is reused (the judge field and every start read it).
+MODEL_LIST_TTL = 60.0
 
 
 # --- configuration (read once, at the edge) ---------------------------------------------------------------
@@ -206,6 +225,17 @@ def clean_model_name(name: str) -> str:
     return text[:MAX_NAME]
 
 
+def _shutdown_note(judge: dict) -> str | None:
+    """`endpoints.retirement_note` of a stored judge (its recorded shutdown date), as of today."""
+    from datetime import date
+
+    try:
+        when = date.fromisoformat(judge.get("shutdown_date") or "")
+    except ValueError:
+        return None
+    return retirement_note(judge.get("model", "judge"), when, today_utc())
+
+
 def endpoint_host(judge: dict) -> str:
     """The host of a run's judge endpoint, for the run card ("api.openai.com"; never a path or a key)."""
     if judge.get("provider") == "baseline":
@@ -241,6 +271,7 @@ class GradingService:
         self._status_cache: dict[str, tuple[float, dict]] = {}
         self._finished_cache: dict[str, tuple[tuple, dict]] = {}
         self._checks: dict[str, dict] = {}       # judge-check task -> {"done", "total"}
+        self._model_lists: dict[str, tuple[float, ModelList]] = {}   # account -> (when read, list)
 
     # ---- who is asking ----
     def visitor(self, peer: str | None, forwarded_for: str | None) -> str:
@@ -346,6 +377,58 @@ class GradingService:
             est += " · Batch API chosen: half price, answers within 24 h"
         return Validation(rep.summary(), est, name)
 
+    # ---- what the endpoint serves ----
+    def model_list(self, jset: JudgeSettings, key: str | None, host: bool) -> ModelList:
+        """The model list of the judge's endpoint (reused for `MODEL_LIST_TTL` seconds per account; a visitor's
+        endpoint under the same address policy as their grading)."""
+        if jset.provider == "baseline":
+            return ModelList(None, reason="offline baseline")
+        account = account_key(jset.provider, jset.base_url, jset.api_version, key)
+        hit = self._model_lists.get(account)
+        now = time.monotonic()
+        if hit is not None and now - hit[0] < MODEL_LIST_TTL:
+            return hit[1]
+        block = not host and not self.settings.allow_private_endpoints
+        models = self.jobs.call(list_judge_models(jset, key, policy=EndpointPolicy(block_private=block)),
+                                timeout=LIST_TIMEOUT + 5)
+        for old in [a for a, (t, _) in self._model_lists.items() if now - t >= MODEL_LIST_TTL]:
+            self._model_lists.pop(old, None)
+        self._model_lists[account] = (now, models)
+        return models
+
+    def judges(self, choice: JudgeChoice) -> tuple[ModelList, list[JudgeRow]]:
+        """The chat models the chosen endpoint (the host's, or the visitor's own) serves, each with its shutdown
+        date and stored judge check: what the judge field offers. The baseline has none."""
+        jset, key, host = self.judge_for(choice)
+        models = self.model_list(jset, key, host)
+        return models, (judge_rows(models, jset, today_utc(), self.store) if models.known else [])
+
+    def check_judge_served(self, jset: JudgeSettings, key: str | None, host: bool) -> JudgeSettings:
+        """Before any paid call (at most one probe): `JudgeUnavailable` when the official judge is not served by
+        the endpoint; else `jset` with the shutdown date the endpoint announces (recorded with the run)."""
+        if jset.provider == "baseline":
+            return jset
+        models = self.model_list(jset, key, host)
+
+        async def go():
+            judge = self.make_judge(jset, key, host)
+            try:
+                return await preflight(jset, key, today=today_utc(), judge=judge, models=models)
+            finally:
+                await judge.aclose()
+        pre = self.jobs.call(go(), timeout=LIST_TIMEOUT + self.settings.call_deadline + 5)
+        if pre.stop:
+            raise JudgeUnavailable(pre.message(check_hint=APP_CHECK_HINT, view_hint=APP_VIEW_HINT), pre.models)
+        for warning in pre.warnings:
+            log.info("%s", warning)
+        return replace(jset, shutdown_date=pre.shutdown_date.isoformat()) if pre.shutdown_date else jset
+
+    def judge_note(self, run_id: str) -> str | None:
+        """The shutdown flag of a run's judge ("grades by judge-b cannot be re-run after 2026-12-11"), from the
+        date recorded with the run; None when none is known."""
+        run = self.store.get_run(run_id or "") if run_id else None
+        return _shutdown_note(run.judge) if run is not None else None
+
     # ---- runs ----
     def start(self, path: str | None, bench: BenchmarkChoice, n_runs: int, judge: JudgeChoice, *, owner: str,
               visitor: str, model_name: str = "") -> tuple[str, bool]:
@@ -370,6 +453,7 @@ class GradingService:
             too_long = check_prediction_lengths(preds, self.settings.limits.max_prediction_chars)
             if too_long:
                 raise ServiceError(too_long)
+        jset = self.check_judge_served(jset, key, host)
         # a name typed by the visitor is kept as typed (shown as text everywhere); one taken from the file is
         # made file-safe as the official file names need it ("org/model" in lmms-eval logs)
         name = clean_model_name(model_name) or file_safe(rf.model_name or Path(path).stem)
@@ -464,6 +548,7 @@ class GradingService:
             jset, host = replace(stored, provider="openai", api_version=None,
                                  base_url=own_url or OPENAI_PUBLIC_URL, deadline=settings.call_deadline), False
         mode = MODE_BATCH if run.judge.get("mode") == MODE_BATCH and jset.provider == "openai" else MODE_LIVE
+        self.check_judge_served(jset, key, host)
         self._launch(run_id, view.benchmark, jset, key, host, visitor, mode)
         return "Resumed: only what is missing is graded (stored grades are not paid again)."
 
@@ -636,7 +721,8 @@ class GradingService:
                 "runs": run.n_runs, "prompt": prompt, "tool_version": __version__,
                 "created": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(run.created_at)),
                 "status": status, "message": run.message, "results_format": run.results_format,
-                "metric_note": view.metric_note, **usage}
+                "metric_note": view.metric_note, "judge_shutdown_date": judge.get("shutdown_date"),
+                "judge_shutdown_note": _shutdown_note(judge), **usage}
 
     def status(self, run_id: str) -> dict:
         """Progress and scores of a run (what a script polls after grade). While a run is grading its scores are
