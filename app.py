@@ -44,6 +44,7 @@ CSS = """
 #run-card .card dt {color:var(--body-text-color-subdued);}
 #run-card .card dd {margin:0; overflow-wrap:anywhere;}
 #results-file {min-height:0;}
+.judge-note {border-left:3px solid var(--color-accent); padding:4px 8px; font-size:0.9em; overflow-wrap:anywhere;}
 """
 
 

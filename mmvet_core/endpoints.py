@@ -349,6 +349,27 @@ def format_judges(rows: list[JudgeRow], models: ModelList, where: str, today: da
     return "\n".join(lines)
 
 
+def judge_facts(model: str, models: ModelList, rows: list[JudgeRow], **hints: str) -> str:
+    """What to say beside the chosen judge `model` (pure): its shutdown date and stored check when the endpoint
+    lists it; the retired-judge message when it is the official judge and the endpoint does not serve it; that the
+    list misses it; or that the endpoint has no list. '' when there is nothing worth saying."""
+    if not models.known:
+        if is_official_judge(model):
+            gone = retirement_of(model)
+            when = f" (shut down by {gone.provider} on {gone.shutdown_date.isoformat()})" if gone else ""
+            return (f"This endpoint does not list its models ({models.reason}): before grading, one probe call asks "
+                    f"whether it still serves the official judge {model}{when}.")
+        return f"This endpoint does not list its models ({models.reason}): grading goes by what it answers."
+    row = next((r for r in rows if r.name == model), None)
+    if row is not None:
+        return " — ".join(x for x in (row.label(), row.note) if x) if (row.shutdown_date or row.check) else ""
+    if is_official_judge(model) and not models.serves(model):
+        return retired_judge_message(model, retirement_of(model), models, **hints)
+    if models.serves(model):
+        return ""
+    return f"{model} is not in this endpoint's model list (it serves: {served_text(models)}); grading tries it anyway."
+
+
 # --- reading the endpoint ------------------------------------------------------------------------------------
 async def list_judge_models(settings: JudgeSettings, api_key: str | None, *, policy=None,
                             timeout: float = LIST_TIMEOUT) -> ModelList:

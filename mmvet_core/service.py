@@ -24,7 +24,7 @@ from .archive import ArchiveError
 from .benchmark import Benchmark, BenchmarkError
 from .budget import (BudgetLimits, HostBudget, check_prediction_lengths, client_address, private_salt,
                      visitor_id)
-from .endpoints import LIST_TIMEOUT, JudgeRow, ModelList, judge_rows, list_judge_models, preflight, \
+from .endpoints import LIST_TIMEOUT, JudgeRow, ModelList, judge_facts, judge_rows, list_judge_models, preflight, \
     retirement_note, today_utc
 from .estimate import estimate_cost
 from .export import GradeFileError
@@ -402,6 +402,17 @@ class GradingService:
         jset, key, host = self.judge_for(choice)
         models = self.model_list(jset, key, host)
         return models, (judge_rows(models, jset, today_utc(), self.store) if models.known else [])
+
+    def judge_field(self, choice: JudgeChoice) -> tuple[list[JudgeRow], str, str]:
+        """What the judge field shows: (the endpoint's chat models with their facts, the judge that will grade,
+        what to say beside it: its shutdown date and check, or why it cannot grade here). `ServiceError` for
+        incomplete own-key fields or a refused base URL."""
+        jset, key, host = self.judge_for(choice)
+        if jset.provider == "baseline":
+            return [], jset.model, ""
+        models, rows = self.judges(choice)
+        return rows, jset.model, judge_facts(jset.model, models, rows, check_hint=APP_CHECK_HINT,
+                                             view_hint=APP_VIEW_HINT)
 
     def check_judge_served(self, jset: JudgeSettings, key: str | None, host: bool) -> JudgeSettings:
         """Before any paid call (at most one probe): `JudgeUnavailable` when the official judge is not served by

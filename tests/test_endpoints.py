@@ -218,3 +218,25 @@ def test_the_cost_estimate_says_the_official_judge_is_shut_down(model, retired):
     text = estimate_cost(load_bundled_v1(), {}, 1, model).summary(model)
     assert ("was shut down by OpenAI on 2026-10-23 and cannot be called at OpenAI any more" in text) is retired
     assert "218 judge calls" in text and "with the Batch API" in text
+
+
+@pytest.mark.parametrize("model, models, expected", [
+    pytest.param("judge-b", "listed", "judge-b · shutdown 2026-12-11 — grades by judge-b cannot be re-run after "
+                                      "2026-12-11", id="announced"),
+    pytest.param("judge-c", "listed", "", id="nothing-to-say"),
+    pytest.param("gpt-4-0613", "listed", "The official MM-Vet judge gpt-4-0613 was shut down by OpenAI on 2026-10-23",
+                 id="official-gone"),
+    pytest.param("judge-x", "listed", "judge-x is not in this endpoint's model list", id="not-listed"),
+    pytest.param("gpt-4-0613", "unknown", "one probe call asks whether it still serves the official judge "
+                                          "gpt-4-0613 (shut down by OpenAI on 2026-10-23)", id="official-no-list"),
+    pytest.param("judge-x", "unknown", "This endpoint does not list its models (HTTP 404)", id="no-list"),
+])
+def test_judge_facts_beside_the_chosen_judge(model, models, expected):
+    from mmvet_core.endpoints import judge_facts
+
+    listed = ModelList((JudgeModel("judge-b", date(2026, 12, 11)), JudgeModel("judge-c")), "GET /v1/models")
+    ml = listed if models == "listed" else ModelList(None, reason="HTTP 404")
+    rows = [JudgeRow(m.name, m.shutdown_date, None, retirement_note(m.name, m.shutdown_date, TODAY))
+            for m in ml.chat_models()]
+    text = judge_facts(model, ml, rows)
+    assert expected in text if expected else text == ""

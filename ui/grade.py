@@ -15,14 +15,15 @@ import gradio as gr
 
 from mmvet_core import views
 from mmvet_core.benchmark import ASSETS_DIR
-from mmvet_core.service import BENCH_BUNDLED, BENCH_HUB, BENCH_UPLOAD, JUDGE_BASELINE, JUDGE_OWN, SUBSETS
+from mmvet_core.service import (BENCH_BUNDLED, BENCH_HUB, BENCH_UPLOAD, JUDGE_BASELINE, JUDGE_OWN, SUBSETS,
+                                JudgeUnavailable, ServiceError)
 
-from .common import MODES, Page, base_url, bench_of, file_path, judge_of, runs_rows, toasts, visitor
+from .common import MODES, Page, base_url, bench_of, esc, file_path, judge_of, runs_rows, toasts, visitor
 from .judge_check import JudgeCheckView, build_judge_check, wire_judge_check
 from .my_runs import MyRunsView
 from .samples import SamplesView
-from .widgets import (card_html, count_text, overlay_choices, overlay_warning, progress_html, radar_figures,
-                      sample_filter)
+from .widgets import (card_html, count_text, judge_note_html, overlay_choices, overlay_warning, progress_html,
+                      radar_figures, sample_filter)
 
 EXAMPLE_RESULTS = ASSETS_DIR / "examples" / "llava_llama2_13b_chat.json"
 RADAR_EVERY_S = 5.0   # while a run streams in, the radar charts are redrawn at most this often per page
@@ -49,6 +50,8 @@ class GradeView:
     base_url: gr.Textbox
     judge_model: gr.Textbox
     api_key: gr.Textbox
+    judge_picker: gr.Dropdown
+    judge_facts: gr.HTML
     bench_acc: gr.Accordion
     bench_choice: gr.Radio
     bench_file: gr.File
@@ -58,6 +61,7 @@ class GradeView:
     grade_btn: gr.Button
     stop_btn: gr.Button
     resume_btn: gr.Button
+    judge_unavailable: gr.HTML
     judge_check: JudgeCheckView
     progress: gr.HTML
     total: gr.Textbox
@@ -122,6 +126,10 @@ def build_grade(page: Page) -> GradeView:
                                      elem_id="judge-model", visible=own)
             api_key = gr.Textbox(label="API key (used for this run only, never stored)", type="password",
                                  elem_id="api-key", visible=own)
+            # the endpoint's chat models with their shutdown dates and checks (filled once the endpoint is known)
+            judge_picker = gr.Dropdown(choices=[], value=None, label="Judges this endpoint serves (shutdown date · "
+                                       "judge check)", elem_id="judge-picker", visible=own, interactive=True)
+            judge_facts = gr.HTML("", elem_id="judge-facts", visible=False)
             with gr.Accordion("Benchmark: MM-Vet v1 (bundled), all samples", open=False,
                               elem_id="benchmark-accordion") as bench_acc:
                 bench_choice = gr.Radio([BENCH_BUNDLED, BENCH_UPLOAD, BENCH_HUB], value=BENCH_BUNDLED,
@@ -136,6 +144,8 @@ def build_grade(page: Page) -> GradeView:
                 grade_btn = gr.Button("Grade", variant="primary", elem_id="grade-button", min_width=80)
                 stop_btn = gr.Button("Stop", variant="stop", elem_id="stop-button", min_width=80, interactive=False)
                 resume_btn = gr.Button("Resume", elem_id="resume-button", min_width=80, interactive=False)
+            # why Grade did not start (the official judge is shut down): in place, not an error badge
+            judge_unavailable = gr.HTML("", elem_id="judge-unavailable", visible=False)
             # after Grade: an optional step, and Grade stays in the first viewport
             judge_check = build_judge_check(page)
         with gr.Column(scale=7, elem_id="results-column"):
@@ -174,8 +184,9 @@ def build_grade(page: Page) -> GradeView:
                                           "and a zip of all", file_count="multiple", interactive=False,
                                     elem_id="downloads", visible=False)
     return GradeView(setup_col, results_file, example_btn, report, model_name, runs, mode, judge_choice,
-                     base_url_box, judge_model, api_key, bench_acc, bench_choice, bench_file, hub_id, subset,
-                     estimate, grade_btn, stop_btn, resume_btn, judge_check, progress, total, empty_note, run_panel,
+                     base_url_box, judge_model, api_key, judge_picker, judge_facts, bench_acc, bench_choice,
+                     bench_file, hub_id, subset, estimate, grade_btn, stop_btn, resume_btn, judge_unavailable,
+                     judge_check, progress, total, empty_note, run_panel,
                      run_card, owner_tools, rename_box, rename_btn, delete_btn, share, flags_box, overlays,
                      overlay_note, radar_caps, radar_ints, cap_table, int_table, downloads)
 
@@ -185,6 +196,38 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
     Grade / Stop / Resume, and the open run's display (on opening, every second while it grades, on overlay changes)."""
     svc, run_state, owner = page.svc, page.run_state, page.owner
     timer = gr.Timer(1.0, active=False)
+
+    # ---- the judge field: what the endpoint serves, and the facts beside the chosen judge ----
+    def judge_field(judge_c, url, model, key):
+        """The endpoint's chat models (own key) and what to say beside the judge that will grade (own key and the
+        server's judge): its shutdown date and check, or that it is shut down and what the endpoint serves."""
+        try:
+            rows, chosen, facts = svc.judge_field(judge_of(judge_c, url, model, key))
+        except ServiceError:         # incomplete fields or a refused URL: said when Grade uses them
+            return gr.skip(), gr.HTML(value="", visible=False)
+        names = [r.name for r in rows]
+        picker = gr.Dropdown(choices=[(r.label(), r.name) for r in rows],
+                             value=chosen if chosen in names else None)
+        return picker, gr.HTML(value=judge_note_html(facts), visible=bool(facts))
+
+    judge_field_inputs = [g.judge_choice, g.base_url, g.judge_model, g.api_key]
+    judge_field_outputs = [g.judge_picker, g.judge_facts]
+    g.judge_choice.change(judge_field, judge_field_inputs, judge_field_outputs, api_visibility="private",
+                          show_progress="hidden")
+    for box in (g.base_url, g.judge_model, g.api_key):
+        box.blur(judge_field, judge_field_inputs, judge_field_outputs, api_visibility="private",
+                 show_progress="hidden")
+
+    def pick_judge(picked, judge_c, url, key):
+        """A judge picked from the list becomes the judge model (the facts follow)."""
+        if not picked:
+            return gr.skip(), gr.skip(), gr.skip()
+        picker, facts = judge_field(judge_c, url, picked, key)
+        return picked, picker, facts
+
+    g.judge_picker.input(pick_judge, [g.judge_picker, g.judge_choice, g.base_url, g.api_key],
+                         [g.judge_model, g.judge_picker, g.judge_facts], api_visibility="private",
+                         show_progress="hidden")
 
     # ---- setup ----
     @toasts(3)
@@ -202,7 +245,9 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
 
     g.results_file.upload(new_file, g.results_file, check_outputs, queue=False, api_visibility="private",
                           show_progress="hidden").then(check, check_inputs, check_outputs,
-                                                       api_visibility="private")
+                                                       api_visibility="private") \
+        .then(judge_field, judge_field_inputs, judge_field_outputs, api_visibility="private",
+              show_progress="hidden")
     g.results_file.clear(new_file, g.results_file, check_outputs, queue=False, api_visibility="private")
     for comp in (g.bench_choice, g.bench_file, g.subset, g.runs, g.judge_choice, g.mode):
         comp.change(check, check_inputs, check_outputs, api_visibility="private")
@@ -217,32 +262,45 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
     def own_judge_fields(choice):
         shown = choice == JUDGE_OWN
         return (gr.Textbox(visible=shown), gr.Textbox(visible=shown), gr.Textbox(visible=shown),
-                gr.Dropdown(visible=choice != JUDGE_BASELINE), gr.Accordion(visible=choice != JUDGE_BASELINE))
+                gr.Dropdown(visible=choice != JUDGE_BASELINE), gr.Accordion(visible=choice != JUDGE_BASELINE),
+                gr.Dropdown(visible=shown))
 
     g.judge_choice.change(own_judge_fields, g.judge_choice,
-                          [g.base_url, g.judge_model, g.api_key, g.mode, g.judge_check.section],
+                          [g.base_url, g.judge_model, g.api_key, g.mode, g.judge_check.section, g.judge_picker],
                           queue=False, api_visibility="private")
 
     wire_judge_check(page, g.judge_check, g.judge_choice, g.base_url, g.judge_model, g.api_key)
 
     g.example_btn.click(lambda: (str(EXAMPLE_RESULTS), "", "", ""), None, [g.results_file] + check_outputs,
                         api_visibility="private").then(check, check_inputs, check_outputs,
-                                                       api_visibility="private")
+                                                       api_visibility="private") \
+        .then(judge_field, judge_field_inputs, judge_field_outputs, api_visibility="private",
+              show_progress="hidden")
 
     # ---- runs ----
-    @toasts(2)
+    @toasts(4)
     def start(results, bench_c, bench_f, hub, sub, n_runs, judge_c, url, model, key, mode_label, name,
               owner_tok, request: gr.Request):
-        run_id, started = svc.start(file_path(results), bench_of(bench_c, bench_f, hub, sub), n_runs,
-                                    judge_of(judge_c, url, model, key, mode_label), owner=owner_tok,
-                                    visitor=visitor(svc, request), model_name=name or "")
+        try:
+            run_id, started = svc.start(file_path(results), bench_of(bench_c, bench_f, hub, sub), n_runs,
+                                        judge_of(judge_c, url, model, key, mode_label), owner=owner_tok,
+                                        visitor=visitor(svc, request), model_name=name or "")
+        except JudgeUnavailable as e:     # said in place under Grade, with the judges the endpoint serves
+            gr.Warning("Nothing was graded: the official judge is shut down (see the message under Grade).")
+            rows = [(m.name + (f" · shutdown {m.shutdown_date.isoformat()}" if m.shutdown_date else ""), m.name)
+                    for m in e.models.chat_models()]
+            return (gr.skip(), gr.skip(), gr.HTML(value=judge_note_html(str(e)), visible=True),
+                    gr.Dropdown(choices=rows, value=None) if rows else gr.skip())
         if not started:
             gr.Info("This job is already grading: showing its run (nothing is paid twice).")
-        return run_id, gr.Timer(active=True)
+        note = svc.judge_note(run_id)
+        if note:
+            gr.Info(esc(f"Note: {note}; stored grades stay viewable and exportable."))
+        return run_id, gr.Timer(active=True), gr.HTML(value="", visible=False), gr.skip()
 
     g.grade_btn.click(start, [g.results_file, *g.bench_inputs, g.runs, g.judge_choice, g.base_url, g.judge_model,
-                              g.api_key, g.mode, g.model_name, owner], [run_state, timer],
-                      api_visibility="private")
+                              g.api_key, g.mode, g.model_name, owner],
+                      [run_state, timer, g.judge_unavailable, g.judge_picker], api_visibility="private")
 
     @toasts(0)
     def stop(run_id, owner_tok):

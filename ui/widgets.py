@@ -25,10 +25,18 @@ def card_html(card: dict) -> str:
                       + (f" · {card['cached_answers']} answers from the cache" if card["cached_answers"] else "")),
             ("Started", card["created"]), ("Tool", f"MM-Vet Grader {card['tool_version']}"),
             ("Run id", card["run_id"])]
+    if card.get("judge_shutdown_note"):      # "grades by judge-b cannot be re-run after 2026-12-11"
+        rows.insert(1, ("Judge shutdown", card["judge_shutdown_note"]))
     if card["metric_note"]:
         rows.insert(1, ("Note", card["metric_note"]))
     items = "".join(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in rows)
     return f'<div class="card"><h3 id="card-model">{e(card["model"])}</h3><dl>{items}</dl></div>'
+
+
+def judge_note_html(text: str) -> str:
+    """A note beside the judge fields or under Grade (the shutdown facts, the retired-judge message), escaped:
+    model names come from the endpoint's list, which a visitor's endpoint writes."""
+    return f'<div class="judge-note">{html.escape(text, quote=True)}</div>' if text else ""
 
 
 def radar_figures(svc: GradingService, view: RunView, overlays: list[str], owner: str):
