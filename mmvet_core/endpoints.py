@@ -349,10 +349,11 @@ def format_judges(rows: list[JudgeRow], models: ModelList, where: str, today: da
     return "\n".join(lines)
 
 
-def judge_facts(model: str, models: ModelList, rows: list[JudgeRow], **hints: str) -> str:
+def judge_facts(model: str, models: ModelList, rows: list[JudgeRow]) -> str:
     """What to say beside the chosen judge `model` (pure): its shutdown date and stored check when the endpoint
-    lists it; the retired-judge message when it is the official judge and the endpoint does not serve it; that the
-    list misses it; or that the endpoint has no list. '' when there is nothing worth saying."""
+    lists it; in one line, that the official judge is shut down and what the endpoint serves (Grade then shows
+    `retired_judge_message`); that the list misses it; or that the endpoint has no list. '' when there is nothing
+    worth saying."""
     if not models.known:
         if is_official_judge(model):
             gone = retirement_of(model)
@@ -363,8 +364,11 @@ def judge_facts(model: str, models: ModelList, rows: list[JudgeRow], **hints: st
     row = next((r for r in rows if r.name == model), None)
     if row is not None:
         return " — ".join(x for x in (row.label(), row.note) if x) if (row.shutdown_date or row.check) else ""
-    if is_official_judge(model) and not models.serves(model):
-        return retired_judge_message(model, retirement_of(model), models, **hints)
+    if is_official_judge(model) and not models.serves(model):      # short: Grade says the rest (`preflight`)
+        gone = retirement_of(model)
+        when = f" was shut down by {gone.provider} on {gone.shutdown_date.isoformat()} and" if gone else ""
+        return (f"The official judge {model}{when} is not served by this endpoint: Grade stops before any call. "
+                f"It serves: {served_text(models)}.")
     if models.serves(model):
         return ""
     return f"{model} is not in this endpoint's model list (it serves: {served_text(models)}); grading tries it anyway."

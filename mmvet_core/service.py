@@ -411,8 +411,7 @@ class GradingService:
         if jset.provider == "baseline":
             return [], jset.model, ""
         models, rows = self.judges(choice)
-        return rows, jset.model, judge_facts(jset.model, models, rows, check_hint=APP_CHECK_HINT,
-                                             view_hint=APP_VIEW_HINT)
+        return rows, jset.model, judge_facts(jset.model, models, rows)
 
     def check_judge_served(self, jset: JudgeSettings, key: str | None, host: bool) -> JudgeSettings:
         """Before any paid call (at most one probe): `JudgeUnavailable` when the official judge is not served by

@@ -224,8 +224,9 @@ def test_the_cost_estimate_says_the_official_judge_is_shut_down(model, retired):
     pytest.param("judge-b", "listed", "judge-b · shutdown 2026-12-11 — grades by judge-b cannot be re-run after "
                                       "2026-12-11", id="announced"),
     pytest.param("judge-c", "listed", "", id="nothing-to-say"),
-    pytest.param("gpt-4-0613", "listed", "The official MM-Vet judge gpt-4-0613 was shut down by OpenAI on 2026-10-23",
-                 id="official-gone"),
+    pytest.param("gpt-4-0613", "listed", "The official judge gpt-4-0613 was shut down by OpenAI on 2026-10-23 and "
+                 "is not served by this endpoint: Grade stops before any call. It serves: judge-b (shutdown "
+                 "2026-12-11), judge-c.", id="official-gone"),
     pytest.param("judge-x", "listed", "judge-x is not in this endpoint's model list", id="not-listed"),
     pytest.param("gpt-4-0613", "unknown", "one probe call asks whether it still serves the official judge "
                                           "gpt-4-0613 (shut down by OpenAI on 2026-10-23)", id="official-no-list"),
