@@ -478,7 +478,7 @@ def format_check(result: JudgeCheckResult) -> str:
             if "official_total" in m else ""
         interval = (m["shift_low"], m["shift_high"]) if "shift_low" in m else None
         lines.append(f"  {model}: {m['n']} samples, {official}Δ̄ judge {m['delta_bar']:.3f}, GPT-4 self "
-                     f"{m['gpt4_self']:.3f}, keyword {m['baseline']:.3f}, total shifted "
+                     f"{_three(m['gpt4_self'])}, keyword {m['baseline']:.3f}, total shifted "
                      f"{format_shift(m['shift'], interval)}")
     lines.append("")
     lines.append("  Δ̄: mean absolute difference of per-sample scores to the official grades (0 = the same, 1 = "

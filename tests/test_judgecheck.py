@@ -93,3 +93,61 @@ def test_cli_says_the_cost_before_starting_and_reports(tmp_path):
     assert "Close to the official judge" in proc.stdout
     data = json.loads((tmp_path / "out" / "judge-check.json").read_text())
     assert data["n_graded"] == 436 and data["judge"]["model"] == "my-local-judge"
+
+
+def _true_shift(answer, refs) -> float:
+    """The shift a judge answering `answer` has by construction: per reference model 100 × the mean of (its answer
+    − the official per-sample mean), then the mean over the models."""
+    from mmvet_core.prompt import render_prompt
+    bench = load_bundled_v1()
+    shifts = []
+    for r in refs:
+        diffs = []
+        for sid in bench.ids:
+            s, runs = bench.samples[sid], [v for v in r.official[sid] if v is not None]
+            diffs.append(float(answer(render_prompt("v1", s.question, s.answer, r.predictions[sid]), 0.0))
+                         - sum(runs) / len(runs))
+        shifts.append(100 * sum(diffs) / len(diffs))
+    return sum(shifts) / len(shifts)
+
+
+def test_done_when_a_judge_answering_official_plus_0_1_is_checked_then_corrected(tmp_path):
+    """Issue 17, 'Done when' 2: a judge answering each reference sample's official grade + 0.1 (clipped to 1: 1.1
+    is unparsable) on an endpoint that announces its shutdown. judge-check warns of the date and prints a total
+    shift whose interval holds the true shift; a repeated check costs no call; grading llava-v1.5-7b with it then
+    prints an official-equivalent estimate whose interval holds the official total, and exports it apart."""
+    import re
+    all_refs = load_references(which="all")
+    answer = official_grades_answer(0.1, which="all")
+    truth = _true_shift(answer, all_refs)
+    db, env = str(tmp_path / "g.db"), cli_env()
+    with FakeJudgeServer(FakeState.after_gpt4(answer_fn=answer)) as srv:
+        check = [sys.executable, "-m", "mmvet_core", "judge-check", "--base-url", srv.url, "--judge-model", "judge-b",
+                 "--references", "all", "--db", db]
+        proc = subprocess.run(check, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        first = proc.stdout.splitlines()[0]
+        assert f"{call_count(refs=all_refs)} judge calls" in first and "3 reference sets" in first
+        assert "2026-12-11" in proc.stdout
+        row = next(line for line in proc.stdout.splitlines() if line.strip().startswith("total "))
+        point, low, high = map(float, re.search(r"([+-]\d+\.\d) \[([+-]\d+\.\d), ([+-]\d+\.\d)\]", row).groups())
+        assert low <= round(truth, 1) <= high and abs(point - truth) < 0.05, (row, truth)
+        assert "Kendall τ = +1.00 over 3 models" in proc.stdout and "weak evidence" in proc.stdout
+        made = len(srv.state.chat_calls("judge-b"))
+        assert made == distinct_prompts(refs=all_refs)
+        again = subprocess.run(check, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+        assert again.returncode == 0 and "Judge calls: 0 made" in again.stdout
+        assert len(srv.state.chat_calls("judge-b")) == made          # the server saw no new chat call
+        grade = subprocess.run([sys.executable, "-m", "mmvet_core", "grade", str(DATA / "results" / "llava-v1.5-7b.json"),
+                                "--base-url", srv.url, "--judge-model", "judge-b", "--db", db,
+                                "--out", str(tmp_path / "out")],
+                               capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert grade.returncode == 0, grade.stderr
+    line = next(x for x in grade.stdout.splitlines() if "official-equivalent" in x)
+    est, low, high = map(float, re.search(r"official-equivalent estimate: (\d+\.\d) \[(\d+\.\d), (\d+\.\d)\]",
+                                          line).groups())
+    official_7b = next(r.official_total for r in all_refs if r.model == "llava-v1.5-7b")
+    assert low <= official_7b <= high and "not the official MM-Vet metric" in line
+    assert abs(est - official_7b) < 1.0          # the +0.1 judge's score, corrected, lands near the official one
+    export = next((tmp_path / "out").glob("*official-equivalent-estimate*.csv")).read_text()
+    assert "official_equivalent_estimate" in export.splitlines()[0] and f"{est:.1f}" in export
