@@ -454,7 +454,14 @@ class Store:
             "FROM judge_checks GROUP BY fingerprint, prompt, refs) l ON c.fingerprint = l.fingerprint AND "
             "c.prompt = l.prompt AND c.refs = l.refs AND c.created_at = l.latest ORDER BY c.created_at DESC "
             "LIMIT ?", (int(limit),))
-        return [{**dict(r), "judge": json.loads(r["judge"]), "result": json.loads(r["result"])} for r in rows]
+        out = []
+        for r in rows:
+            judge = json.loads(r["judge"])
+            out.append({**dict(r), "judge": judge, "result": json.loads(r["result"]),
+                        # checks stored before these columns existed: read them from the judge's settings
+                        "endpoint": r["endpoint"] or (judge.get("base_url") or "").rstrip("/"),
+                        "judge_model": r["judge_model"] or str(judge.get("model") or "")})
+        return out
 
     # --- judge-call budgets (hosting) --------------------------------------------------------------------
     def add_usage(self, day: str, visitor: str, calls: int = 1, tokens: int = 0) -> None:

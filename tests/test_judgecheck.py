@@ -10,8 +10,9 @@ import pytest
 
 from mmvet_core.benchmark import load_bundled_v1
 from mmvet_core.judge import BASELINE_NAME, JudgeSettings
-from mmvet_core.judgecheck import (JudgeCheckResult, assess_judge, call_count, distinct_prompts, format_check,
-                                   load_references, run_judge_check)
+from mmvet_core.judgecheck import (CLOSE_TOTAL_SHIFT, CheckColumn, JudgeCheckResult, Reference, _verdict,
+                                   assess_judge, call_count, distinct_prompts, format_check, load_manifest,
+                                   load_references, references_key, run_judge_check, select_sources)
 from tests.conftest import cli_env
 from tests.fake_judge import FakeJudgeServer, FakeState, official_grades_answer
 
@@ -22,6 +23,54 @@ DATA = ROOT / "tests" / "data"
 @pytest.fixture(scope="module")
 def refs():
     return load_references()
+
+
+def _official_total(files: list[str]) -> float:
+    """The official aggregation (tests/official_reference.py, independent of mmvet_core) of a set's grade files,
+    their runs pooled."""
+    from tests.official_reference import aggregate_official, load_official_metadata
+    pooled: dict = {}
+    for name in files:
+        for sid, rec in json.loads((ROOT / "assets" / "reference" / name).read_text()).items():
+            entry = pooled.setdefault(sid, {"model": [], "content": [], "score": []})
+            for k in entry:
+                entry[k] = entry[k] + list(rec[k])
+    n_runs = len(next(iter(pooled.values()))["score"])
+    return float(aggregate_official(load_official_metadata(), pooled, n_runs)["total"])
+
+
+#: Official totals of every reference set, pinned (also the official CSVs' totals: 13b 36.1 and 36.3 over 1 + 3
+#: runs, 7b 31.2 and 31.1, the 7b re-run 30.7)
+PINNED_TOTALS = {"llava-v1.5-13b": 36.3, "llava-v1.5-7b": 31.1, "llava-v1.5-7b-rerun": 30.7}
+
+
+def test_every_reference_set_is_byte_identical_to_its_source_and_its_official_total_is_pinned():
+    import hashlib
+    sources = load_manifest()
+    assert {s.model: s.official_total for s in sources} == PINNED_TOTALS
+    for s in sources:
+        assert _official_total(list(s.grades)) == s.official_total, s.model
+        hashes = set(s.source["sha256"].values())
+        for name in (s.predictions, *s.grades):     # each file is an unchanged copy of the file at the commit
+            assert hashlib.sha256((ROOT / "assets" / "reference" / name).read_bytes()).hexdigest() in hashes, name
+        assert s.source["repository"].startswith("https://github.com/") and len(s.source["commit"]) == 40
+        assert s.source["licence"]
+        assert s.model in (ROOT / "assets" / "reference" / "SOURCES.md").read_text()
+
+
+@pytest.mark.parametrize("which, expected", [
+    (None, ["llava-v1.5-13b", "llava-v1.5-7b"]),
+    ("default", ["llava-v1.5-13b", "llava-v1.5-7b"]),
+    ("llava-v1.5-7b-rerun,llava-v1.5-13b", ["llava-v1.5-13b", "llava-v1.5-7b-rerun"]),
+], ids=["none", "default", "named-in-manifest-order"])
+def test_reference_sets_are_selected_by_name(which, expected):
+    assert [s.model for s in select_sources(load_manifest(), which)] == expected
+
+
+def test_all_and_an_unknown_reference_set():
+    assert len(select_sources(load_manifest(), "all")) == len(load_manifest())
+    with pytest.raises(ValueError, match="unknown reference set.*nope"):
+        select_sources(load_manifest(), "nope")
 
 
 def test_the_bundled_references_are_the_test_data_copies_with_four_official_runs(refs):
@@ -151,3 +200,77 @@ def test_done_when_a_judge_answering_official_plus_0_1_is_checked_then_corrected
     assert abs(est - official_7b) < 1.0          # the +0.1 judge's score, corrected, lands near the official one
     export = next((tmp_path / "out").glob("*official-equivalent-estimate*.csv")).read_text()
     assert "official_equivalent_estimate" in export.splitlines()[0] and f"{est:.1f}" in export
+
+
+def _tiny(n: int = 4):
+    """A benchmark of the first `n` MM-Vet questions and one reference model whose official grades are all 0."""
+    bench = load_bundled_v1()
+    sub = bench.subset(bench.ids[:n], "tiny")
+    return sub, [Reference("m", {sid: "x" for sid in sub.ids}, {sid: [0.0] for sid in sub.ids})]
+
+
+def test_a_constant_difference_gives_a_zero_width_interval_at_that_shift():
+    bench, refs = _tiny()
+    result = assess_judge(bench, refs, {"m": {sid: [0.25] for sid in bench.ids}}, {"model": "c"}, resamples=500)
+    assert result.total.shift == pytest.approx(25.0)
+    assert result.total.shift_interval == [pytest.approx(25.0), pytest.approx(25.0)]
+    assert result.total.shift_intervals["m"] == [pytest.approx(25.0), pytest.approx(25.0)]
+
+
+def test_the_shift_interval_is_the_paired_bootstrap_by_hand():
+    # differences 0, 0, 0, 1 over 4 questions: the shift is 25 points. In a draw, the count k of the '1' question
+    # is Binomial(4, 1/4): P(k=0) = 0.316 > 2.5 %, so the low bound is 0; P(k>=3) = 0.051 > 2.5 % but P(k=4) =
+    # 0.004 < 2.5 %, so the high bound is 3/4 = 75 points.
+    bench, refs = _tiny()
+    cand = {"m": {sid: [1.0 if i == 3 else 0.0] for i, sid in enumerate(bench.ids)}}
+    result = assess_judge(bench, refs, cand, {"model": "c"}, resamples=10_000, seed=0)
+    assert result.total.shift == pytest.approx(25.0)
+    assert result.total.shift_interval == [pytest.approx(0.0), pytest.approx(75.0)]
+    again = assess_judge(bench, refs, cand, {"model": "c"}, resamples=10_000, seed=0)
+    assert again.total.shift_interval == result.total.shift_interval            # seeded: reproducible
+
+
+def _col(name, shift, lo, hi, delta=0.01, self_=0.01, base=0.13):
+    return CheckColumn(name, 100, delta, self_, base, shift, {}, [lo, hi], {})
+
+
+@pytest.mark.parametrize("total, caps, kind", [
+    ((0.5, -0.4, 1.4), [], "close"),
+    ((1.5, 0.2, 2.8), [], "unclear"),                    # the point is within ±2, the interval is not
+    ((-1.5, -2.9, -0.1), [], "unclear"),
+    ((3.0, 2.1, 3.9), [], "drifts"),                     # the whole interval beyond +2
+    ((0.5, -0.4, 1.4), [("ocr", 6.0, 4.5, 7.5)], "drifts"),     # one capability wholly beyond ±4
+    ((0.5, -0.4, 1.4), [("ocr", 6.0, 3.0, 9.0)], "close"),      # ... not when its interval reaches inside
+], ids=["inside", "straddles-up", "straddles-down", "beyond", "capability-beyond", "capability-straddles"])
+def test_the_verdict_reads_the_interval_not_the_point(total, caps, kind):
+    columns = [_col("total", *total)] + [_col(*c) for c in caps]
+    text, got = _verdict(columns)
+    assert got == kind, text
+    assert f"[{total[1]:+.1f}, {total[2]:+.1f}]" in text
+
+
+def test_a_shift_that_grows_with_the_model_level_is_named_and_refuses_a_correction(refs):
+    # a judge giving 80 % of every official grade: the shift is -0.2 × the level in every draw
+    bench = load_bundled_v1()
+    cand = {r.model: {sid: [0.8 * sum(v) / len(v)] for sid, v in r.official.items()} for r in refs}
+    result = assess_judge(bench, refs, cand, {"model": "stingy"}, resamples=2000)
+    assert result.slope == pytest.approx(-0.2) and result.slope_interval[1] < 0
+    assert result.level_dependent and "depends on the model's level" in result.level_note
+    assert "weak evidence" in result.level_note and result.tau == 1.0
+    assert not result.correctable and "depends on the model's level" in result.correction_note
+    assert "not shown" in format_check(result)
+
+
+def test_a_stored_check_without_intervals_still_reads(refs):
+    bench = load_bundled_v1()
+    result = assess_judge(bench, refs, {r.model: {sid: [0.5] for sid in bench.ids} for r in refs}, {"model": "x"},
+                          resamples=200)
+    old = result.to_dict()
+    for c in old["columns"]:
+        del c["shift_interval"], c["shift_intervals"]
+    for k in ("tau", "slope", "slope_interval", "level_note", "correctable", "correction_note", "verdict_kind"):
+        del old[k]
+    back = JudgeCheckResult.from_dict(old)
+    assert back.total.shift_interval is None and not back.correctable
+    assert "Δ̄ judge" in format_check(back)
+    assert references_key(refs) == "llava-v1.5-13b+llava-v1.5-7b"
