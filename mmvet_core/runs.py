@@ -250,8 +250,8 @@ def run_equivalence(store: Store, view: "RunView"):
 
 def export_run(view: RunView, out_dir: str | Path, *, equivalence=None) -> dict[str, Path]:
     """Write the official grade JSON and, when every grade is in, both official CSVs, the intervals CSV and, when
-    `equivalence` is given (`run_equivalence`), the official-equivalent estimate in a file of its own (never in
-    the official files). Returns the paths."""
+    `equivalence` (`run_equivalence`) has an estimate, that estimate in a file of its own (never in the official
+    files). Returns the paths."""
     subset = "bardset" if view.benchmark.subset_name == "bard" else view.benchmark.subset_name
     grade_json = make_run_grade_json(view)
     if view.scores.complete:
@@ -259,7 +259,7 @@ def export_run(view: RunView, out_dir: str | Path, *, equivalence=None) -> dict[
                                      subset=subset, note=view.metric_note)
         paths["ci"] = write_intervals_csv(out_dir, view.benchmark, view.effective_scores(), view.run.model_name,
                                           view.judge_name, view.run.n_runs, subset)
-        if equivalence is not None:
+        if equivalence is not None and equivalence.available:
             from .equivalence import make_equivalent_csv_text
             path = Path(out_dir) / equivalent_file_name(view.run.model_name, view.judge_name, view.run.n_runs,
                                                         subset)

@@ -445,6 +445,11 @@ class Store:
         rows = self._query(sql + " ORDER BY created_at DESC LIMIT 1", args)
         return json.loads(rows[0]["result"]) if rows else None
 
+    def judge_checks_stamp(self) -> tuple[int, float]:
+        """(how many checks are stored, when the latest was): changes whenever a check is stored."""
+        row = self._query("SELECT COUNT(*) AS n, COALESCE(MAX(created_at), 0) AS t FROM judge_checks")[0]
+        return int(row["n"]), float(row["t"])
+
     def judge_checks(self, limit: int = 500) -> list[dict]:
         """The latest check of every (judge, prompt, reference sets) stored, newest first: dicts with ``id``,
         ``created_at``, ``fingerprint``, ``endpoint``, ``judge_model``, ``prompt``, ``refs``, ``judge`` and
