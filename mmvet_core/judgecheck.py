@@ -59,7 +59,7 @@ LEVEL_SLOPE = 0.1
 #: on another scale, and a linear shift measured on LLaVA-level models cannot be assumed to carry over.
 MAX_CORRECTION = 10.0
 #: With fewer reference models than this, the rank agreement and the level dependence are weak evidence.
-FEW_REFERENCES = 4
+FEW_REFERENCES = 5
 
 
 @dataclass(frozen=True)
@@ -443,7 +443,10 @@ def _correctability(result: JudgeCheckResult) -> tuple[bool, str]:
                        f"beyond the ±{MAX_CORRECTION:.0f} points a constant correction can honestly carry")
     if result.level_dependent:
         return False, "the shift depends on the model's level: a constant correction would mislead"
-    notes = ["a constant shift measured on the reference models (LLaVA-1.5 level)"]
+    levels = [m["official_total"] for m in result.per_model.values() if "official_total" in m]
+    span = f", official totals {min(levels):.1f} to {max(levels):.1f}" if levels else ""
+    notes = [f"a constant shift measured on {len(result.per_model)} reference models{span}; models far outside "
+             "that range get an extrapolation"]
     if len(result.per_model) < FEW_REFERENCES:
         notes.append(f"only {len(result.per_model)} reference models, so a dependence on the model's level cannot "
                      "be ruled out")
@@ -465,10 +468,11 @@ def format_check(result: JudgeCheckResult) -> str:
     if result.n_graded < result.n_expected:
         lines.append("  (incomplete: assessed on the grades made; rerun to finish without paying again)")
     lines.append("")
+    widths = {m: max(22, len(m) + 2) for m in result.models}
     lines.append(f"  {'column':<8}{'n':>5}{'Δ̄ judge':>10}{'Δ̄ GPT-4 self':>15}{'Δ̄ keyword':>12}  "
-                 f"{'shift [95% interval]':<22}" + "".join(f"{m:>22}" for m in result.models))
+                 f"{'shift [95% interval]':<22}" + "".join(f"{m:>{widths[m]}}" for m in result.models))
     for c in result.columns:
-        per_model = "".join(f"{format_shift(c.shifts.get(m), c.shift_intervals.get(m)):>22}"
+        per_model = "".join(f"{format_shift(c.shifts.get(m), c.shift_intervals.get(m)):>{widths[m]}}"
                             for m in result.models)
         lines.append(f"  {c.name:<8}{c.n:>5}{c.delta_bar:>10.3f}{c.gpt4_self:>15.3f}{c.baseline:>12.3f}  "
                      f"{format_shift(c.shift, c.shift_interval):<22}{per_model}")

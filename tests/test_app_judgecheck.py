@@ -23,14 +23,14 @@ def test_check_the_servers_judge_then_again_for_free(page, fake_server):
     n0 = len(fake_server.state.calls)
     page.locator("#judge-check-button").click()
     report = page.locator("#judge-check-report textarea")
-    expect(report).to_have_value(re.compile(r"^checking: \d+ / 436 reference grades"))
+    expect(report).to_have_value(re.compile(r"^checking: \d+ / 654 reference grades"))
     expect(report).to_have_value(re.compile(r"^Judge check of gpt-4-0613 at 127\.0\.0\.1 \(official prompt\) on "
-                                            r"llava-v1\.5-13b, llava-v1\.5-7b: 436 of 436 reference grades"))
+                                            r"llava-v1\.5-13b, llava-v1\.5-7b, internlm-xcomposer2-vl-7b: 654 of 654 reference grades"))
     text = report.input_value()
     assert "Δ̄ GPT-4 self" in text and re.search(r"(Close to|Drifts from) the official judge", text)
     assert "/v1" not in text                      # the server's endpoint is named by its host only
     made = len(fake_server.state.calls) - n0
-    assert made >= 436
+    assert made >= 627                           # 654 grades, 627 distinct prompts
     page.locator("#judge-check-button").click()   # the same judge again: every answer is stored
     expect(page.locator('[data-testid="toast-text"]').filter(has_text="Checking gpt-4-0613")).to_have_count(2)
     expect(report).to_have_value(re.compile(r"^Judge check of gpt-4-0613"))

@@ -40,8 +40,9 @@ def _official_total(files: list[str]) -> float:
 
 
 #: Official totals of every reference set, pinned (also the official CSVs' totals: 13b 36.1 and 36.3 over 1 + 3
-#: runs, 7b 31.2 and 31.1, the 7b re-run 30.7)
-PINNED_TOTALS = {"llava-v1.5-13b": 36.3, "llava-v1.5-7b": 31.1, "llava-v1.5-7b-rerun": 30.7}
+#: runs, 7b 31.2 and 31.1, the 7b re-run 30.7, InternLM-XComposer2-VL-7B 51.2)
+PINNED_TOTALS = {"llava-v1.5-13b": 36.3, "llava-v1.5-7b": 31.1, "llava-v1.5-7b-rerun": 30.7,
+                 "internlm-xcomposer2-vl-7b": 51.2}
 
 
 def test_every_reference_set_is_byte_identical_to_its_source_and_its_official_total_is_pinned():
@@ -59,8 +60,8 @@ def test_every_reference_set_is_byte_identical_to_its_source_and_its_official_to
 
 
 @pytest.mark.parametrize("which, expected", [
-    (None, ["llava-v1.5-13b", "llava-v1.5-7b"]),
-    ("default", ["llava-v1.5-13b", "llava-v1.5-7b"]),
+    (None, ["llava-v1.5-13b", "llava-v1.5-7b", "internlm-xcomposer2-vl-7b"]),
+    ("default", ["llava-v1.5-13b", "llava-v1.5-7b", "internlm-xcomposer2-vl-7b"]),
     ("llava-v1.5-7b-rerun,llava-v1.5-13b", ["llava-v1.5-13b", "llava-v1.5-7b-rerun"]),
 ], ids=["none", "default", "named-in-manifest-order"])
 def test_reference_sets_are_selected_by_name(which, expected):
@@ -73,20 +74,22 @@ def test_all_and_an_unknown_reference_set():
         select_sources(load_manifest(), "nope")
 
 
-def test_the_bundled_references_are_the_test_data_copies_with_four_official_runs(refs):
-    assert [r.model for r in refs] == ["llava-v1.5-13b", "llava-v1.5-7b"]
-    for r in refs:
+def test_the_default_references_spread_the_level_and_the_llava_sets_are_the_test_data_copies(refs):
+    assert [(r.model, r.official_total) for r in refs] == [("llava-v1.5-13b", 36.3), ("llava-v1.5-7b", 31.1),
+                                                           ("internlm-xcomposer2-vl-7b", 51.2)]
+    for r in refs[:2]:
         assert r.predictions == json.loads((DATA / "results" / f"{r.model}.json").read_text(encoding="utf-8"))
         assert len(r.official) == 218 and all(len(v) == 4 for v in r.official.values())
-    assert call_count(refs=refs) == 436
+    assert len(refs[2].official) == 218 and all(len(v) == 1 for v in refs[2].official.values())
+    assert call_count(refs=refs) == 654 == 3 * 218
 
 
 def test_a_judge_answering_the_official_grades_has_delta_bar_0_and_is_close(store):
     with FakeJudgeServer(FakeState(answer_fn=official_grades_answer())) as srv:
         result = asyncio.run(run_judge_check(store, JudgeSettings(base_url=srv.url), "sk-test", concurrency=8))
-        # the cost announced: 436 grades at 1 run, 409 distinct prompts (27 answers are identical in both models)
-        assert len(srv.state.completed_calls()) == distinct_prompts() == 409
-    assert result.n_graded == 436 and result.calls == 409 and result.cached == 27
+        # the cost announced: 654 grades at 1 run, 627 distinct prompts (27 answers are identical in LLaVA 13b and 7b)
+        assert len(srv.state.completed_calls()) == distinct_prompts() == 627
+    assert result.n_graded == 654 and result.calls == 627 and result.cached == 27
     for c in result.columns:
         assert c.delta_bar == pytest.approx(0.0, abs=1e-12) and c.shift == pytest.approx(0.0, abs=1e-9), c.name
     assert result.close and result.verdict.startswith("Close to the official judge")
@@ -94,10 +97,10 @@ def test_a_judge_answering_the_official_grades_has_delta_bar_0_and_is_close(stor
     assert 0.004 <= result.total.gpt4_self <= 0.015
     assert round(result.per_model["llava-v1.5-13b"]["baseline"], 2) in (0.13, 0.14)
     # stored, and a second check of the same judge costs nothing
-    assert store.latest_judge_check(JudgeSettings(base_url=srv.url).fingerprint())["n_graded"] == 436
+    assert store.latest_judge_check(JudgeSettings(base_url=srv.url).fingerprint())["n_graded"] == 654
     with FakeJudgeServer(FakeState(answer_fn=official_grades_answer()), port=srv.port) as again:
         second = asyncio.run(run_judge_check(store, JudgeSettings(base_url=again.url), "sk-test"))
-        assert again.state.calls == [] and second.calls == 0 and second.n_graded == 436
+        assert again.state.calls == [] and second.calls == 0 and second.n_graded == 654
 
 
 def test_the_keyword_baseline_drifts_with_delta_bar_0_13_on_13b(store):
@@ -138,10 +141,10 @@ def test_cli_says_the_cost_before_starting_and_reports(tmp_path):
                               capture_output=True, text=True, env=cli_env(), cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr
     first = proc.stdout.splitlines()[0]
-    assert "436 judge calls at 1 run" in first and "my-local-judge" in first
+    assert "654 judge calls at 1 run" in first and "my-local-judge" in first
     assert "Close to the official judge" in proc.stdout
     data = json.loads((tmp_path / "out" / "judge-check.json").read_text())
-    assert data["n_graded"] == 436 and data["judge"]["model"] == "my-local-judge"
+    assert data["n_graded"] == 654 and data["judge"]["model"] == "my-local-judge"
 
 
 def _true_shift(answer, refs) -> float:
@@ -176,12 +179,12 @@ def test_done_when_a_judge_answering_official_plus_0_1_is_checked_then_corrected
         proc = subprocess.run(check, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
         assert proc.returncode == 0, proc.stderr
         first = proc.stdout.splitlines()[0]
-        assert f"{call_count(refs=all_refs)} judge calls" in first and "3 reference sets" in first
+        assert f"{call_count(refs=all_refs)} judge calls" in first and "4 reference sets" in first
         assert "2026-12-11" in proc.stdout
         row = next(line for line in proc.stdout.splitlines() if line.strip().startswith("total "))
         point, low, high = map(float, re.search(r"([+-]\d+\.\d) \[([+-]\d+\.\d), ([+-]\d+\.\d)\]", row).groups())
         assert low <= round(truth, 1) <= high and abs(point - truth) < 0.05, (row, truth)
-        assert "Kendall τ = +1.00 over 3 models" in proc.stdout and "weak evidence" in proc.stdout
+        assert "Kendall τ = +1.00 over 4 models" in proc.stdout and "weak evidence" in proc.stdout
         made = len(srv.state.chat_calls("judge-b"))
         assert made == distinct_prompts(refs=all_refs)
         again = subprocess.run(check, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
@@ -273,4 +276,4 @@ def test_a_stored_check_without_intervals_still_reads(refs):
     back = JudgeCheckResult.from_dict(old)
     assert back.total.shift_interval is None and not back.correctable
     assert "Δ̄ judge" in format_check(back)
-    assert references_key(refs) == "llava-v1.5-13b+llava-v1.5-7b"
+    assert references_key(refs) == "internlm-xcomposer2-vl-7b+llava-v1.5-13b+llava-v1.5-7b"

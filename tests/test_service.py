@@ -208,7 +208,7 @@ def test_judge_check_runs_in_the_background_and_its_report_stays(svc, fake_judge
         assert state[0].startswith("checking: ") and time.time() < deadline
         time.sleep(0.05)
     text, running = svc.judge_check_text(JudgeChoice(JUDGE_HOST), "me")
-    assert not running and "436 of 436 reference grades" in text
+    assert not running and "654 of 654 reference grades" in text
     assert svc.runs_of("me") == []            # the check's runs are not the visitor's runs
 
 
@@ -236,10 +236,10 @@ def test_a_checked_judge_gives_runs_an_estimate_on_the_card_and_in_the_downloads
 
 
 def _estimate_card_and_board(svc, fake_judge):
-    assert "436 judge calls at most" in svc.check_cost() and "llava-v1.5-7b-rerun" in svc.check_cost()
+    assert "654 judge calls at most" in svc.check_cost() and "llava-v1.5-7b-rerun" in svc.check_cost()
     svc.check_judge(JudgeChoice(JUDGE_HOST), "me", "v")
     report = _wait_check(svc, JudgeChoice(JUDGE_HOST))
-    assert "436 of 436" in report and "[+" in report and fake_judge.url not in report    # host shown by name
+    assert "654 of 654" in report and "[+" in report and fake_judge.url not in report    # host shown by name
     run_id, _ = svc.start(str(RESULTS.with_name("llava-v1.5-7b.json")), ALL, 1, JudgeChoice(JUDGE_HOST),
                           owner="me", visitor="v")
     wait_done(svc, run_id)
@@ -253,7 +253,7 @@ def _estimate_card_and_board(svc, fake_judge):
     [row] = svc.judge_board()
     assert (row.judge, row.endpoint, row.verdict, row.estimates) == ("judge-b", "this server's judge", "drifts", True)
     assert row.shift_low < row.shift < row.shift_high and row.tau == 1.0
-    assert "436 of 436" in svc.check_report(row.check_id) and svc.check_report("nope") == ""
+    assert "654 of 654" in svc.check_report(row.check_id) and svc.check_report("nope") == ""
     csv_text = Path(svc.judge_board_csv()).read_text()
     assert csv_text.splitlines()[0].startswith("judge,endpoint,delta_bar,shift")
     assert f"?check={row.check_id}" in csv_text
