@@ -530,6 +530,7 @@ def cmd_judge_check(args) -> int:
           f"with the official prompt: {n} judge calls at 1 run ({distinct} distinct prompts are asked, identical "
           f"ones once; more calls if it answers something unparsable: the official re-asks). Answers already "
           f"stored in {store.path} are reused for free."
+          + (" (The keyword baseline runs offline: no paid call.)" if settings.provider == "baseline" else "")
           + (f" Not included (--references all adds up to {218 * len(others)} calls): {', '.join(others)}."
              if others else ""))
     settings = _checked_judge(settings, key)        # never spend on a judge the endpoint no longer serves
