@@ -25,6 +25,9 @@ from .judgecheck import JudgeCheckResult, format_shift
 SORT_KEYS = {"Δ̄ (closest first)": "delta_bar", "|shift| (smallest first)": "abs_shift",
              "τ (highest first)": "tau", "shutdown date (latest first)": "shutdown", "checked (newest first)":
              "checked"}
+#: The app's table columns (`board_table`).
+TABLE_HEADERS = ["judge", "endpoint", "Δ̄", "total shift [95 %]", "τ", "verdict", "estimates", "shutdown",
+                 "references", "checked (UTC)", "report"]
 BOARD_HEADER = ["judge", "endpoint", "delta_bar", "shift", "shift_ci_low", "shift_ci_high", "kendall_tau",
                 "verdict", "estimates", "shutdown_date", "reference_models", "checked_utc", "link"]
 
@@ -123,7 +126,7 @@ def _checked_text(t: float) -> str:
 def board_table(rows: list[BoardRow]) -> list[list]:
     """The app's table: one list per row (the link cell is Markdown; every visitor-made text is escaped by the
     caller's Markdown sanitiser and by `_cell`)."""
-    return [[_cell(r.judge), r.endpoint, f"{r.delta_bar:.3f}", r.shift_text(),
+    return [[_cell(r.judge), _cell(r.endpoint), f"{r.delta_bar:.3f}", r.shift_text(),
              "" if r.tau is None else f"{r.tau:+.2f}", r.verdict, "yes" if r.estimates else "no",
              r.shutdown or "—", len(r.references), _checked_text(r.checked),
              f"[report]({check_link(r.check_id)})"] for r in rows]

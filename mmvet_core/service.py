@@ -26,6 +26,7 @@ from .budget import (BudgetLimits, HostBudget, check_prediction_lengths, client_
                      visitor_id)
 from .estimate import estimate_cost
 from .export import GradeFileError
+from .graded import OFFICIAL_JUDGES
 from .grading import GRADED
 from .hosting import HostingLimits, UploadGate
 from .jobs import JobManager, TooManyRuns
@@ -641,11 +642,16 @@ class GradingService:
         """Write the board as CSV (in the exports folder) and return its path."""
         from .board import make_board_csv_text
 
+        from .board import SORT_KEYS
+
         out = self.exports_dir / "board"
         out.mkdir(parents=True, exist_ok=True)
-        path = out / "mmvet-judge-successor-board.csv"
+        sort = sort if sort in SORT_KEYS.values() else "delta_bar"
+        path = out / f"mmvet-judge-successor-board-by-{sort}.csv"
         root = self.settings.public_url or base or ""
-        path.write_text(make_board_csv_text(self.judge_board(sort), root), encoding="utf-8")
+        tmp = path.with_name(f".{path.name}.{threading.get_ident()}.tmp")     # visitors export at once
+        tmp.write_text(make_board_csv_text(self.judge_board(sort), root), encoding="utf-8")
+        tmp.replace(path)
         return str(path)
 
     def check_report(self, check_id: str) -> str:
@@ -735,7 +741,12 @@ class GradingService:
         from .equivalence import format_capability_line, format_equivalent_line
 
         eq = self.equivalence(view)
-        return {"official_equivalent": format_equivalent_line(eq),
+        judge = view.run.judge
+        # shown on a card when there is an estimate, or when the reason helps (check this judge; the check
+        # refuses): not for the baseline, imported grades or the official judge, which need none
+        shown = eq.available or (view.scores.complete and judge.get("provider") not in ("baseline", "imported")
+                                 and judge.get("model") not in OFFICIAL_JUDGES)
+        return {"official_equivalent": format_equivalent_line(eq), "official_equivalent_shown": shown,
                 "official_equivalent_capabilities": format_capability_line(eq),
                 "official_equivalent_estimate": eq.to_dict()}
 
