@@ -236,7 +236,7 @@ def equivalent_file_name(model: str, judge: str, n_runs: int, subset: str | None
 def run_equivalence(store: Store, view: "RunView"):
     """The run's official-equivalent estimate (`equivalence.Equivalence`) from its judge's latest stored check,
     or the reason there is none."""
-    from .equivalence import estimate_equivalent
+    from .equivalence import Equivalence, estimate_equivalent, unavailable_reason
     from .judgecheck import stored_check
 
     judge = view.run.judge
@@ -244,6 +244,9 @@ def run_equivalence(store: Store, view: "RunView"):
     if judge.get("provider") != "imported":
         settings = JudgeSettings(**{k: v for k, v in judge.items() if k in JudgeSettings.__dataclass_fields__})
         check = stored_check(store, settings)
+    reason = unavailable_reason(judge, view.benchmark.version, check)
+    if reason is not None:          # said before any bootstrap is computed
+        return Equivalence(False, reason, str(judge.get("model", "?")))
     rows = score_intervals(view.benchmark, view.effective_scores()) if view.n_graded else []
     return estimate_equivalent(rows, check, run_judge=judge, benchmark_version=view.benchmark.version)
 
