@@ -40,14 +40,16 @@ def _fmt(value: float | None, missing_text: str) -> str:
 
 
 def make_radar(series: list[tuple[str, Mapping[str, float | None]]], axes: list[str], title: str, *,
-               labels: Mapping[str, str] | None = None, missing_text: str = "not graded") -> go.Figure:
+               labels: Mapping[str, str] | None = None, missing_text: str = "not graded",
+               notes: Mapping[str, str] | None = None) -> go.Figure:
     """A radar chart with one `go.Scatterpolar` trace per ``(name, {axis: value})`` in `series`.
 
     The first series is filled (``fill="toself"``), the others are drawn as lines over it. Axes appear in the
     order of `axes`, shown through `labels` (axis -> display label; default: the paper's short names, integrations
     as ``Rec+OCR``). The radial axis spans 0-100; its ticks sit between two axes (not across the first one).
     A missing or ``None`` value is drawn at 0 and its hover says `missing_text`. The polygon is closed by
-    repeating the first axis. Raises `ValueError` when `axes` is empty.
+    repeating the first axis. `notes` (axis -> text) adds a line to the first series' hover on those axes (the
+    official-equivalent estimate). Raises `ValueError` when `axes` is empty.
     """
     if not axes:
         raise ValueError("a radar chart needs at least one axis")
@@ -59,6 +61,8 @@ def make_radar(series: list[tuple[str, Mapping[str, float | None]]], axes: list[
         raw = [values.get(a) for a in axes]
         r = [0.0 if v is None else float(v) for v in raw]
         text = [_fmt(v, missing_text) for v in raw]
+        if index == 0 and notes:
+            text = [t + (f"<br>{_plain(notes[a])}" if notes.get(a) else "") for t, a in zip(text, axes)]
         fig.add_trace(go.Scatterpolar(
             r=r + r[:1],
             theta=theta_closed,

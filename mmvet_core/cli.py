@@ -26,9 +26,12 @@ from .grading import DEFAULT_CONCURRENCY, GRADED, grade_run
 from .endpoints import format_judges, judge_rows, list_judge_models, preflight, retirement_of, today_utc
 from .judge import BASELINE_NAME, DEFAULT_JUDGE_MODEL, JudgeSettings, make_judge
 from .results import ResultsError, read_results, select_predictions, validate_results
-from .judgecheck import call_count, distinct_prompts, format_check, load_references, run_judge_check
+from .equivalence import estimate_equivalent, format_capability_line, format_equivalent_line
+from .judgecheck import (call_count, distinct_prompts, format_check, load_manifest, load_references, run_judge_check,
+                         stored_check)
 from .prompt import examples_label, parse_examples, prompt_template, render_prompt
-from .runs import ImportRefused, create_run, export_run, import_grades, load_run_view, write_intervals_csv
+from .runs import (ImportRefused, create_run, export_run, import_grades, load_run_view, run_equivalence,
+                   write_intervals_csv)
 from .stats import format_interval, score_intervals
 from .sources import load_benchmark, load_subset
 from .store import Store
@@ -128,8 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--out", required=True, help="the combined official-format grade JSON to write")
     m.add_argument("--db", default=None, help=f"SQLite database with the runs (default {DEFAULT_DB})")
 
-    j = sub.add_parser("judge-check", help="grade the bundled references (LLaVA-1.5 13b and 7b, real official "
-                                           "GPT-4-0613 grades) with a candidate judge and report how far it is")
+    j = sub.add_parser("judge-check", help="grade the bundled reference sets (model outputs with real official "
+                                           "GPT-4-0613 grades) with a candidate judge and report how far it is, "
+                                           "with 95%% intervals")
     j.add_argument("--judge-model", default=None,
                    help=f"candidate judge model (default {DEFAULT_JUDGE_MODEL}: {_RETIRED}; `judges` lists what your "
                         "endpoint serves)")
@@ -141,6 +145,11 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY, help="ceiling of judge calls in flight")
     j.add_argument("--rate-limit-wait", type=float, default=1800.0, help="as for grade")
     j.add_argument("--db", default=None, help=f"SQLite database (default {DEFAULT_DB}, or $MMVET_DATA_DIR)")
+    j.add_argument("--references", default="default",
+                   help="reference sets to grade: 'default' (those marked default in assets/reference/"
+                        "references.json), 'all', or names joined by commas; each set costs up to 218 judge calls")
+    j.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples of the intervals (default 10000)")
+    j.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     j.add_argument("--out", default=None, help="folder for judge-check.json (the full result)")
 
     js = sub.add_parser("judges", help="the chat models your endpoint serves, each with its shutdown date and, "
@@ -284,7 +293,11 @@ def cmd_grade(args) -> int:
               "again (it resumes this run).")
         return 1
     _print_scores(view)
-    paths = export_run(view, args.out)
+    equivalence = run_equivalence(store, view)
+    print(format_equivalent_line(equivalence))
+    if equivalence.available:
+        print(f"  per capability (estimates): {format_capability_line(equivalence)}")
+    paths = export_run(view, args.out, equivalence=equivalence)
     for p in paths.values():
         print(f"wrote {p}")
     return 0 if outcome.status == "done" else 1
@@ -505,13 +518,26 @@ def cmd_combine(args) -> int:
 def cmd_judge_check(args) -> int:
     settings, key = _judge_settings(args)
     store = Store(args.db or _default_db())
-    refs = load_references()
+    try:
+        refs = load_references(which=args.references)
+    except ValueError as e:
+        raise UsageError(str(e)) from e
+    if args.resamples < 100:
+        raise UsageError("--resamples must be at least 100")
+    others = [s.model for s in load_manifest() if s.model not in {r.model for r in refs}]
     n, distinct = call_count(refs=refs), distinct_prompts(refs=refs)
-    print(f"Judge check: {settings.model} grades {', '.join(r.model for r in refs)} with the official prompt: "
-          f"{n} judge calls at 1 run ({distinct} distinct prompts are asked, identical ones once; more calls if "
-          f"it answers something unparsable: the official re-asks). Answers already stored in {store.path} are "
-          f"reused for free.")
-    result = asyncio.run(_judge_check(store, settings, key, args.concurrency, n))
+    print(f"Judge check: {settings.model} grades {len(refs)} reference sets ({', '.join(r.model for r in refs)}) "
+          f"with the official prompt: {n} judge calls at 1 run ({distinct} distinct prompts are asked, identical "
+          f"ones once; more calls if it answers something unparsable: the official re-asks). Answers already "
+          f"stored in {store.path} are reused for free."
+          + (" (The keyword baseline runs offline: no paid call.)" if settings.provider == "baseline" else "")
+          + (f" Not included (--references all adds up to {218 * len(others)} calls): {', '.join(others)}."
+             if others else ""))
+    settings = _checked_judge(settings, key)        # never spend on a judge the endpoint no longer serves
+    note = retirement_note_of(settings)
+    if note:
+        print(f"Warning: {note}; its check and its grades stay stored and viewable after that date.")
+    result = asyncio.run(_judge_check(store, settings, key, args.concurrency, n, refs, args.resamples, args.seed))
     print(f"\nJudge calls: {result.calls} made, {result.cached} reused.")
     print(format_check(result))
     if args.out:
@@ -522,7 +548,7 @@ def cmd_judge_check(args) -> int:
     return 0 if result.n_graded == result.n_expected else 1
 
 
-async def _judge_check(store, settings, key, concurrency, total):
+async def _judge_check(store, settings, key, concurrency, total, refs, resamples, seed):
     from tqdm import tqdm
 
     bar = tqdm(total=total, unit="grade", desc="Checking", file=sys.stderr)
@@ -531,7 +557,8 @@ async def _judge_check(store, settings, key, concurrency, total):
             bar.update(1)
             if row.status == "error":
                 bar.write(f"{row.sample_id}: {row.error}")
-        return await run_judge_check(store, settings, key, concurrency=concurrency, on_grade=on_grade)
+        return await run_judge_check(store, settings, key, concurrency=concurrency, on_grade=on_grade, refs=refs,
+                                     resamples=resamples, seed=seed)
     finally:
         bar.close()
 

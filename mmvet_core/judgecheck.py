@@ -1,28 +1,36 @@
 """Check a judge before trusting it: grade reference predictions that have real official GPT-4-0613 grades.
 
-The bundled references (``assets/reference/``) are LLaVA-1.5 13b and 7b's MM-Vet outputs with four real runs of
-the official evaluator each (a 1-run and a 3-run grade file). A candidate judge grades both (436 judge calls at one
-run, plus the official re-asks when it answers something unparsable) with the **official prompt**, and
-`assess_judge` reports, per capability:
+The reference sets are data (``assets/reference/references.json``, provenance in ``assets/reference/SOURCES.md``):
+each is a model's MM-Vet v1 predictions with one or more real grade files of the official evaluator. A candidate
+judge grades them (up to 218 judge calls per set, plus the official re-asks when it answers something unparsable)
+with the **official prompt**, and `assess_judge` reports, per column (total and each capability):
 
-* Δ̄ of the candidate to the official grades (the per-sample mean of the four runs), pooled over both models;
+* Δ̄ of the candidate to the official grades (the per-sample mean of the official runs), pooled over the sets;
 * beside it GPT-4-0613's own run-to-run Δ̄ (the least one can expect) and the keyword baseline's Δ̄ (what a judge
   that reads nothing achieves);
-* how far the candidate moves the total and each capability score (candidate − official, points, mean of the two
-  models), and a plain verdict.
+* the **shift**: how far the candidate moves the score (candidate − official, points), per reference model and
+  pooled (the mean over the models), each with its 95 % **paired bootstrap** interval: the questions are
+  resampled (seeded, reproducible), the same draw for the candidate and the official grades and for every
+  reference model, and every column is recomputed in each draw;
+* across the reference models: the rank agreement of the candidate's totals with the official totals (Kendall's
+  tau-b) and whether the shift depends on the model's level (least-squares slope of the shift on the official
+  total, with its bootstrap interval). With two or three models both are weak evidence, and the report says so;
+* a verdict read from the interval (close / drifts / cannot tell), and whether the shift can correct scores of
+  this judge into an official-equivalent estimate (`mmvet_core.equivalence`) and, if not, why.
 
 `assess_judge` is pure; `run_judge_check` grades through the store (answers are cached: a second check of the same
 judge costs nothing) and is the only part that calls the judge.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from itertools import combinations
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -30,21 +38,74 @@ from .aggregate import aggregate_scores
 from .benchmark import ASSETS_DIR, Benchmark, load_bundled_v1
 from .export import load_official_grades
 from .judge import JudgeSettings, keyword_score
+from .stats import (DEFAULT_RESAMPLES, DEFAULT_SEED, column_mean_draws, draw_counts, kendall_tau,
+                    percentile_interval, slope_draws)
 
 REFERENCE_DIR = ASSETS_DIR / "reference"
-#: model -> (predictions file, official grade files whose runs are pooled)
-REFERENCES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "llava-v1.5-13b": ("llava-v1.5-13b.json", ("llava-v1.5-13b_gpt-4-grade-1runs.json",
-                                               "llava-v1.5-13b_gpt-4-grade-3runs.json")),
-    "llava-v1.5-7b": ("llava-v1.5-7b.json", ("llava-v1.5-7b_gpt-4-grade-1runs.json",
-                                             "llava-v1.5-7b_gpt-4-grade-3runs.json")),
-}
+MANIFEST_NAME = "references.json"
 #: A judge is "close" when its Δ̄ to the official grades is at most this (the paper: GPT-4 vs humans 0.042, every
 #: other LLM ≥ 0.137) or twice GPT-4's own run-to-run Δ̄, whichever is larger ...
 CLOSE_DELTA = 0.05
-#: ... and it moves the total by less than this many points and no capability by more than `CLOSE_CAP_SHIFT`.
+#: ... and the 95 % interval of its total shift lies within ± this many points, and no capability's interval lies
+#: wholly beyond ± `CLOSE_CAP_SHIFT`. A total interval wholly beyond ± `CLOSE_TOTAL_SHIFT` drifts; an interval
+#: across the bound cannot tell.
 CLOSE_TOTAL_SHIFT = 2.0
 CLOSE_CAP_SHIFT = 4.0
+#: The shift "depends on the model's level" when the slope of the shift on the official total has a 95 % interval
+#: that excludes 0 and at least this size: between two models 20 points apart the shift then differs by 2 points
+#: (the `CLOSE_TOTAL_SHIFT` bound) or more, so one constant correction would be wrong by that much.
+LEVEL_SLOPE = 0.1
+#: A constant correction is refused beyond this many points of total shift (interval bound): such a judge grades
+#: on another scale, and a linear shift measured on LLaVA-level models cannot be assumed to carry over.
+MAX_CORRECTION = 10.0
+#: With fewer reference models than this, the rank agreement and the level dependence are weak evidence.
+FEW_REFERENCES = 5
+
+
+@dataclass(frozen=True)
+class ReferenceSource:
+    """One entry of the reference manifest: where a reference set's files are and where they come from."""
+
+    model: str
+    predictions: str                     # file name in the reference folder
+    grades: tuple[str, ...]              # official grade files; their runs are pooled
+    official_total: float                # official aggregation of the pooled runs, one decimal (pinned in tests)
+    default: bool                        # part of the default check
+    source: dict                         # repository, commit, path, licence
+
+
+def load_manifest(directory: Path = REFERENCE_DIR) -> list[ReferenceSource]:
+    """The reference sets listed in ``references.json`` of `directory`, in manifest order. Raises `ValueError`
+    naming the entry when one is malformed or names a file that is missing."""
+    data = json.loads((directory / MANIFEST_NAME).read_text(encoding="utf-8"))
+    out = []
+    for i, e in enumerate(data.get("references", [])):
+        try:
+            src = ReferenceSource(str(e["model"]), str(e["predictions"]), tuple(str(g) for g in e["grades"]),
+                                  float(e["official_total"]), bool(e.get("default", False)), dict(e["source"]))
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"{MANIFEST_NAME}: entry {i} is malformed ({err!r})") from None
+        for name in (src.predictions, *src.grades):
+            if not (directory / name).is_file() or Path(name).name != name:
+                raise ValueError(f"{MANIFEST_NAME}: {src.model} names {name!r}, which is not in {directory.name}/")
+        out.append(src)
+    return out
+
+
+def select_sources(sources: list[ReferenceSource], which: str | Sequence[str] | None = None) -> list[ReferenceSource]:
+    """The sets a check uses: None or "default" → those marked default; "all" → every set; else the named ones
+    (a comma-separated string or a list), in manifest order. Raises `ValueError` for an unknown name."""
+    if which is None or which == "default":
+        return [s for s in sources if s.default]
+    if which == "all":
+        return list(sources)
+    names = [n.strip() for n in (which.split(",") if isinstance(which, str) else which) if n.strip()]
+    known = {s.model for s in sources}
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise ValueError(f"unknown reference set(s) {', '.join(unknown) or '(none given)'}; known: "
+                         f"{', '.join(sorted(known))}, or 'default' / 'all'")
+    return [s for s in sources if s.model in names]
 
 
 @dataclass
@@ -54,34 +115,56 @@ class Reference:
     model: str
     predictions: dict[str, str]
     official: dict[str, list[float | None]]
+    official_total: float | None = None
+    source: dict = field(default_factory=dict)
 
 
-def load_references(directory: Path = REFERENCE_DIR) -> list[Reference]:
-    """The bundled reference models (see ``assets/README.md``)."""
+def load_references(directory: Path = REFERENCE_DIR, which: str | Sequence[str] | None = None) -> list[Reference]:
+    """The reference sets of the manifest (`which` as for `select_sources`: the default ones unless told)."""
     refs = []
-    for model, (preds_file, grade_files) in REFERENCES.items():
-        predictions = json.loads((directory / preds_file).read_text(encoding="utf-8"))
+    for src in select_sources(load_manifest(directory), which):
+        predictions = json.loads((directory / src.predictions).read_text(encoding="utf-8"))
         runs: dict[str, list[float | None]] = {}
-        for name in grade_files:
+        for name in src.grades:
             for sid, scores in load_official_grades(directory / name).scores.items():
                 runs.setdefault(sid, []).extend(scores)
-        refs.append(Reference(model, predictions, runs))
+        refs.append(Reference(src.model, predictions, runs, src.official_total, dict(src.source)))
     return refs
 
 
+def references_key(refs: list[Reference]) -> str:
+    """The identity of a set of references (stored with a check): their names, sorted, joined by '+'."""
+    return "+".join(sorted(r.model for r in refs))
+
+
 def call_count(benchmark: Benchmark | None = None, refs: list[Reference] | None = None) -> int:
-    """Judge calls of one check at one run when every answer parses: one per sample per reference model (436)."""
+    """Judge calls of one check at one run when every answer parses: one per sample per reference set (218 each).
+    """
     benchmark = benchmark or load_bundled_v1()
     refs = refs if refs is not None else load_references()
     return len(benchmark) * len(refs)
 
 
 def distinct_prompts(benchmark: Benchmark | None = None, refs: list[Reference] | None = None) -> int:
-    """How many of those calls have distinct prompts: the two models answer 27 questions word for word alike, and
-    an identical prompt is asked once (its answer is reused from the store), so a first check makes 409 calls."""
+    """How many of those calls have distinct prompts: models that answer a question word for word alike make one
+    prompt, asked once (its answer is reused from the store); LLaVA-1.5 13b and 7b share 27, so their first check
+    makes 409 calls."""
     benchmark = benchmark or load_bundled_v1()
     refs = refs if refs is not None else load_references()
     return len({(sid, ref.predictions.get(sid, "")) for ref in refs for sid in benchmark.ids})
+
+
+def format_shift(point: float | None, interval: Sequence[float] | None = None) -> str:
+    """``+7.4 [+6.1, +8.7]`` (the point alone when there is no interval; ``n/a`` when undefined).
+
+    >>> format_shift(7.43, (6.06, 8.71)), format_shift(-0.04, None), format_shift(None)
+    ('+7.4 [+6.1, +8.7]', '-0.0', 'n/a')
+    """
+    if point is None or (isinstance(point, float) and math.isnan(point)):
+        return "n/a"
+    if not interval or any(v is None or math.isnan(v) for v in interval):
+        return f"{point:+.1f}"
+    return f"{point:+.1f} [{interval[0]:+.1f}, {interval[1]:+.1f}]"
 
 
 @dataclass
@@ -95,6 +178,8 @@ class CheckColumn:
     baseline: float                 # keyword baseline vs official
     shift: float                    # candidate − official score, points, mean over the models
     shifts: dict[str, float] = field(default_factory=dict)     # per model
+    shift_interval: list[float] | None = None                  # 95 % paired bootstrap interval of `shift`
+    shift_intervals: dict[str, list[float]] = field(default_factory=dict)   # per model
 
 
 @dataclass
@@ -113,18 +198,35 @@ class JudgeCheckResult:
     cached: int = 0
     created_at: float = 0.0
     message: str = ""               # why grading stopped early (a rejected key, ...), when it did
+    verdict_kind: str = ""          # "close", "drifts" or "unclear"
+    tau: float | None = None        # Kendall tau-b of candidate vs official totals across the models
+    slope: float | None = None      # shift vs official total (points of shift per point of level)
+    slope_interval: list[float] | None = None
+    level_dependent: bool = False
+    level_note: str = ""            # the two statistics above in plain words
+    correctable: bool = False       # whether `equivalence` may correct this judge's scores
+    correction_note: str = ""       # why not, or the caveats when it may
+    references: str = ""            # `references_key`
+    resamples: int = DEFAULT_RESAMPLES
+    seed: int = DEFAULT_SEED
 
     @property
     def total(self) -> CheckColumn:
         return self.columns[0]
+
+    def column(self, name: str) -> CheckColumn | None:
+        return next((c for c in self.columns if c.name == name), None)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> "JudgeCheckResult":
-        data = dict(data)
-        data["columns"] = [CheckColumn(**c) for c in data["columns"]]
+        """Read a stored result (older results, without intervals, read with the new fields at their defaults)."""
+        known = {f.name for f in fields(cls)}
+        data = {k: v for k, v in data.items() if k in known}
+        col_fields = {f.name for f in fields(CheckColumn)}
+        data["columns"] = [CheckColumn(**{k: v for k, v in c.items() if k in col_fields}) for c in data["columns"]]
         return cls(**data)
 
 
@@ -139,87 +241,220 @@ def _self_delta(runs: list[float | None]) -> float | None:
     return sum(abs(a - b) for a, b in pairs) / len(pairs) if pairs else None
 
 
+def _pair(lo, hi) -> list[float] | None:
+    lo, hi = float(lo), float(hi)
+    return None if math.isnan(lo) or math.isnan(hi) else [lo, hi]
+
+
 def assess_judge(benchmark: Benchmark, refs: list[Reference], candidate: dict[str, dict[str, list[float | None]]],
-                 judge: dict) -> JudgeCheckResult:
+                 judge: dict, *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> JudgeCheckResult:
     """Compare a candidate judge's grades (model -> sample id -> per-run scores) with the official ones.
 
-    Only samples the candidate graded count (a stopped check is assessed on what it graded and says so).
-    Raises `ValueError` when the candidate graded nothing."""
+    Only samples the candidate graded count (a stopped check is assessed on what it graded and says so). Every
+    shift carries its paired bootstrap interval: `resamples` draws of the benchmark's questions from `seed`, the
+    same draws for every reference model. Raises `ValueError` when the candidate graded nothing."""
     caps = benchmark.capabilities
     names = ["total", *caps]
+    ids = benchmark.ids
+    member_all = np.array([[True] + [c in benchmark.samples[sid].capabilities for c in caps] for sid in ids])
+    counts = draw_counts(len(ids), resamples, seed)
     cand_v, off_v, self_v, base_v, member_rows = [], [], [], [], []
     scores: dict[str, dict[str, dict[str, float | None]]] = {}
-    shifts: dict[str, dict[str, float]] = {}
     per_model: dict[str, dict[str, float]] = {}
+    points: dict[str, np.ndarray] = {}          # model -> k shifts
+    boots: dict[str, np.ndarray] = {}           # model -> R × k shifts
+    off_boot: dict[str, np.ndarray] = {}        # model -> R official totals
     for ref in refs:
-        graded = {sid: _mean_runs(candidate.get(ref.model, {}).get(sid) or []) for sid in benchmark.ids}
-        ids = [sid for sid in benchmark.ids if graded[sid] is not None and _mean_runs(ref.official.get(sid, []))
-               is not None]
-        if not ids:
+        graded = {sid: _mean_runs(candidate.get(ref.model, {}).get(sid) or []) for sid in ids}
+        official = {sid: _mean_runs(ref.official.get(sid, [])) for sid in ids}
+        mask = np.array([graded[sid] is not None and official[sid] is not None for sid in ids])
+        if not mask.any():
             continue
-        full = np.array([[True] + [c in benchmark.samples[sid].capabilities for c in caps] for sid in ids])
-        for sid, row in zip(ids, full):
+        sub = [sid for sid, ok in zip(ids, mask) if ok]
+        for sid in sub:
             cand_v.append(graded[sid])
-            off_v.append(_mean_runs(ref.official[sid]))
+            off_v.append(official[sid])
             self_v.append(_self_delta(ref.official[sid]))
             base_v.append(keyword_score(benchmark.samples[sid].answer, ref.predictions.get(sid, "")))
-            member_rows.append(row)
-        cand_scores = aggregate_scores(benchmark.subset(ids, "check"), {sid: [graded[sid]] for sid in ids}, 1)
-        off_scores = aggregate_scores(benchmark.subset(ids, "check"), {sid: [_mean_runs(ref.official[sid])]
-                                                                       for sid in ids}, 1)
-        cand = {"total": cand_scores.total.per_run[0], **{c.name: c.per_run[0] for c in cand_scores.capabilities}}
-        off = {"total": off_scores.total.per_run[0], **{c.name: c.per_run[0] for c in off_scores.capabilities}}
+            member_rows.append(member_all[ids.index(sid)])
+        c = np.array([graded[sid] if ok else 0.0 for sid, ok in zip(ids, mask)])
+        o = np.array([official[sid] if ok else 0.0 for sid, ok in zip(ids, mask)])
+        member = member_all & mask[:, None]
+        points[ref.model] = column_mean_draws(np.ones((1, len(ids))), c - o, member)[0]
+        boots[ref.model] = column_mean_draws(counts, c - o, member)
+        off_boot[ref.model] = column_mean_draws(counts, o, member[:, :1])[:, 0]
+        cand_scores = aggregate_scores(benchmark.subset(sub, "check"), {sid: [graded[sid]] for sid in sub}, 1)
+        off_scores = aggregate_scores(benchmark.subset(sub, "check"), {sid: [official[sid]] for sid in sub}, 1)
+        cand = {"total": cand_scores.total.per_run[0], **{x.name: x.per_run[0] for x in cand_scores.capabilities}}
+        off = {"total": off_scores.total.per_run[0], **{x.name: x.per_run[0] for x in off_scores.capabilities}}
         scores[ref.model] = {"candidate": cand, "official": off}
-        first = len(cand_v) - len(ids)
-        c, o = np.array(cand_v[first:]), np.array(off_v[first:])
+        first = len(cand_v) - len(sub)
+        cv, ov = np.array(cand_v[first:]), np.array(off_v[first:])
         selfs = [v for v in self_v[first:] if v is not None]
-        per_model[ref.model] = {"n": len(ids), "delta_bar": float(np.mean(np.abs(c - o))),
+        lo, hi = percentile_interval(boots[ref.model][:, 0])
+        per_model[ref.model] = {"n": len(sub), "delta_bar": float(np.mean(np.abs(cv - ov))),
                                 "gpt4_self": float(np.mean(selfs)) if selfs else math.nan,
-                                "baseline": float(np.mean(np.abs(np.array(base_v[first:]) - o))),
-                                "shift": cand["total"] - off["total"]}
-        shifts[ref.model] = {k: cand[k] - off[k] for k in cand if cand.get(k) is not None and off.get(k) is not None}
+                                "baseline": float(np.mean(np.abs(np.array(base_v[first:]) - ov))),
+                                "shift": float(points[ref.model][0]), "shift_low": lo, "shift_high": hi,
+                                "official_total": float(off["total"]), "candidate_total": float(cand["total"])}
     if not cand_v:
         raise ValueError("the candidate judge graded no reference sample: nothing to assess")
+    models = list(points)
     member = np.array(member_rows, dtype=bool)
     cand_a, off_a, base_a = np.array(cand_v), np.array(off_v), np.array(base_v)
     self_a = np.array([np.nan if v is None else v for v in self_v])
+    stacked = np.stack([boots[m] for m in models])                  # M × R × k
+    with np.errstate(invalid="ignore"), _quiet():
+        pooled_boot = np.nanmean(stacked, axis=0)                       # R × k
+    pooled_low, pooled_high = percentile_interval(pooled_boot)
     columns = []
     for j, name in enumerate(names):
         m = member[:, j]
         if not m.any():
             continue
-        model_shifts = {model: s[name] for model, s in shifts.items() if name in s}
+        model_shifts = {model: float(points[model][j]) for model in models if not math.isnan(points[model][j])}
+        model_ints = {}
+        for model in model_shifts:
+            pair = _pair(*percentile_interval(boots[model][:, j]))
+            if pair:
+                model_ints[model] = pair
         columns.append(CheckColumn(
             name=name, n=int(m.sum()),
             delta_bar=float(np.mean(np.abs(cand_a[m] - off_a[m]))),
             gpt4_self=float(np.nanmean(self_a[m])) if np.isfinite(self_a[m]).any() else math.nan,
             baseline=float(np.mean(np.abs(base_a[m] - off_a[m]))),
             shift=float(np.mean(list(model_shifts.values()))) if model_shifts else math.nan,
-            shifts=model_shifts))
-    verdict, close = _verdict(columns)
+            shifts=model_shifts, shift_interval=_pair(pooled_low[j], pooled_high[j]), shift_intervals=model_ints))
     n_expected = len(benchmark) * len(refs)
-    return JudgeCheckResult(judge=judge, models=[r.model for r in refs], n_graded=len(cand_v),
-                            n_expected=n_expected, columns=columns, scores=scores, verdict=verdict, close=close,
-                            per_model=per_model, created_at=time.time())
+    result = JudgeCheckResult(judge=judge, models=[r.model for r in refs], n_graded=len(cand_v),
+                              n_expected=n_expected, columns=columns, scores=scores, verdict="", close=False,
+                              per_model=per_model, created_at=time.time(), references=references_key(refs),
+                              resamples=int(resamples), seed=int(seed))
+    _assess_levels(result, models, per_model, boots, off_boot)
+    result.verdict, result.verdict_kind = _verdict(columns)
+    result.close = result.verdict_kind == "close"
+    result.correctable, result.correction_note = _correctability(result)
+    return result
 
 
-def _verdict(columns: list[CheckColumn]) -> tuple[str, bool]:
+class _quiet:
+    """Silence numpy's "mean of empty slice" (a column absent from every model in a draw stays NaN)."""
+
+    def __enter__(self):
+        import warnings
+        self._w = warnings.catch_warnings()
+        self._w.__enter__()
+        warnings.simplefilter("ignore", category=RuntimeWarning)
+
+    def __exit__(self, *exc):
+        self._w.__exit__(*exc)
+
+
+def _assess_levels(result: JudgeCheckResult, models: list[str], per_model: dict, boots: dict, off_boot: dict) -> None:
+    """Rank agreement and level dependence across the reference models, in numbers and plain words."""
+    n = len(models)
+    official = [per_model[m]["official_total"] for m in models]
+    cand = [per_model[m]["candidate_total"] for m in models]
+    weak = (f" With {n} reference models this is weak evidence (at least {FEW_REFERENCES} are needed to say much)."
+            if n < FEW_REFERENCES else "")
+    if n < 2:
+        result.level_note = ("One reference model only: the rank agreement and whether the shift depends on the "
+                             "model's level cannot be measured.")
+        return
+    result.tau = kendall_tau(official, cand)
+    tau_text = ("the official totals are tied: rank agreement undefined" if result.tau is None else
+                f"rank agreement with the official totals, Kendall τ = {result.tau:+.2f} over {n} models"
+                + (" (the candidate orders them as the official judge does)" if result.tau == 1.0 else
+                   " (the candidate reverses the official order)" if result.tau == -1.0 else ""))
+    x = np.array(official)
+    if np.ptp(x) == 0:
+        result.level_note = f"{tau_text[0].upper()}{tau_text[1:]}. The official totals are equal: the slope of " \
+                            f"the shift on the level is undefined.{weak}"
+        return
+    shift_pts = np.array([per_model[m]["shift"] for m in models])
+    result.slope = float(slope_draws(x, shift_pts))
+    draws = slope_draws(np.stack([off_boot[m] for m in models], axis=1), np.stack([boots[m][:, 0] for m in models],
+                                                                                   axis=1))
+    result.slope_interval = _pair(*percentile_interval(draws))
+    lo, hi = result.slope_interval or [math.nan, math.nan]
+    excludes_zero = lo > 0 or hi < 0
+    result.level_dependent = bool(excludes_zero and abs(result.slope) >= LEVEL_SLOPE)
+    span = f"{min(official):.1f} to {max(official):.1f}"
+    per10 = 10 * result.slope
+    slope_text = (f"slope of the shift on the official total {result.slope:+.3f} "
+                  f"[{lo:+.3f}, {hi:+.3f}] (the shift changes by {per10:+.1f} points per 10 points of model level, "
+                  f"official totals {span})")
+    if result.level_dependent:
+        level = (f"The shift depends on the model's level: {slope_text}; one constant correction does not fit "
+                 "models of different levels.")
+    elif excludes_zero:
+        level = (f"The shift varies a little with the model's level ({slope_text}), less than {LEVEL_SLOPE * 10:.0f} "
+                 "point per 10 points: treated as constant.")
+    else:
+        level = f"No dependence of the shift on the model's level was found ({slope_text}; the interval holds 0)."
+    result.level_note = f"{tau_text[0].upper()}{tau_text[1:]}. {level}{weak}"
+
+
+def _verdict(columns: list[CheckColumn]) -> tuple[str, str]:
+    """(the verdict in words, its kind): read from the shift's interval, not its point."""
     total = columns[0]
+    lo, hi = total.shift_interval or [total.shift, total.shift]
     caps = [c for c in columns[1:] if not math.isnan(c.shift)]
-    worst = max(caps, key=lambda c: abs(c.shift), default=None)
+
+    def beyond(c: CheckColumn, bound: float) -> bool:         # the whole interval lies beyond ± bound
+        a, b = c.shift_interval or [c.shift, c.shift]
+        return a > bound or b < -bound
+
+    drifting_caps = [c for c in caps if beyond(c, CLOSE_CAP_SHIFT)]
+    worst = max(drifting_caps, key=lambda c: abs(c.shift), default=None)
     limit = max(CLOSE_DELTA, 2 * total.gpt4_self if not math.isnan(total.gpt4_self) else 0.0)
-    close = (total.delta_bar <= limit and abs(total.shift) < CLOSE_TOTAL_SHIFT
-             and (worst is None or abs(worst.shift) <= CLOSE_CAP_SHIFT))
+    close_delta = total.delta_bar <= limit
+    inside = -CLOSE_TOTAL_SHIFT < lo and hi < CLOSE_TOTAL_SHIFT
     base = (f"Δ̄ {total.delta_bar:.3f} to the official grades (GPT-4-0613 against itself {total.gpt4_self:.3f}, "
-            f"keyword baseline {total.baseline:.3f}); total shifted by {total.shift:+.1f} points")
-    if close:
-        return f"Close to the official judge: {base}.", True
+            f"keyword baseline {total.baseline:.3f}); total shifted by {format_shift(total.shift, total.shift_interval)}"
+            " points (95 % interval)")
+    if close_delta and inside and worst is None:
+        return f"Close to the official judge: {base}.", "close"
+    if close_delta and worst is None and not beyond(total, CLOSE_TOTAL_SHIFT):
+        return (f"Cannot tell yet: {base}; the interval reaches beyond ±{CLOSE_TOTAL_SHIFT:.0f} points. More "
+                "reference sets (--references all) narrow it."), "unclear"
     parts = [f"Drifts from the official judge: {base}"]
-    if worst is not None and abs(worst.shift) > CLOSE_CAP_SHIFT:
-        parts.append(f"drifts by about {abs(worst.shift):.0f} points on {worst.name} ({worst.shift:+.1f})")
+    if worst is not None:
+        parts.append(f"drifts by about {abs(worst.shift):.0f} points on {worst.name} "
+                     f"({format_shift(worst.shift, worst.shift_interval)})")
     if total.delta_bar >= total.baseline:
         parts.append("no closer to the official grades than keyword matching")
-    return "; ".join(parts) + ". Its scores are not comparable with published MM-Vet numbers.", False
+    return "; ".join(parts) + ". Its scores are not comparable with published MM-Vet numbers.", "drifts"
+
+
+def _correctability(result: JudgeCheckResult) -> tuple[bool, str]:
+    """Whether the measured shift may correct this judge's scores into an official-equivalent estimate (see
+    `mmvet_core.equivalence` and the README's rule), with the reason when not."""
+    total = result.total
+    lo, hi = total.shift_interval or [total.shift, total.shift]
+    if result.n_graded < result.n_expected:
+        return False, ("the check is incomplete (" f"{result.n_graded} of {result.n_expected} reference grades): "
+                       "finish it (rerun, answers already paid for are reused) before correcting scores")
+    if total.delta_bar >= total.baseline:
+        return False, ("the judge is no closer to the official grades than keyword matching "
+                       f"(Δ̄ {total.delta_bar:.3f} vs {total.baseline:.3f}): its grades cannot be corrected")
+    if max(abs(lo), abs(hi)) > MAX_CORRECTION:
+        return False, (f"the judge shifts the total by {format_shift(total.shift, total.shift_interval)} points, "
+                       f"beyond the ±{MAX_CORRECTION:.0f} points a constant correction can honestly carry")
+    if result.level_dependent:
+        return False, "the shift depends on the model's level: a constant correction would mislead"
+    levels = [m["official_total"] for m in result.per_model.values() if "official_total" in m]
+    span = f", official totals {min(levels):.1f} to {max(levels):.1f}" if levels else ""
+    notes = [f"a constant shift measured on {len(result.per_model)} reference models{span}; models far outside "
+             "that range get an extrapolation"]
+    if len(result.per_model) < FEW_REFERENCES:
+        notes.append(f"only {len(result.per_model)} reference models, so a dependence on the model's level cannot "
+                     "be ruled out")
+    return True, "; ".join(notes)
+
+
+def _three(x: float) -> str:
+    return "n/a (one run)" if x is None or math.isnan(x) else f"{x:.3f}"
 
 
 def format_check(result: JudgeCheckResult) -> str:
@@ -233,20 +468,35 @@ def format_check(result: JudgeCheckResult) -> str:
     if result.n_graded < result.n_expected:
         lines.append("  (incomplete: assessed on the grades made; rerun to finish without paying again)")
     lines.append("")
-    lines.append(f"  {'column':<8}{'n':>5}{'Δ̄ judge':>10}{'Δ̄ GPT-4 self':>15}{'Δ̄ keyword':>12}{'shift':>8}"
-                 + "".join(f"{m:>18}" for m in result.models))
+    widths = {m: max(22, len(m) + 2) for m in result.models}
+    lines.append(f"  {'column':<8}{'n':>5}{'Δ̄ judge':>10}{'Δ̄ GPT-4 self':>15}{'Δ̄ keyword':>12}  "
+                 f"{'shift [95% interval]':<22}" + "".join(f"{m:>{widths[m]}}" for m in result.models))
     for c in result.columns:
-        per_model = "".join(f"{c.shifts.get(m, math.nan):>+18.1f}" for m in result.models)
-        lines.append(f"  {c.name:<8}{c.n:>5}{c.delta_bar:>10.3f}{c.gpt4_self:>15.3f}{c.baseline:>12.3f}"
-                     f"{c.shift:>+8.1f}{per_model}")
+        per_model = "".join(f"{format_shift(c.shifts.get(m), c.shift_intervals.get(m)):>{widths[m]}}"
+                            for m in result.models)
+        lines.append(f"  {c.name:<8}{c.n:>5}{c.delta_bar:>10.3f}{c.gpt4_self:>15.3f}{c.baseline:>12.3f}  "
+                     f"{format_shift(c.shift, c.shift_interval):<22}{per_model}")
+    lines.append("")
     for model, m in result.per_model.items():
-        lines.append(f"  {model}: {m['n']} samples, Δ̄ judge {m['delta_bar']:.3f}, GPT-4 self {m['gpt4_self']:.3f}, "
-                     f"keyword {m['baseline']:.3f}, total shifted {m['shift']:+.1f}")
+        official = f"official total {m['official_total']:.1f}, candidate {m['candidate_total']:.1f}, " \
+            if "official_total" in m else ""
+        interval = (m["shift_low"], m["shift_high"]) if "shift_low" in m else None
+        lines.append(f"  {model}: {m['n']} samples, {official}Δ̄ judge {m['delta_bar']:.3f}, GPT-4 self "
+                     f"{_three(m['gpt4_self'])}, keyword {m['baseline']:.3f}, total shifted "
+                     f"{format_shift(m['shift'], interval)}")
     lines.append("")
     lines.append("  Δ̄: mean absolute difference of per-sample scores to the official grades (0 = the same, 1 = "
-                 "opposite); shift: candidate − official score in points (per model on the right).")
+                 "opposite); shift: candidate − official score in points, pooled (mean over the models) and per "
+                 f"model on the right, with its 95 % paired bootstrap interval over the questions ({result.resamples} "
+                 f"resamples, seed {result.seed}).")
+    if result.level_note:
+        lines.append(f"  {result.level_note}")
     lines.append("")
     lines.append(result.verdict)
+    if result.correctable:
+        lines.append(f"Official-equivalent estimates of this judge's runs: available (an estimate: {result.correction_note}).")
+    elif result.correction_note:
+        lines.append(f"Official-equivalent estimates of this judge's runs: not shown ({result.correction_note}).")
     return "\n".join(lines)
 
 
@@ -255,12 +505,30 @@ def check_settings(settings: JudgeSettings) -> JudgeSettings:
     return replace(settings, prompt_examples=None)
 
 
+def check_prompt_id() -> str:
+    """The prompt a check grades with, as stored beside it: the official v1 prompt and its text's sha256 prefix."""
+    from .prompt import prompt_template
+
+    return "mmvet-v1-official:" + hashlib.sha256(prompt_template("v1", None).encode("utf-8")).hexdigest()[:12]
+
+
+def stored_check(store, settings: JudgeSettings, refs: list[Reference] | None = None) -> JudgeCheckResult | None:
+    """The latest stored check of the judge `settings` describe (of these reference sets when given), or None."""
+    if settings.provider == "imported":
+        return None
+    data = store.latest_judge_check(check_settings(settings).fingerprint(),
+                                    refs=None if refs is None else references_key(refs))
+    return None if data is None else JudgeCheckResult.from_dict(data)
+
+
 async def run_judge_check(store, settings: JudgeSettings, api_key: str | None, *, concurrency: int = 16,
                           on_grade: Callable | None = None, stop=None, budget=None,
-                          refs: list[Reference] | None = None, judge=None) -> JudgeCheckResult:
+                          refs: list[Reference] | None = None, judge=None,
+                          resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> JudgeCheckResult:
     """Grade every reference with the candidate judge (runs are stored and cached like any run: a repeated check
-    costs nothing), assess it, store the result (`Store.put_judge_check`) and return it. `judge`: the judge to
-    call (the app's, with its endpoint policy), else one made from `settings` and `api_key`."""
+    costs nothing), assess it, store the result (`Store.put_judge_check`, under the judge, the official prompt
+    and the reference sets) and return it. `judge`: the judge to call (the app's, with its endpoint policy), else
+    one made from `settings` and `api_key`."""
     from .grading import grade_run
     from .judge import make_judge
     from .runs import create_run, load_run_view
@@ -290,9 +558,10 @@ async def run_judge_check(store, settings: JudgeSettings, api_key: str | None, *
         view = load_run_view(store, run_id, evidence_for=None)
         candidate[model] = view.effective_scores()
     try:
-        result = assess_judge(benchmark, refs, candidate, settings.to_dict())
+        result = assess_judge(benchmark, refs, candidate, settings.to_dict(), resamples=resamples, seed=seed)
     except ValueError as e:          # nothing graded: say why grading stopped
         raise ValueError(f"{e} ({message})" if message else str(e)) from None
     result.run_ids, result.calls, result.cached, result.message = run_ids, calls, cached, message
-    store.put_judge_check(settings.fingerprint(), settings.to_dict(), result.to_dict())
+    store.put_judge_check(settings.fingerprint(), settings.to_dict(), result.to_dict(), prompt=check_prompt_id(),
+                          refs=result.references)
     return result

@@ -227,8 +227,34 @@ def write_intervals_csv(out_dir: str | Path, benchmark: Benchmark, scores: dict,
     return path
 
 
-def export_run(view: RunView, out_dir: str | Path) -> dict[str, Path]:
-    """Write the official grade JSON and, when every grade is in, both official CSVs. Returns the paths."""
+def equivalent_file_name(model: str, judge: str, n_runs: int, subset: str | None = None) -> str:
+    """``{model}_{judge}-official-equivalent-estimate-{N}runs.csv`` (subset as for the official CSVs)."""
+    cap = official_file_names(model, judge, n_runs, subset)["cap"]
+    return cap.replace("-cap-score-", "-official-equivalent-estimate-")
+
+
+def run_equivalence(store: Store, view: "RunView"):
+    """The run's official-equivalent estimate (`equivalence.Equivalence`) from its judge's latest stored check,
+    or the reason there is none."""
+    from .equivalence import Equivalence, estimate_equivalent, unavailable_reason
+    from .judgecheck import stored_check
+
+    judge = view.run.judge
+    check = None
+    if judge.get("provider") != "imported":
+        settings = JudgeSettings(**{k: v for k, v in judge.items() if k in JudgeSettings.__dataclass_fields__})
+        check = stored_check(store, settings)
+    reason = unavailable_reason(judge, view.benchmark.version, check)
+    if reason is not None:          # said before any bootstrap is computed
+        return Equivalence(False, reason, str(judge.get("model", "?")))
+    rows = score_intervals(view.benchmark, view.effective_scores()) if view.n_graded else []
+    return estimate_equivalent(rows, check, run_judge=judge, benchmark_version=view.benchmark.version)
+
+
+def export_run(view: RunView, out_dir: str | Path, *, equivalence=None) -> dict[str, Path]:
+    """Write the official grade JSON and, when every grade is in, both official CSVs, the intervals CSV and, when
+    `equivalence` (`run_equivalence`) has an estimate, that estimate in a file of its own (never in the official
+    files). Returns the paths."""
     subset = "bardset" if view.benchmark.subset_name == "bard" else view.benchmark.subset_name
     grade_json = make_run_grade_json(view)
     if view.scores.complete:
@@ -236,6 +262,12 @@ def export_run(view: RunView, out_dir: str | Path) -> dict[str, Path]:
                                      subset=subset, note=view.metric_note)
         paths["ci"] = write_intervals_csv(out_dir, view.benchmark, view.effective_scores(), view.run.model_name,
                                           view.judge_name, view.run.n_runs, subset)
+        if equivalence is not None and equivalence.available:
+            from .equivalence import make_equivalent_csv_text
+            path = Path(out_dir) / equivalent_file_name(view.run.model_name, view.judge_name, view.run.n_runs,
+                                                        subset)
+            path.write_text(make_equivalent_csv_text(equivalence), encoding="utf-8")
+            paths["equivalent"] = path
         return paths
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -28,6 +28,7 @@ from .endpoints import LIST_TIMEOUT, JudgeRow, ModelList, judge_facts, judge_row
     retirement_note, today_utc
 from .estimate import estimate_cost
 from .export import GradeFileError
+from .graded import OFFICIAL_JUDGES
 from .grading import GRADED
 from .hosting import HostingLimits, UploadGate
 from .jobs import JobManager, TooManyRuns
@@ -272,6 +273,7 @@ class GradingService:
         self._finished_cache: dict[str, tuple[tuple, dict]] = {}
         self._checks: dict[str, dict] = {}       # judge-check task -> {"done", "total"}
         self._model_lists: dict[str, tuple[float, ModelList]] = {}   # account -> (when read, list)
+        self._equivalence_cache: dict[str, tuple[tuple, object]] = {}   # run id -> (stamp, Equivalence)
 
     # ---- who is asking ----
     def visitor(self, peer: str | None, forwarded_for: str | None) -> str:
@@ -626,9 +628,29 @@ class GradingService:
     def _check_key(self, jset: JudgeSettings, owner: str) -> str:
         return f"judge-check:{owner}:{jset.fingerprint()}"
 
-    def check_judge(self, choice: JudgeChoice, owner: str, visitor: str) -> str:
-        """Start checking the chosen judge against the bundled references with official GPT-4-0613 grades (436
-        calls at most, fewer when answers are stored). Returns what to tell the user."""
+    def check_cost(self, references: str | None = None) -> str:
+        """What a check costs, said before it starts: the reference sets and the judge calls."""
+        from .judgecheck import call_count, distinct_prompts, load_manifest, load_references
+
+        refs = self._check_refs(references)
+        left_out = [s.model for s in load_manifest() if s.model not in {r.model for r in refs}]
+        return (f"A check grades {len(refs)} reference sets ({', '.join(r.model for r in refs)}) with real official "
+                f"GPT-4-0613 grades: {call_count(refs=refs)} judge calls at most ({distinct_prompts(refs=refs)} "
+                "distinct prompts; answers already stored are reused for free)."
+                + (f" Not in the default check: {', '.join(left_out)}." if left_out else ""))
+
+    @staticmethod
+    def _check_refs(references: str | None):
+        from .judgecheck import load_references
+        try:
+            return load_references(which=references or "default")
+        except ValueError as e:
+            raise ServiceError(str(e)) from None
+
+    def check_judge(self, choice: JudgeChoice, owner: str, visitor: str, references: str | None = None) -> str:
+        """Start checking the chosen judge against the reference sets with official GPT-4-0613 grades (the default
+        ones: 436 calls at most, fewer when answers are stored). With the host's key every call is charged to the
+        visitor's and the day's budgets, as grading is. Returns what to tell the user."""
         from .judgecheck import call_count, check_settings, run_judge_check
 
         if not owner:
@@ -638,28 +660,47 @@ class GradingService:
             raise ServiceError("The offline baseline is what the check compares a judge against: pick the server's "
                                "judge or your own to check it.")
         jset = check_settings(jset)
+        refs = self._check_refs(references)
         task = self._check_key(jset, owner)
         if self.jobs.is_running(task):
             return "This judge is being checked already."
-        progress = self._checks[task] = {"done": 0, "total": call_count()}
+        progress = self._checks[task] = {"done": 0, "total": call_count(refs=refs)}
 
         def counted(row) -> None:
             progress["done"] += 1
 
         budget = self.budget.hook(visitor) if host else None
         judge = self.make_judge(jset, key, host)
+        policy = EndpointPolicy(block_private=not host and not self.settings.allow_private_endpoints)
+
+        async def check(stop):
+            from .endpoints import preflight
+
+            # never spend on a judge the endpoint no longer serves; record the shutdown date it announces
+            pre = await preflight(jset, key, policy=policy, judge=judge)
+            if pre.stop:
+                await judge.aclose()
+                raise RuntimeError(pre.message(check_hint="pick one in the judge field and click Check this judge",
+                                               view_hint="Open a grade file"))
+            checked = replace(jset, shutdown_date=pre.shutdown_date.isoformat()) if pre.shutdown_date else jset
+            return await run_judge_check(self.store, checked, key, judge=judge,
+                                         concurrency=self.settings.run_concurrency, on_grade=counted, stop=stop,
+                                         budget=budget, refs=refs)
         try:
-            self.jobs.start_task(task, lambda stop: run_judge_check(
-                self.store, jset, key, judge=judge, concurrency=self.settings.run_concurrency, on_grade=counted,
-                stop=stop, budget=budget), visitor=visitor)
+            self.jobs.start_task(task, check, visitor=visitor)
         except TooManyRuns as e:
             raise ServiceError(str(e)) from None
         return (f"Checking {jset.model}: it grades {progress['total']} reference answers whose official GPT-4-0613 "
                 "grades are known (answers already stored are reused for free).")
 
+    def _shown_check(self, result, host: bool):
+        """A check as a visitor may see it: the host's endpoint by its host name only."""
+        result.judge = {**result.judge, "base_url": endpoint_host(result.judge)} if host else result.judge
+        return result
+
     def judge_check_text(self, choice: JudgeChoice, owner: str) -> tuple[str, bool]:
         """(what the check of the chosen judge says now, whether it is still running)."""
-        from .judgecheck import JudgeCheckResult, check_settings, format_check
+        from .judgecheck import check_settings, format_check, stored_check
 
         try:
             jset, _, host = self.judge_for(choice)
@@ -675,13 +716,69 @@ class GradingService:
         failure = self.jobs.failure(task)
         if failure:
             return f"The check stopped: {failure}", False
-        stored = self.store.latest_judge_check(jset.fingerprint())
-        if stored is None:
+        result = stored_check(self.store, jset)
+        if result is None:
             return "", False
-        result = JudgeCheckResult.from_dict(stored)
-        # the report names the endpoint: the host's is shown by its host name only
-        result.judge = {**result.judge, "base_url": endpoint_host(result.judge)} if host else result.judge
-        return format_check(result), False
+        return format_check(self._shown_check(result, host)), False
+
+    # ---- the successor board ----
+    def judge_board(self, sort: str = "delta_bar") -> list:
+        """Every judge checked on this server (`board.BoardRow`), sorted by `sort` (a value of
+        `board.SORT_KEYS`)."""
+        from .board import board_rows, sort_rows
+        from .endpoints import load_retirements
+
+        shutdowns = {name: r.shutdown_date for name, r in load_retirements().items()}
+        rows = board_rows(self.store.judge_checks(), host_base_url=self.settings.host_base_url or "",
+                          shutdowns=shutdowns)
+        return sort_rows(rows, sort)
+
+    def judge_board_csv(self, sort: str = "delta_bar", base: str | None = None) -> str:
+        """Write the board as CSV (in the exports folder) and return its path."""
+        from .board import make_board_csv_text
+
+        from .board import SORT_KEYS
+
+        out = self.exports_dir / "board"
+        out.mkdir(parents=True, exist_ok=True)
+        sort = sort if sort in SORT_KEYS.values() else "delta_bar"
+        path = out / f"mmvet-judge-successor-board-by-{sort}.csv"
+        root = self.settings.public_url or base or ""
+        tmp = path.with_name(f".{path.name}.{threading.get_ident()}.tmp")     # visitors export at once
+        tmp.write_text(make_board_csv_text(self.judge_board(sort), root), encoding="utf-8")
+        tmp.replace(path)
+        return str(path)
+
+    def check_report(self, check_id: str) -> str:
+        """The full report of one stored check (a board row's link), endpoints by host name only; "" when there
+        is no such check."""
+        from .judgecheck import JudgeCheckResult, format_check
+
+        entry = next((c for c in self.store.judge_checks() if c["id"] == (check_id or "")), None)
+        if entry is None:
+            return ""
+        result = JudgeCheckResult.from_dict(entry["result"])
+        result.judge = {**result.judge, "base_url": endpoint_host(result.judge)}
+        return format_check(result)
+
+    # ---- official-equivalent estimate ----
+    def equivalence(self, view: RunView):
+        """The run's official-equivalent estimate (`equivalence.Equivalence`), or why there is none; computed for
+        finished runs only (a running run's scores move)."""
+        from .equivalence import Equivalence
+        from .runs import run_equivalence
+
+        if not view.scores.complete:
+            return Equivalence(False, "the run is not complete yet", str(view.run.judge.get("model", "?")))
+        key = (view.run.id, view.run.updated_at, view.n_graded, len(view.overrides), self.store.judge_checks_stamp())
+        hit = self._equivalence_cache.get(view.run.id)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        eq = run_equivalence(self.store, view)
+        if len(self._equivalence_cache) >= FINISHED_CACHE_SIZE:
+            self._equivalence_cache.pop(next(iter(self._equivalence_cache)))
+        self._equivalence_cache[view.run.id] = (key, eq)
+        return eq
 
     # ---- what a page or a script reads ----
     def view(self, run_id: str, *, evidence_for: str | None = None) -> RunView | None:
@@ -732,7 +829,22 @@ class GradingService:
                 "created": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(run.created_at)),
                 "status": status, "message": run.message, "results_format": run.results_format,
                 "metric_note": view.metric_note, "judge_shutdown_date": judge.get("shutdown_date"),
-                "judge_shutdown_note": _shutdown_note(judge), **usage}
+                "judge_shutdown_note": _shutdown_note(judge), **usage, **self._equivalence_fields(view)}
+
+    def _equivalence_fields(self, view: RunView) -> dict:
+        """The card's official-equivalent estimate: the labelled line and the numbers (never the official
+        metric; see `mmvet_core.equivalence`)."""
+        from .equivalence import format_capability_line, format_equivalent_line
+
+        eq = self.equivalence(view)
+        judge = view.run.judge
+        # shown on a card when there is an estimate, or when the reason helps (check this judge; the check
+        # refuses): not for the baseline, imported grades or the official judge, which need none
+        shown = eq.available or (view.scores.complete and judge.get("provider") not in ("baseline", "imported")
+                                 and judge.get("model") not in OFFICIAL_JUDGES)
+        return {"official_equivalent": format_equivalent_line(eq), "official_equivalent_shown": shown,
+                "official_equivalent_capabilities": format_capability_line(eq),
+                "official_equivalent_estimate": eq.to_dict()}
 
     def status(self, run_id: str) -> dict:
         """Progress and scores of a run (what a script polls after grade). While a run is grading its scores are
@@ -794,16 +906,18 @@ class GradingService:
         """The official files, the run card (run.json) and a zip of them all, rewritten only when the run
         changed since the last export."""
         card = self.card(view)
+        equivalence = self.equivalence(view)        # before the names are made file-safe (it finds the check)
         view = replace(view, run=replace(view.run, model_name=file_safe(view.run.model_name),
                                          judge={**view.run.judge, "model": file_safe(view.judge_name)}))
         out = self.exports_dir / view.run.id
-        stamp = f"{view.run.updated_at}:{view.n_graded}:{len(view.overrides)}:{view.run.model_name}"
+        stamp = (f"{view.run.updated_at}:{view.n_graded}:{len(view.overrides)}:{view.run.model_name}:"
+                 f"{self.store.judge_checks_stamp()}")
         marker = out / ".stamp"
         if marker.exists() and marker.read_text() == stamp:
             return sorted(str(p) for p in out.iterdir() if p.name != ".stamp")
         if out.exists():
             shutil.rmtree(out)
-        paths = dict(export_run(view, out))
+        paths = dict(export_run(view, out, equivalence=equivalence))
         card_path = out / "run.json"
         card_path.write_text(json.dumps(card, indent=2, ensure_ascii=False))
         paths["run"] = card_path

@@ -105,6 +105,81 @@ def _column_means(counts: np.ndarray, scores: np.ndarray, member: np.ndarray) ->
         return np.where(sizes > 0, 100.0 * sums / np.where(sizes > 0, sizes, 1.0), np.nan)
 
 
+def column_mean_draws(counts: np.ndarray, scores: np.ndarray, member: np.ndarray) -> np.ndarray:
+    """Every column's score (percent) in every resample of `counts`: an ``R × k`` matrix, NaN where a column has
+    no drawn member. The raw draws behind `bootstrap_columns`, for statistics built on several grade sets drawn
+    together (`judgecheck` pools reference models resampled on the same questions).
+
+    >>> column_mean_draws(np.array([[2.0, 0.0], [1.0, 1.0]]), np.array([1.0, 0.0]), np.ones((2, 1))).tolist()
+    [[100.0], [50.0]]
+    """
+    return _column_means(np.asarray(counts, dtype=np.float64), np.asarray(scores, dtype=np.float64),
+                         np.asarray(member, dtype=bool))
+
+
+def percentile_interval(draws: np.ndarray, level: float = DEFAULT_LEVEL) -> tuple[np.ndarray, np.ndarray]:
+    """Per column (axis 1) of an ``R × k`` matrix of draws, the percentile interval over its finite entries (NaN
+    where none is finite); a 1-D array is one column and gives two floats.
+
+    >>> lo, hi = percentile_interval(np.arange(101.0))
+    >>> round(lo, 6), round(hi, 6)
+    (2.5, 97.5)
+    """
+    values = np.asarray(draws, dtype=np.float64)
+    if values.ndim == 1:
+        low, high, _ = _percentiles(values[:, None], level)
+        return float(low[0]), float(high[0])
+    low, high, _ = _percentiles(values, level)
+    return low, high
+
+
+def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Kendall's tau-b rank agreement of two equally long sequences (1: same order, -1: reversed); ties count
+    as neither agreeing nor disagreeing (tau-b's correction). None with fewer than two items or when one side is
+    constant.
+
+    >>> kendall_tau([1, 2, 3], [10, 20, 30]), kendall_tau([1, 2, 3], [3, 2, 1]), kendall_tau([1, 2], [5, 5])
+    (1.0, -1.0, None)
+    >>> round(kendall_tau([1, 2, 3, 4], [1, 3, 2, 4]), 3)
+    0.667
+    """
+    if len(x) != len(y):
+        raise ValueError("kendall_tau needs sequences of the same length")
+    concordant = discordant = ties_x = ties_y = 0
+    for i in range(len(x)):
+        for j in range(i + 1, len(x)):
+            dx, dy = x[i] - x[j], y[i] - y[j]
+            if dx == 0 and dy == 0:
+                continue
+            if dx == 0:
+                ties_x += 1
+            elif dy == 0:
+                ties_y += 1
+            elif (dx > 0) == (dy > 0):
+                concordant += 1
+            else:
+                discordant += 1
+    n0 = concordant + discordant
+    denom = math.sqrt((n0 + ties_x) * (n0 + ties_y))
+    return None if denom == 0 else (concordant - discordant) / denom
+
+
+def slope_draws(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Least-squares slope of y on x along the last axis (one slope per row of ``R × m`` matrices, or one for two
+    vectors); NaN where x does not vary.
+
+    >>> float(slope_draws(np.array([30.0, 40.0]), np.array([5.0, 4.0])))
+    -0.1
+    """
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    xc = x - x.mean(axis=-1, keepdims=True)
+    yc = y - y.mean(axis=-1, keepdims=True)
+    var = (xc * xc).sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(var > 0, (xc * yc).sum(axis=-1) / np.where(var > 0, var, 1.0), np.nan)
+
+
 def point_scores(scores: np.ndarray, member: np.ndarray) -> np.ndarray:
     """100 × mean member score per column (NaN for an empty column)."""
     return _column_means(np.ones((1, len(scores))), np.asarray(scores, dtype=np.float64), member)[0]

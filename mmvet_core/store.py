@@ -99,6 +99,7 @@ CREATE TABLE IF NOT EXISTS judge_checks (
     judge TEXT NOT NULL,              -- JSON JudgeSettings (never a key)
     result TEXT NOT NULL              -- JSON judgecheck.JudgeCheckResult
 );
+CREATE INDEX IF NOT EXISTS judge_checks_by_judge ON judge_checks (fingerprint, created_at);
 CREATE TABLE IF NOT EXISTS usage (
     day TEXT NOT NULL,
     visitor TEXT NOT NULL,
@@ -108,7 +109,12 @@ CREATE TABLE IF NOT EXISTS usage (
 );
 """
 #: Columns added after a table was first released: (table, column, definition), added to older databases.
-MIGRATIONS = [("usage", "tokens", "INTEGER NOT NULL DEFAULT 0")]
+MIGRATIONS = [("usage", "tokens", "INTEGER NOT NULL DEFAULT 0"),
+              # a judge check is stored per (endpoint, judge model, prompt) and reference sets
+              ("judge_checks", "endpoint", "TEXT NOT NULL DEFAULT ''"),
+              ("judge_checks", "judge_model", "TEXT NOT NULL DEFAULT ''"),
+              ("judge_checks", "prompt", "TEXT NOT NULL DEFAULT ''"),
+              ("judge_checks", "refs", "TEXT NOT NULL DEFAULT ''")]
 
 
 class StoreError(Exception):
@@ -416,19 +422,51 @@ class Store:
         return [{**dict(r), "requests": json.loads(r["requests"])} for r in rows]
 
     # --- judge checks (judgecheck.py) -------------------------------------------------------------------
-    def put_judge_check(self, fingerprint: str, judge: dict, result: dict) -> str:
-        """Store the result of a judge check; returns its id."""
+    def put_judge_check(self, fingerprint: str, judge: dict, result: dict, *, prompt: str = "",
+                        refs: str = "") -> str:
+        """Store the result of a judge check under its judge (fingerprint: endpoint, model, token limit; the
+        endpoint and model are kept in their own columns too), the prompt it graded with and its reference sets
+        (`judgecheck.references_key`); returns its id."""
         assert "api_key" not in judge, "keys are never stored"
         check_id = new_run_id()
-        self._exec("INSERT INTO judge_checks (id, created_at, fingerprint, judge, result) VALUES (?,?,?,?,?)",
-                   (check_id, time.time(), fingerprint, json.dumps(judge), json.dumps(result)))
+        self._exec("INSERT INTO judge_checks (id, created_at, fingerprint, judge, result, endpoint, judge_model, "
+                   "prompt, refs) VALUES (?,?,?,?,?,?,?,?,?)",
+                   (check_id, time.time(), fingerprint, json.dumps(judge), json.dumps(result),
+                    (judge.get("base_url") or "").rstrip("/"), str(judge.get("model") or ""), prompt, refs))
         return check_id
 
-    def latest_judge_check(self, fingerprint: str) -> dict | None:
-        """The latest stored check result of the judge with this fingerprint, or None."""
-        rows = self._query("SELECT result FROM judge_checks WHERE fingerprint = ? ORDER BY created_at DESC LIMIT 1",
-                           (fingerprint,))
+    def latest_judge_check(self, fingerprint: str, *, refs: str | None = None) -> dict | None:
+        """The latest stored check result of the judge with this fingerprint (of these reference sets when
+        `refs` is given), or None."""
+        sql = "SELECT result FROM judge_checks WHERE fingerprint = ?"
+        args: tuple = (fingerprint,)
+        if refs is not None:
+            sql, args = sql + " AND refs = ?", (fingerprint, refs)
+        rows = self._query(sql + " ORDER BY created_at DESC LIMIT 1", args)
         return json.loads(rows[0]["result"]) if rows else None
+
+    def judge_checks_stamp(self) -> tuple[int, float]:
+        """(how many checks are stored, when the latest was): changes whenever a check is stored."""
+        row = self._query("SELECT COUNT(*) AS n, COALESCE(MAX(created_at), 0) AS t FROM judge_checks")[0]
+        return int(row["n"]), float(row["t"])
+
+    def judge_checks(self, limit: int = 500) -> list[dict]:
+        """The latest check of every (judge, prompt, reference sets) stored, newest first: dicts with ``id``,
+        ``created_at``, ``fingerprint``, ``endpoint``, ``judge_model``, ``prompt``, ``refs``, ``judge`` and
+        ``result`` (parsed)."""
+        rows = self._query(
+            "SELECT c.* FROM judge_checks c JOIN (SELECT fingerprint, prompt, refs, MAX(created_at) AS latest "
+            "FROM judge_checks GROUP BY fingerprint, prompt, refs) l ON c.fingerprint = l.fingerprint AND "
+            "c.prompt = l.prompt AND c.refs = l.refs AND c.created_at = l.latest ORDER BY c.created_at DESC "
+            "LIMIT ?", (int(limit),))
+        out = []
+        for r in rows:
+            judge = json.loads(r["judge"])
+            out.append({**dict(r), "judge": judge, "result": json.loads(r["result"]),
+                        # checks stored before these columns existed: read them from the judge's settings
+                        "endpoint": r["endpoint"] or (judge.get("base_url") or "").rstrip("/"),
+                        "judge_model": r["judge_model"] or str(judge.get("model") or "")})
+        return out
 
     # --- judge-call budgets (hosting) --------------------------------------------------------------------
     def add_usage(self, day: str, visitor: str, calls: int = 1, tokens: int = 0) -> None:

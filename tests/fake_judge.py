@@ -58,21 +58,25 @@ def deterministic_answer(prompt: str, temperature: float) -> str:
     return score
 
 
-def official_grades_answer() -> Callable[[str, float], str]:
-    """A judge that answers the official GPT-4-0613 grades of the bundled judge-check references: for the filled
-    official prompt of a reference sample it answers the per-sample mean of the official runs (exactly, e.g.
-    ``0.45``), so `judge-check` must find Δ̄ 0; any other prompt gets ``0.0``."""
+def official_grades_answer(offset: float = 0.0, which: str = "default") -> Callable[[str, float], str]:
+    """A judge that answers the official GPT-4-0613 grades of the judge-check reference sets (`which`, as for
+    `load_references`; the default ones unless told): for the filled official prompt of a reference sample it answers
+    the per-sample mean of the official runs plus `offset`, clipped to [0, 1] (a grade above 1 is unparsable, the
+    official parse refuses it), e.g. ``0.45``; any other prompt gets ``0.0``. Two sets that answer a question word
+    for word alike make one prompt: it gets the mean of both sets' official means (a judge can give one answer)."""
     from mmvet_core.benchmark import load_bundled_v1
     from mmvet_core.judgecheck import load_references
     from mmvet_core.prompt import render_prompt
 
     bench = load_bundled_v1()
-    table: dict[str, str] = {}
-    for ref in load_references():
+    means: dict[str, list[float]] = {}
+    for ref in load_references(which=which):
         for sid, runs in ref.official.items():
             s = bench.samples[sid]
             graded = [v for v in runs if v is not None]
-            table[render_prompt("v1", s.question, s.answer, ref.predictions[sid])] = repr(sum(graded) / len(graded))
+            means.setdefault(render_prompt("v1", s.question, s.answer, ref.predictions[sid]), []).append(
+                sum(graded) / len(graded))
+    table = {prompt: repr(min(1.0, max(0.0, sum(v) / len(v) + offset))) for prompt, v in means.items()}
 
     def answer(prompt: str, temperature: float) -> str:
         return table.get(prompt, "0.0")

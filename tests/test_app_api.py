@@ -228,3 +228,21 @@ def test_file_parameters_take_only_files_the_caller_uploaded(app_server, endpoin
         answer = httpx.get(f"{app_server.url}gradio_api/call/{endpoint}/{r.json()['event_id']}", timeout=30).text
         assert "event: error" in answer and "root:" not in answer and "SQLite" not in answer, answer[:300]
     assert len(dict(app_server.store.iter_tables())["runs"]) == before
+
+
+def test_the_successor_board_and_a_check_report_through_the_api(client, app_server):
+    """A script reads the board (every judge checked on this server, with the interval of its shift) and a row's
+    full report by its check id."""
+    from mmvet_core.benchmark import load_bundled_v1
+    from mmvet_core.judgecheck import assess_judge, load_references
+    bench, refs = load_bundled_v1(), load_references()
+    result = assess_judge(bench, refs, {r.model: {sid: [0.5] for sid in bench.ids} for r in refs},
+                          {"model": "api-judge", "base_url": "https://judge.example/v1"}, resamples=200)
+    app_server.store.put_judge_check("fp-api-judge", result.judge, result.to_dict(), refs=result.references)
+    rows = client.predict("abs_shift", api_name="/judge_board")
+    [row] = [r for r in rows if r["judge"] == "api-judge"]
+    assert row["endpoint"] == "judge.example" and row["shift_low"] <= row["shift"] <= row["shift_high"]
+    assert row["references"] == result.models and row["verdict"] == "drifts"
+    report = client.predict(row["check_id"], api_name="/judge_check_report")
+    assert report.startswith("Judge check of api-judge at judge.example (official prompt)")
+    assert client.predict("no-such-check", api_name="/judge_check_report") == ""

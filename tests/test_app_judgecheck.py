@@ -1,14 +1,19 @@
 """The judge check in the app (Chromium): before grading, a visitor checks the chosen judge against the bundled
 reference answers with official GPT-4-0613 grades; a second check costs nothing; a judge that refuses the key
-says why. The server's judge and the visitor's judge are both our fake OpenAI-compatible judge over HTTP."""
+says why; a checked judge's run carries its official-equivalent estimate on the run card, the radar's hover and
+the share view; the successor board lists the checked judges with a link to each report. The server's judge and
+the visitor's judges are our fake OpenAI-compatible judge over HTTP."""
 from __future__ import annotations
 
 import re
 
 from playwright.sync_api import expect
 
-from tests.app_fixtures import app_server, browser, fake_server, new_page, page  # noqa: F401
-from tests.fake_judge import FakeJudgeServer, FakeState
+from tests.app_fixtures import (app_server, browser, fake_server, new_page, page,  # noqa: F401
+                                text_of, upload_results, wait_progress)
+from tests.fake_judge import FakeJudgeServer, FakeState, official_grades_answer
+
+LLAVA_7B = __import__("pathlib").Path(__file__).resolve().parent / "data" / "results" / "llava-v1.5-7b.json"
 
 expect.set_options(timeout=60_000)
 
@@ -23,16 +28,18 @@ def test_check_the_servers_judge_then_again_for_free(page, fake_server):
     n0 = len(fake_server.state.calls)
     page.locator("#judge-check-button").click()
     report = page.locator("#judge-check-report textarea")
-    expect(report).to_have_value(re.compile(r"^checking: \d+ / 436 reference grades"))
+    expect(report).to_have_value(re.compile(r"^checking: \d+ / 654 reference grades"))
     expect(report).to_have_value(re.compile(r"^Judge check of gpt-4-0613 at 127\.0\.0\.1 \(official prompt\) on "
-                                            r"llava-v1\.5-13b, llava-v1\.5-7b: 436 of 436 reference grades"))
+                                            r"llava-v1\.5-13b, llava-v1\.5-7b, internlm-xcomposer2-vl-7b: 654 of 654 reference grades"))
     text = report.input_value()
     assert "Δ̄ GPT-4 self" in text and re.search(r"(Close to|Drifts from) the official judge", text)
     assert "/v1" not in text                      # the server's endpoint is named by its host only
     made = len(fake_server.state.calls) - n0
-    assert made >= 436
+    assert made >= 627                           # 654 grades, 627 distinct prompts
+    started = page.locator('[data-testid="toast-text"]').filter(has_text="Checking gpt-4-0613")
+    expect(started).to_have_count(0)              # the first check's toast has gone (a 654-call check outlasts it)
     page.locator("#judge-check-button").click()   # the same judge again: every answer is stored
-    expect(page.locator('[data-testid="toast-text"]').filter(has_text="Checking gpt-4-0613")).to_have_count(2)
+    expect(started).to_have_count(1)
     expect(report).to_have_value(re.compile(r"^Judge check of gpt-4-0613"))
     assert len(fake_server.state.calls) - n0 == made
 
@@ -100,3 +107,59 @@ def test_the_judge_picker_and_the_retired_judge_message_in_place(page, app_serve
         expect(page.locator("#run-card")).to_contain_text("grades by judge-b cannot be re-run after 2026-12-11")
         assert {c["model"] for c in judge.state.chat_calls()} == {"judge-b"}
         app_server.wait_idle()
+def test_a_checked_judge_gives_an_estimate_on_the_card_the_radar_and_the_share_view_and_a_board_row(
+        page, app_server, browser):
+    """Issue 17 parts 4-5 in the browser: a visitor's own judge-b answers each reference sample's official grade
+    + 0.1. After its check, a run of llava-v1.5-7b graded by it (every answer already stored by the check) shows
+    the labelled estimate on the run card (its interval holds the official 31.1), in the radar's hover and on the
+    read-only share page; the board lists judge-b with its interval and a link that opens its report."""
+    with FakeJudgeServer(FakeState(answer_fn=official_grades_answer(0.1), model_reported="judge-b")) as own:
+        page.locator("#judge-choice").get_by_text("My own key / endpoint", exact=True).click()
+        page.locator("#base-url textarea, #base-url input").first.fill(own.url)
+        page.locator("#judge-model textarea, #judge-model input").first.fill("judge-b")
+        page.locator("#api-key input").fill("sk-own")
+        open_check(page)
+        expect(page.locator("#judge-check-cost")).to_contain_text("654 judge calls at most")
+        page.locator("#judge-check-button").click()
+        report = page.locator("#judge-check-report textarea")
+        expect(report).to_have_value(re.compile(r"^Judge check of judge-b .*654 of 654 reference grades"),
+                                     timeout=120_000)
+        assert re.search(r"total +654 .* \+7\.\d \[\+\d\.\d, \+\d\.\d\]", report.input_value())
+        checked = len(own.state.calls)
+
+        # the board: judge-b's row with its interval and a link to its report
+        page.locator("#judge-board-section").get_by_text("Successor board").first.click()
+        row = page.locator("#judge-board [role=row]").filter(has_text="judge-b")
+        expect(row).to_have_count(1)
+        expect(row).to_contain_text(re.compile(r"\+7\.\d \[\+\d\.\d, \+\d\.\d\]"))
+        link = row.locator("a", has_text="report").get_attribute("href")
+        assert re.fullmatch(r"\?check=[\w-]{24}", link)
+        expect(page.locator("#board-csv")).to_be_visible()
+
+        # grade llava-v1.5-7b with the checked judge: every answer is already stored
+        upload_results(page, LLAVA_7B)
+        expect(page.locator("#validation-report textarea")).to_have_value(re.compile(r"218 of 218"))
+        page.locator("#grade-button").click()
+        wait_progress(page, r"^done: 218 / 218")
+        assert len(own.state.calls) == checked
+    card = page.locator("#card-equivalent")
+    expect(card).to_contain_text(re.compile(r"^official-equivalent estimate: \d+\.\d \[\d+\.\d, \d+\.\d\]"))
+    text = card.inner_text()
+    low, high = map(float, re.search(r"\[(\d+\.\d), (\d+\.\d)\]", text).groups())
+    assert low <= 31.1 <= high and "not the official MM-Vet metric" in text
+    hover = page.evaluate("() => document.querySelector('#radar-capabilities .js-plotly-plot').data[0].text")
+    assert any("official-equivalent estimate" in t and "not the official MM-Vet metric" in t for t in hover)
+
+    share = text_of(page, "share-link")
+    visitor = new_page(browser, share)                   # another visitor: the read-only share view
+    try:
+        expect(visitor.locator("#card-equivalent")).to_contain_text(text.splitlines()[0])
+    finally:
+        visitor.context.close()
+    reader = new_page(browser, app_server.url + link)     # the board row's link (relative): the check's report
+    try:
+        expect(reader.locator("#judge-check-report textarea")).to_have_value(
+            re.compile(r"^Judge check of judge-b at 127\.0\.0\.1 \(official prompt\)"))
+        assert own.url not in reader.locator("#judge-check-report textarea").input_value()   # host name only
+    finally:
+        reader.context.close()

@@ -139,3 +139,13 @@ def test_user_text_in_trace_names_and_axes_cannot_become_plotly_html():
     trace = fig.data[0]
     assert "<" not in trace.name and ">" not in trace.name
     assert all("<" not in t for t in trace.theta)
+
+
+def test_the_first_series_hover_carries_the_official_equivalent_estimate_where_given():
+    notes = {"rec": "official-equivalent estimate: 31.0 [25.1, 37.2] (an estimate, not the official MM-Vet metric)",
+             "ocr": "<b>x</b>"}
+    fig = make_radar([("run", {c: 40.0 for c in CAPS}), ("paper", {c: 30.0 for c in CAPS})], CAPS, "t", notes=notes)
+    first, other = fig.data
+    assert first.text[0] == "40.0<br>" + notes["rec"] and first.text[2] == "40.0"
+    assert first.text[1] == "40.0<br>‹b›x‹/b›"            # a note is inert text
+    assert list(other.text) == ["30.0"] * 7

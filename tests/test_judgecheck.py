@@ -10,8 +10,9 @@ import pytest
 
 from mmvet_core.benchmark import load_bundled_v1
 from mmvet_core.judge import BASELINE_NAME, JudgeSettings
-from mmvet_core.judgecheck import (JudgeCheckResult, assess_judge, call_count, distinct_prompts, format_check,
-                                   load_references, run_judge_check)
+from mmvet_core.judgecheck import (CLOSE_TOTAL_SHIFT, CheckColumn, JudgeCheckResult, Reference, _verdict,
+                                   assess_judge, call_count, distinct_prompts, format_check, load_manifest,
+                                   load_references, references_key, run_judge_check, select_sources)
 from tests.conftest import cli_env
 from tests.fake_judge import FakeJudgeServer, FakeState, official_grades_answer
 
@@ -24,20 +25,71 @@ def refs():
     return load_references()
 
 
-def test_the_bundled_references_are_the_test_data_copies_with_four_official_runs(refs):
-    assert [r.model for r in refs] == ["llava-v1.5-13b", "llava-v1.5-7b"]
-    for r in refs:
+def _official_total(files: list[str]) -> float:
+    """The official aggregation (tests/official_reference.py, independent of mmvet_core) of a set's grade files,
+    their runs pooled."""
+    from tests.official_reference import aggregate_official, load_official_metadata
+    pooled: dict = {}
+    for name in files:
+        for sid, rec in json.loads((ROOT / "assets" / "reference" / name).read_text()).items():
+            entry = pooled.setdefault(sid, {"model": [], "content": [], "score": []})
+            for k in entry:
+                entry[k] = entry[k] + list(rec[k])
+    n_runs = len(next(iter(pooled.values()))["score"])
+    return float(aggregate_official(load_official_metadata(), pooled, n_runs)["total"])
+
+
+#: Official totals of every reference set, pinned (also the official CSVs' totals: 13b 36.1 and 36.3 over 1 + 3
+#: runs, 7b 31.2 and 31.1, the 7b re-run 30.7, InternLM-XComposer2-VL-7B 51.2)
+PINNED_TOTALS = {"llava-v1.5-13b": 36.3, "llava-v1.5-7b": 31.1, "llava-v1.5-7b-rerun": 30.7,
+                 "internlm-xcomposer2-vl-7b": 51.2}
+
+
+def test_every_reference_set_is_byte_identical_to_its_source_and_its_official_total_is_pinned():
+    import hashlib
+    sources = load_manifest()
+    assert {s.model: s.official_total for s in sources} == PINNED_TOTALS
+    for s in sources:
+        assert _official_total(list(s.grades)) == s.official_total, s.model
+        hashes = set(s.source["sha256"].values())
+        for name in (s.predictions, *s.grades):     # each file is an unchanged copy of the file at the commit
+            assert hashlib.sha256((ROOT / "assets" / "reference" / name).read_bytes()).hexdigest() in hashes, name
+        assert s.source["repository"].startswith("https://github.com/") and len(s.source["commit"]) == 40
+        assert s.source["licence"]
+        assert s.model in (ROOT / "assets" / "reference" / "SOURCES.md").read_text()
+
+
+@pytest.mark.parametrize("which, expected", [
+    (None, ["llava-v1.5-13b", "llava-v1.5-7b", "internlm-xcomposer2-vl-7b"]),
+    ("default", ["llava-v1.5-13b", "llava-v1.5-7b", "internlm-xcomposer2-vl-7b"]),
+    ("llava-v1.5-7b-rerun,llava-v1.5-13b", ["llava-v1.5-13b", "llava-v1.5-7b-rerun"]),
+], ids=["none", "default", "named-in-manifest-order"])
+def test_reference_sets_are_selected_by_name(which, expected):
+    assert [s.model for s in select_sources(load_manifest(), which)] == expected
+
+
+def test_all_and_an_unknown_reference_set():
+    assert len(select_sources(load_manifest(), "all")) == len(load_manifest())
+    with pytest.raises(ValueError, match="unknown reference set.*nope"):
+        select_sources(load_manifest(), "nope")
+
+
+def test_the_default_references_spread_the_level_and_the_llava_sets_are_the_test_data_copies(refs):
+    assert [(r.model, r.official_total) for r in refs] == [("llava-v1.5-13b", 36.3), ("llava-v1.5-7b", 31.1),
+                                                           ("internlm-xcomposer2-vl-7b", 51.2)]
+    for r in refs[:2]:
         assert r.predictions == json.loads((DATA / "results" / f"{r.model}.json").read_text(encoding="utf-8"))
         assert len(r.official) == 218 and all(len(v) == 4 for v in r.official.values())
-    assert call_count(refs=refs) == 436
+    assert len(refs[2].official) == 218 and all(len(v) == 1 for v in refs[2].official.values())
+    assert call_count(refs=refs) == 654 == 3 * 218
 
 
 def test_a_judge_answering_the_official_grades_has_delta_bar_0_and_is_close(store):
     with FakeJudgeServer(FakeState(answer_fn=official_grades_answer())) as srv:
         result = asyncio.run(run_judge_check(store, JudgeSettings(base_url=srv.url), "sk-test", concurrency=8))
-        # the cost announced: 436 grades at 1 run, 409 distinct prompts (27 answers are identical in both models)
-        assert len(srv.state.completed_calls()) == distinct_prompts() == 409
-    assert result.n_graded == 436 and result.calls == 409 and result.cached == 27
+        # the cost announced: 654 grades at 1 run, 627 distinct prompts (27 answers are identical in LLaVA 13b and 7b)
+        assert len(srv.state.completed_calls()) == distinct_prompts() == 627
+    assert result.n_graded == 654 and result.calls == 627 and result.cached == 27
     for c in result.columns:
         assert c.delta_bar == pytest.approx(0.0, abs=1e-12) and c.shift == pytest.approx(0.0, abs=1e-9), c.name
     assert result.close and result.verdict.startswith("Close to the official judge")
@@ -45,10 +97,10 @@ def test_a_judge_answering_the_official_grades_has_delta_bar_0_and_is_close(stor
     assert 0.004 <= result.total.gpt4_self <= 0.015
     assert round(result.per_model["llava-v1.5-13b"]["baseline"], 2) in (0.13, 0.14)
     # stored, and a second check of the same judge costs nothing
-    assert store.latest_judge_check(JudgeSettings(base_url=srv.url).fingerprint())["n_graded"] == 436
+    assert store.latest_judge_check(JudgeSettings(base_url=srv.url).fingerprint())["n_graded"] == 654
     with FakeJudgeServer(FakeState(answer_fn=official_grades_answer()), port=srv.port) as again:
         second = asyncio.run(run_judge_check(store, JudgeSettings(base_url=again.url), "sk-test"))
-        assert again.state.calls == [] and second.calls == 0 and second.n_graded == 436
+        assert again.state.calls == [] and second.calls == 0 and second.n_graded == 654
 
 
 def test_the_keyword_baseline_drifts_with_delta_bar_0_13_on_13b(store):
@@ -89,7 +141,139 @@ def test_cli_says_the_cost_before_starting_and_reports(tmp_path):
                               capture_output=True, text=True, env=cli_env(), cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr
     first = proc.stdout.splitlines()[0]
-    assert "436 judge calls at 1 run" in first and "my-local-judge" in first
+    assert "654 judge calls at 1 run" in first and "my-local-judge" in first
     assert "Close to the official judge" in proc.stdout
     data = json.loads((tmp_path / "out" / "judge-check.json").read_text())
-    assert data["n_graded"] == 436 and data["judge"]["model"] == "my-local-judge"
+    assert data["n_graded"] == 654 and data["judge"]["model"] == "my-local-judge"
+
+
+def _true_shift(answer, refs) -> float:
+    """The shift a judge answering `answer` has by construction: per reference model 100 × the mean of (its answer
+    − the official per-sample mean), then the mean over the models."""
+    from mmvet_core.prompt import render_prompt
+    bench = load_bundled_v1()
+    shifts = []
+    for r in refs:
+        diffs = []
+        for sid in bench.ids:
+            s, runs = bench.samples[sid], [v for v in r.official[sid] if v is not None]
+            diffs.append(float(answer(render_prompt("v1", s.question, s.answer, r.predictions[sid]), 0.0))
+                         - sum(runs) / len(runs))
+        shifts.append(100 * sum(diffs) / len(diffs))
+    return sum(shifts) / len(shifts)
+
+
+def test_done_when_a_judge_answering_official_plus_0_1_is_checked_then_corrected(tmp_path):
+    """Issue 17, 'Done when' 2: a judge answering each reference sample's official grade + 0.1 (clipped to 1: 1.1
+    is unparsable) on an endpoint that announces its shutdown. judge-check warns of the date and prints a total
+    shift whose interval holds the true shift; a repeated check costs no call; grading llava-v1.5-7b with it then
+    prints an official-equivalent estimate whose interval holds the official total, and exports it apart."""
+    import re
+    all_refs = load_references(which="all")
+    answer = official_grades_answer(0.1, which="all")
+    truth = _true_shift(answer, all_refs)
+    db, env = str(tmp_path / "g.db"), cli_env()
+    with FakeJudgeServer(FakeState.after_gpt4(answer_fn=answer)) as srv:
+        check = [sys.executable, "-m", "mmvet_core", "judge-check", "--base-url", srv.url, "--judge-model", "judge-b",
+                 "--references", "all", "--db", db]
+        proc = subprocess.run(check, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        first = proc.stdout.splitlines()[0]
+        assert f"{call_count(refs=all_refs)} judge calls" in first and "4 reference sets" in first
+        assert "2026-12-11" in proc.stdout
+        row = next(line for line in proc.stdout.splitlines() if line.strip().startswith("total "))
+        point, low, high = map(float, re.search(r"([+-]\d+\.\d) \[([+-]\d+\.\d), ([+-]\d+\.\d)\]", row).groups())
+        assert low <= round(truth, 1) <= high and abs(point - truth) < 0.05, (row, truth)
+        assert "Kendall τ = +1.00 over 4 models" in proc.stdout and "weak evidence" in proc.stdout
+        made = len(srv.state.chat_calls("judge-b"))
+        assert made == distinct_prompts(refs=all_refs)
+        again = subprocess.run(check, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+        assert again.returncode == 0 and "Judge calls: 0 made" in again.stdout
+        assert len(srv.state.chat_calls("judge-b")) == made          # the server saw no new chat call
+        grade = subprocess.run([sys.executable, "-m", "mmvet_core", "grade", str(DATA / "results" / "llava-v1.5-7b.json"),
+                                "--base-url", srv.url, "--judge-model", "judge-b", "--db", db,
+                                "--out", str(tmp_path / "out")],
+                               capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert grade.returncode == 0, grade.stderr
+    line = next(x for x in grade.stdout.splitlines() if "official-equivalent" in x)
+    est, low, high = map(float, re.search(r"official-equivalent estimate: (\d+\.\d) \[(\d+\.\d), (\d+\.\d)\]",
+                                          line).groups())
+    official_7b = next(r.official_total for r in all_refs if r.model == "llava-v1.5-7b")
+    assert low <= official_7b <= high and "not the official MM-Vet metric" in line
+    assert abs(est - official_7b) < 1.0          # the +0.1 judge's score, corrected, lands near the official one
+    export = next((tmp_path / "out").glob("*official-equivalent-estimate*.csv")).read_text()
+    assert "official_equivalent_estimate" in export.splitlines()[0] and f"{est:.1f}" in export
+
+
+def _tiny(n: int = 4):
+    """A benchmark of the first `n` MM-Vet questions and one reference model whose official grades are all 0."""
+    bench = load_bundled_v1()
+    sub = bench.subset(bench.ids[:n], "tiny")
+    return sub, [Reference("m", {sid: "x" for sid in sub.ids}, {sid: [0.0] for sid in sub.ids})]
+
+
+def test_a_constant_difference_gives_a_zero_width_interval_at_that_shift():
+    bench, refs = _tiny()
+    result = assess_judge(bench, refs, {"m": {sid: [0.25] for sid in bench.ids}}, {"model": "c"}, resamples=500)
+    assert result.total.shift == pytest.approx(25.0)
+    assert result.total.shift_interval == [pytest.approx(25.0), pytest.approx(25.0)]
+    assert result.total.shift_intervals["m"] == [pytest.approx(25.0), pytest.approx(25.0)]
+
+
+def test_the_shift_interval_is_the_paired_bootstrap_by_hand():
+    # differences 0, 0, 0, 1 over 4 questions: the shift is 25 points. In a draw, the count k of the '1' question
+    # is Binomial(4, 1/4): P(k=0) = 0.316 > 2.5 %, so the low bound is 0; P(k>=3) = 0.051 > 2.5 % but P(k=4) =
+    # 0.004 < 2.5 %, so the high bound is 3/4 = 75 points.
+    bench, refs = _tiny()
+    cand = {"m": {sid: [1.0 if i == 3 else 0.0] for i, sid in enumerate(bench.ids)}}
+    result = assess_judge(bench, refs, cand, {"model": "c"}, resamples=10_000, seed=0)
+    assert result.total.shift == pytest.approx(25.0)
+    assert result.total.shift_interval == [pytest.approx(0.0), pytest.approx(75.0)]
+    again = assess_judge(bench, refs, cand, {"model": "c"}, resamples=10_000, seed=0)
+    assert again.total.shift_interval == result.total.shift_interval            # seeded: reproducible
+
+
+def _col(name, shift, lo, hi, delta=0.01, self_=0.01, base=0.13):
+    return CheckColumn(name, 100, delta, self_, base, shift, {}, [lo, hi], {})
+
+
+@pytest.mark.parametrize("total, caps, kind", [
+    ((0.5, -0.4, 1.4), [], "close"),
+    ((1.5, 0.2, 2.8), [], "unclear"),                    # the point is within ±2, the interval is not
+    ((-1.5, -2.9, -0.1), [], "unclear"),
+    ((3.0, 2.1, 3.9), [], "drifts"),                     # the whole interval beyond +2
+    ((0.5, -0.4, 1.4), [("ocr", 6.0, 4.5, 7.5)], "drifts"),     # one capability wholly beyond ±4
+    ((0.5, -0.4, 1.4), [("ocr", 6.0, 3.0, 9.0)], "close"),      # ... not when its interval reaches inside
+], ids=["inside", "straddles-up", "straddles-down", "beyond", "capability-beyond", "capability-straddles"])
+def test_the_verdict_reads_the_interval_not_the_point(total, caps, kind):
+    columns = [_col("total", *total)] + [_col(*c) for c in caps]
+    text, got = _verdict(columns)
+    assert got == kind, text
+    assert f"[{total[1]:+.1f}, {total[2]:+.1f}]" in text
+
+
+def test_a_shift_that_grows_with_the_model_level_is_named_and_refuses_a_correction(refs):
+    # a judge giving 80 % of every official grade: the shift is -0.2 × the level in every draw
+    bench = load_bundled_v1()
+    cand = {r.model: {sid: [0.8 * sum(v) / len(v)] for sid, v in r.official.items()} for r in refs}
+    result = assess_judge(bench, refs, cand, {"model": "stingy"}, resamples=2000)
+    assert result.slope == pytest.approx(-0.2) and result.slope_interval[1] < 0
+    assert result.level_dependent and "depends on the model's level" in result.level_note
+    assert "weak evidence" in result.level_note and result.tau == 1.0
+    assert not result.correctable and "depends on the model's level" in result.correction_note
+    assert "not shown" in format_check(result)
+
+
+def test_a_stored_check_without_intervals_still_reads(refs):
+    bench = load_bundled_v1()
+    result = assess_judge(bench, refs, {r.model: {sid: [0.5] for sid in bench.ids} for r in refs}, {"model": "x"},
+                          resamples=200)
+    old = result.to_dict()
+    for c in old["columns"]:
+        del c["shift_interval"], c["shift_intervals"]
+    for k in ("tau", "slope", "slope_interval", "level_note", "correctable", "correction_note", "verdict_kind"):
+        del old[k]
+    back = JudgeCheckResult.from_dict(old)
+    assert back.total.shift_interval is None and not back.correctable
+    assert "Δ̄ judge" in format_check(back)
+    assert references_key(refs) == "internlm-xcomposer2-vl-7b+llava-v1.5-13b+llava-v1.5-7b"

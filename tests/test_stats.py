@@ -83,3 +83,31 @@ def test_the_app_shows_intervals_beside_the_std_once_a_run_is_complete(store):
     rec = views.capability_rows(view)[0]
     assert views.CAPABILITY_COLUMNS[2] == "95% interval" and rec[1:4] == ["40.5", "[33.7, 47.7]", "0.2"]
     assert len(views.integration_rows(view)[0]) == len(views.INTEGRATION_COLUMNS)
+
+
+@pytest.mark.parametrize("x, y, tau", [
+    ([1, 2, 3], [10, 20, 30], 1.0),
+    ([1, 2, 3], [30, 20, 10], -1.0),
+    ([1, 2, 3, 4], [1, 3, 2, 4], 4 / 6),                # 5 concordant pairs, 1 discordant: (5 - 1) / 6
+    ([1, 2, 3], [1, 1, 2], 2 / (3 * 2) ** 0.5),         # tau-b: 2 concordant, 1 pair tied in y: 2 / √(3·2)
+    ([1, 2], [5, 5], None),                             # one side constant
+    ([1], [1], None),
+], ids=["same-order", "reversed", "one-swap", "tie-in-y", "constant", "one-item"])
+def test_kendall_tau_b(x, y, tau):
+    from mmvet_core.stats import kendall_tau
+    got = kendall_tau(x, y)
+    assert got == (None if tau is None else pytest.approx(tau))
+
+
+def test_slope_draws_is_least_squares_per_row():
+    from mmvet_core.stats import slope_draws
+    x = np.array([[30.0, 40.0, 50.0], [1.0, 1.0, 1.0]])
+    y = np.array([[7.0, 6.0, 5.0], [1.0, 2.0, 3.0]])
+    got = slope_draws(x, y)
+    assert got[0] == pytest.approx(-0.1) and np.isnan(got[1])
+
+
+def test_percentile_interval_of_one_column_of_draws():
+    from mmvet_core.stats import percentile_interval
+    lo, hi = percentile_interval(np.array([np.nan, *range(101)], dtype=float))
+    assert (lo, hi) == (pytest.approx(2.5), pytest.approx(97.5))

@@ -98,3 +98,28 @@ def test_a_database_that_vanished_since_the_last_start_is_reported(tmp_path):
     assert len(again.warnings) == 1 and "missing now" in again.warnings[0]
     assert "budget" in again.warnings[0]
     assert Store(db).warnings == []                     # said once: the new database is the known one now
+
+
+def test_an_older_judge_checks_table_gains_its_columns_and_checks_are_listed_per_judge(tmp_path):
+    """Migration: a database made before checks were stored per (endpoint, judge model, prompt, reference sets)
+    opens with the new columns; its old check stays readable; the board lists the latest check of each judge."""
+    import sqlite3
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE judge_checks (id TEXT PRIMARY KEY, created_at REAL NOT NULL, fingerprint TEXT NOT "
+                 "NULL, judge TEXT NOT NULL, result TEXT NOT NULL)")
+    conn.execute("INSERT INTO judge_checks VALUES ('old', 1.0, 'fp-a', '{\"model\": \"a\"}', '{\"n_graded\": 1}')")
+    conn.commit()
+    conn.close()
+    store = Store(path)
+    cols = {r[1] for r in store._conn.execute("PRAGMA table_info(judge_checks)")}
+    assert {"endpoint", "judge_model", "prompt", "refs"} <= cols
+    assert store.latest_judge_check("fp-a") == {"n_graded": 1}
+    store.put_judge_check("fp-a", {"model": "a", "base_url": "http://h/v1/"}, {"n_graded": 2}, prompt="p", refs="r1")
+    store.put_judge_check("fp-a", {"model": "a", "base_url": "http://h/v1"}, {"n_graded": 3}, prompt="p", refs="r1")
+    store.put_judge_check("fp-b", {"model": "b"}, {"n_graded": 4}, prompt="p", refs="r1+r2")
+    assert store.latest_judge_check("fp-a")["n_graded"] == 3
+    assert store.latest_judge_check("fp-a", refs="nope") is None
+    board = store.judge_checks()
+    assert [(c["judge_model"], c["result"]["n_graded"]) for c in board] == [("b", 4), ("a", 3), ("a", 1)]
+    assert board[1]["endpoint"] == "http://h/v1" and board[1]["refs"] == "r1"

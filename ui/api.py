@@ -14,7 +14,8 @@ from .common import api_errors, base_url, bench_of, file_path, visitor
 
 def register_api(svc: GradingService) -> None:
     """Register the named `gr.api` endpoints (validate, grade, stop, resume, override, clear_override,
-    view_grades, status, sample, my_runs, rename, delete) in the Blocks being built."""
+    view_grades, status, sample, my_runs, rename, delete, judge_board, judge_check_report) in the Blocks being
+    built."""
     bench = bench_of
 
     @api_errors
@@ -90,6 +91,18 @@ def register_api(svc: GradingService) -> None:
     def delete(run_id: str, owner_tok: str) -> str:
         return svc.delete(run_id, owner_tok)
 
+    @api_errors
+    def judge_board(sort: str = "delta_bar") -> list:
+        """The successor board: every judge checked on this server (Δ̄, total shift with its 95 % interval,
+        Kendall τ, verdict, estimates available, shutdown date, reference sets, check id), sorted by `sort`
+        (delta_bar, abs_shift, tau, shutdown or checked)."""
+        return [r.to_dict() for r in svc.judge_board(sort)]
+
+    @api_errors
+    def judge_check_report(check_id: str) -> str:
+        """The full report of one stored judge check (a board row's check_id); "" when there is none."""
+        return svc.check_report(check_id)
+
     for fn in (validate, grade, stop, resume, override, clear_override, view_grades, status, sample, my_runs,
-               rename, delete):
+               rename, delete, judge_board, judge_check_report):
         gr.api(fn, api_name=fn.__name__)

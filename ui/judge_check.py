@@ -1,14 +1,23 @@
-"""The judge-check section: does the chosen judge grade two reference models' answers like the official GPT-4
-judge? It sits in the Grade view's setup column, after the Grade buttons (hidden for the offline baseline)."""
+"""The judge-check view: does the chosen judge grade reference models' answers like the official GPT-4 judge
+(with intervals), and the successor board of every judge checked on this server. It sits in the Grade view's
+setup column, after the Grade buttons (hidden for the offline baseline). ``?check=<id>`` (a board row's link)
+opens it with that check's report."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import gradio as gr
 
+from mmvet_core.board import SORT_KEYS, TABLE_HEADERS, board_table
 from mmvet_core.service import JUDGE_BASELINE
 
-from .common import Page, esc, judge_of, toasts, visitor
+from .common import Page, base_url, esc, judge_of, toasts, visitor
+
+BOARD_HELP = ("Every judge checked on this server: Δ̄ to the official grades (GPT-4-0613 against itself: about "
+              "0.01; the keyword baseline: 0.15), the total shift with its 95 % interval, Kendall τ across the "
+              "reference models, the verdict, whether official-equivalent estimates are available and the "
+              "shutdown date its endpoint announced. A good successor has a small Δ̄, a narrow shift interval, "
+              "τ = +1 and no near shutdown. Endpoints appear by host name only.")
 
 
 @dataclass
@@ -16,42 +25,84 @@ class JudgeCheckView:
     section: gr.Accordion
     button: gr.Button
     report: gr.Textbox
+    board_section: gr.Accordion
+    sort: gr.Dropdown
+    refresh: gr.Button
+    export: gr.DownloadButton
+    board: gr.Dataframe
 
 
 def build_judge_check(page: Page) -> JudgeCheckView:
-    """Lay out the (collapsed) judge-check section: an explanation, the button and the report."""
+    """Lay out the (collapsed) judge-check section: an explanation with the check's cost, the button, the report
+    and the (collapsed) successor board."""
     with gr.Accordion("Check this judge first (is it close to the official GPT-4 judge?)", open=False,
                       elem_id="judge-check-section", visible=page.default_judge != JUDGE_BASELINE) as section:
-        gr.Markdown("The judge grades two reference models' answers (LLaVA-1.5 13b and 7b, 436 calls at "
-                    "most; stored answers are reused) whose official GPT-4-0613 grades are known, and the "
-                    "report says how far it is from them, beside GPT-4's own run-to-run spread.")
+        gr.Markdown(page.svc.check_cost() + " The report says how far the judge is from the official grades, "
+                    "with 95 % intervals, beside GPT-4's own run-to-run spread; a judge with a check gets "
+                    "official-equivalent estimates on its runs' cards (labelled as estimates).",
+                    elem_id="judge-check-cost")
         button = gr.Button("Check this judge", size="sm", elem_id="judge-check-button")
         report = gr.Textbox(label="Judge check", lines=4, max_lines=30, interactive=False,
                             elem_id="judge-check-report", buttons=["copy"])
-    return JudgeCheckView(section, button, report)
+        with gr.Accordion("Successor board: every judge checked on this server", open=False,
+                          elem_id="judge-board-section") as board_section:
+            gr.Markdown(BOARD_HELP)
+            with gr.Row():
+                sort = gr.Dropdown(list(SORT_KEYS), value=next(iter(SORT_KEYS)), label="Sort by",
+                                   elem_id="board-sort", scale=3)
+                refresh = gr.Button("Refresh", size="sm", elem_id="board-refresh", scale=1)
+                export = gr.DownloadButton("Download CSV", size="sm", elem_id="board-csv", scale=1)
+            board = gr.Dataframe(headers=TABLE_HEADERS, datatype=["str"] * 10 + ["markdown"], interactive=False,
+                                 elem_id="judge-board", wrap=True, max_height=400)
+    return JudgeCheckView(section, button, report, board_section, sort, refresh, export, board)
 
 
-def wire_judge_check(page: Page, jc: JudgeCheckView, judge_choice: gr.Radio, base_url: gr.Textbox,
+def wire_judge_check(page: Page, jc: JudgeCheckView, judge_choice: gr.Radio, base_url_box: gr.Textbox,
                      judge_model: gr.Textbox, api_key: gr.Textbox) -> None:
     """Start a check with the Grade view's judge fields; the report follows it (polled while it runs) and is
-    re-read when the judge fields change."""
+    re-read when the judge fields change; the board follows the checks stored, its sort and its refresh."""
     svc = page.svc
     check_timer = gr.Timer(1.0, active=False)
 
-    @toasts(2)
-    def check_judge(judge_c, url, model, key, owner_tok, request: gr.Request):
+    def board(sort_label, request: gr.Request | None = None):
+        key = SORT_KEYS.get(sort_label, "delta_bar")
+        return board_table(svc.judge_board(key)), svc.judge_board_csv(key, base_url(request))
+
+    @toasts(4)
+    def check_judge(judge_c, url, model, key, owner_tok, sort_label, request: gr.Request):
         message = svc.check_judge(judge_of(judge_c, url, model, key), owner_tok, visitor(svc, request))
         gr.Info(esc(message))
-        return check_text(judge_c, url, model, key, owner_tok)
+        return check_text(judge_c, url, model, key, owner_tok, sort_label, request)
 
-    def check_text(judge_c, url, model, key, owner_tok):
+    def check_text(judge_c, url, model, key, owner_tok, sort_label, request: gr.Request):
         text, running = svc.judge_check_text(judge_of(judge_c, url, model, key), owner_tok)
-        return text, gr.Timer(active=running)
+        if running:                  # the board changes when the check ends, not on every tick
+            return text, gr.Timer(active=True), gr.skip(), gr.skip()
+        return (text, gr.Timer(active=False), *board(sort_label, request))
 
-    check_inputs_j = [judge_choice, base_url, judge_model, api_key, page.owner]
-    jc.button.click(check_judge, check_inputs_j, [jc.report, check_timer], api_visibility="private")
-    check_timer.tick(check_text, check_inputs_j, [jc.report, check_timer], api_visibility="private",
-                     show_progress="hidden")
-    judge_choice.change(check_text, check_inputs_j, [jc.report, check_timer], api_visibility="private")
-    for box in (base_url, judge_model, api_key):     # (on blur: a base URL is checked when it is used)
-        box.blur(check_text, check_inputs_j, [jc.report, check_timer], api_visibility="private")
+    def on_load(request: gr.Request):
+        """``?check=<id>``: open the section with that check's report (a board row's link)."""
+        sort_label = next(iter(SORT_KEYS))
+        params = dict(request.query_params) if request else {}
+        check_id = params.get("check", "")
+        if not check_id:
+            return gr.skip(), gr.skip(), gr.skip(), *board(sort_label, request)
+        text = svc.check_report(check_id)
+        if not text:
+            gr.Warning("This link's judge check does not exist.")
+            return gr.skip(), gr.skip(), gr.skip(), *board(sort_label, request)
+        return (text, gr.Accordion(open=True, visible=True), gr.Accordion(open=True),
+                *board(sort_label, request))
+
+    inputs = [judge_choice, base_url_box, judge_model, api_key, page.owner, jc.sort]
+    outputs = [jc.report, check_timer, jc.board, jc.export]
+    jc.button.click(check_judge, inputs, outputs, api_visibility="private")
+    check_timer.tick(check_text, inputs, outputs, api_visibility="private", show_progress="hidden")
+    judge_choice.change(check_text, inputs, outputs, api_visibility="private")
+    for box in (base_url_box, judge_model, api_key):     # (on blur: a base URL is checked when it is used)
+        box.blur(check_text, inputs, outputs, api_visibility="private")
+    board_outputs = [jc.board, jc.export]
+    jc.sort.change(board, [jc.sort], board_outputs, api_visibility="private")
+    jc.refresh.click(board, [jc.sort], board_outputs, api_visibility="private")
+    gr.on(None, on_load, None, [jc.report, jc.section, jc.board_section, jc.board, jc.export],  # on page load
+          api_visibility="private")

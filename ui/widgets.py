@@ -30,6 +30,12 @@ def card_html(card: dict) -> str:
     if card["metric_note"]:
         rows.insert(1, ("Note", card["metric_note"]))
     items = "".join(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in rows)
+    if card.get("official_equivalent_shown"):
+        # the estimate, labelled as one (never the official metric), right under the judge
+        caps = card.get("official_equivalent_capabilities") or ""
+        items = (f'<dt>Official-equivalent (estimate)</dt><dd id="card-equivalent">{e(card["official_equivalent"])}'
+                 + (f"<br><small>{e('per capability (estimates): ' + caps)}</small>" if caps else "") + "</dd>"
+                 + items)
     return f'<div class="card"><h3 id="card-model">{e(card["model"])}</h3><dl>{items}</dl></div>'
 
 
@@ -63,7 +69,10 @@ def radar_figures(svc: GradingService, view: RunView, overlays: list[str], owner
                        f"{', NOT the official MM-Vet metric' if other.metric_note else ''})"
                 caps.append((name, {c.name: c.mean for c in other.scores.capabilities}))
                 ints.append((name, {c.name: c.mean for c in other.scores.integrations}))
-    return (make_radar(caps, cap_axes, "Core capabilities"),
+    from mmvet_core.equivalence import hover_text
+    eq = svc.equivalence(view)
+    notes = {c: hover_text(eq, c) for c in cap_axes}            # the estimate in the hover, labelled
+    return (make_radar(caps, cap_axes, "Core capabilities", notes=notes),
             make_radar(ints, int_axes, "Capability integrations"))
 
 

@@ -1,0 +1,154 @@
+"""The successor board: every judge checked on this server, side by side, to choose a successor to the shut-down
+official judge (``gpt-4-0613``).
+
+One row per stored judge check (the latest of each judge, prompt and reference sets; `Store.judge_checks`): the
+judge, its endpoint's host, Δ̄ to the official grades, the total shift with its 95 % interval, Kendall's τ across the
+reference models, the verdict, whether official-equivalent estimates are available, the shutdown date the endpoint
+announced, the reference models and a link to the full report (``?check=<id>``). Pure: rows in, rows / CSV out.
+
+How to read it: a good successor has a small Δ̄ (near GPT-4-0613's own run-to-run Δ̄, about 0.01; the keyword
+baseline is about 0.12), a shift whose interval holds 0 or is narrow (then estimates are possible), τ = +1 (it
+orders the reference models as the official judge does) and no near shutdown date.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import asdict, dataclass
+from datetime import date
+from urllib.parse import urlsplit
+
+from .judgecheck import JudgeCheckResult, format_shift
+
+#: Sort keys of the board (column name shown in the app -> attribute).
+SORT_KEYS = {"Δ̄ (closest first)": "delta_bar", "|shift| (smallest first)": "abs_shift",
+             "τ (highest first)": "tau", "shutdown date (latest first)": "shutdown", "checked (newest first)":
+             "checked"}
+#: The app's table columns (`board_table`).
+TABLE_HEADERS = ["judge", "endpoint", "Δ̄", "total shift [95 %]", "τ", "verdict", "estimates", "shutdown",
+                 "references", "checked (UTC)", "report"]
+BOARD_HEADER = ["judge", "endpoint", "delta_bar", "shift", "shift_ci_low", "shift_ci_high", "kendall_tau",
+                "verdict", "estimates", "shutdown_date", "reference_models", "checked_utc", "link"]
+
+
+@dataclass(frozen=True)
+class BoardRow:
+    """One checked judge."""
+
+    check_id: str
+    judge: str
+    endpoint: str
+    delta_bar: float
+    shift: float
+    shift_low: float | None
+    shift_high: float | None
+    tau: float | None
+    verdict: str                    # close, drifts, unclear
+    estimates: bool
+    shutdown: str | None            # YYYY-MM-DD
+    references: list[str]
+    checked: float                  # unix time
+
+    def shift_text(self) -> str:
+        return format_shift(self.shift, (self.shift_low, self.shift_high) if self.shift_low is not None else None)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def endpoint_label(judge: dict, host_base_url: str | None = None) -> str:
+    """Where the judge was reached, as a visitor may see it: the host name only (never a path or a key); this
+    server's own judge endpoint as "this server's judge"; the offline baseline as "offline".
+
+    >>> endpoint_label({"base_url": "https://api.example.com/v1/x?key=1"}), endpoint_label({"provider": "baseline"})
+    ('api.example.com', 'offline')
+    """
+    if judge.get("provider") == "baseline":
+        return "offline"
+    url = (judge.get("base_url") or "").rstrip("/")
+    if host_base_url is not None and url == (host_base_url or "").rstrip("/"):
+        return "this server's judge"
+    return urlsplit(url).hostname or "api.openai.com" if url else "api.openai.com"
+
+
+def board_rows(checks: list[dict], *, host_base_url: str | None = None,
+               shutdowns: dict[str, date] | None = None) -> list[BoardRow]:
+    """Rows from `Store.judge_checks` entries. The shutdown date is the one the endpoint announced when the judge
+    was checked (recorded with the judge), else a known retirement from `shutdowns` (model -> date)."""
+    rows = []
+    for c in checks:
+        try:
+            result = JudgeCheckResult.from_dict(c["result"])
+        except (KeyError, TypeError, ValueError):
+            continue                          # a damaged entry is left out, not a crash of the board
+        judge = c.get("judge") or result.judge
+        model = str(judge.get("model") or c.get("judge_model") or "?")
+        total = result.total
+        low, high = total.shift_interval or (None, None)
+        shutdown = judge.get("shutdown_date") or (shutdowns or {}).get(model)
+        rows.append(BoardRow(c.get("id", ""), model, endpoint_label(judge, host_base_url), float(total.delta_bar),
+                             float(total.shift), low, high, result.tau, result.verdict_kind or
+                             ("close" if result.close else "drifts"), bool(result.correctable),
+                             shutdown.isoformat() if isinstance(shutdown, date) else shutdown,
+                             list(result.models), float(c.get("created_at") or result.created_at or 0.0)))
+    return rows
+
+
+def sort_rows(rows: list[BoardRow], key: str = "delta_bar") -> list[BoardRow]:
+    """`rows` sorted by `key` (a value of `SORT_KEYS`); rows without the value go last.
+
+    >>> r = lambda j, d, s, t: BoardRow("", j, "", d, s, None, None, t, "", False, None, [], 0.0)
+    >>> [x.judge for x in sort_rows([r("a", 0.2, 1.0, None), r("b", 0.1, -3.0, 1.0)], "abs_shift")]
+    ['a', 'b']
+    >>> [x.judge for x in sort_rows([r("a", 0.2, 1.0, None), r("b", 0.1, -3.0, 1.0)], "tau")]
+    ['b', 'a']
+    """
+    def value(r: BoardRow):
+        v = {"delta_bar": r.delta_bar, "abs_shift": abs(r.shift), "tau": None if r.tau is None else -r.tau,
+             "shutdown": None if not r.shutdown else -date.fromisoformat(r.shutdown).toordinal(),
+             "checked": -r.checked}.get(key, r.delta_bar)
+        missing = v is None or (isinstance(v, float) and math.isnan(v))
+        return (missing, 0.0 if missing else v)
+    return sorted(rows, key=value)
+
+
+def check_link(check_id: str, base: str = "") -> str:
+    """The link of a row: the page with the check's report (``?check=<id>``)."""
+    return f"{base.rstrip('/')}/?check={check_id}" if base else f"?check={check_id}"
+
+
+def _checked_text(t: float) -> str:
+    import time
+    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(t)) if t else ""
+
+
+def board_table(rows: list[BoardRow]) -> list[list]:
+    """The app's table: one list per row (the link cell is Markdown; every visitor-made text is escaped by the
+    caller's Markdown sanitiser and by `_cell`)."""
+    return [[_cell(r.judge), _cell(r.endpoint), f"{r.delta_bar:.3f}", r.shift_text(),
+             "" if r.tau is None else f"{r.tau:+.2f}", r.verdict, "yes" if r.estimates else "no",
+             r.shutdown or "—", len(r.references), _checked_text(r.checked),
+             f"[report]({check_link(r.check_id)})"] for r in rows]
+
+
+def _cell(text: str) -> str:
+    """A judge name as a table cell: no Markdown or HTML control characters survive."""
+    return "".join(ch for ch in str(text) if ch not in "<>[]()`*_|\\")[:120]
+
+
+def make_board_csv_text(rows: list[BoardRow], base: str = "") -> str:
+    """The board as CSV (`BOARD_HEADER`), formula-like cells neutralised like every export."""
+    from .export import csv_safe
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(BOARD_HEADER)
+    for r in rows:
+        writer.writerow([csv_safe(r.judge), csv_safe(r.endpoint), f"{r.delta_bar:.4f}", f"{r.shift:+.2f}",
+                         "" if r.shift_low is None else f"{r.shift_low:+.2f}",
+                         "" if r.shift_high is None else f"{r.shift_high:+.2f}",
+                         "" if r.tau is None else f"{r.tau:+.3f}", r.verdict, "yes" if r.estimates else "no",
+                         r.shutdown or "", "+".join(r.references), _checked_text(r.checked),
+                         check_link(r.check_id, base)])
+    return buffer.getvalue()
