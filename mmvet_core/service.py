@@ -636,7 +636,9 @@ class GradingService:
                 "runs": run.n_runs, "prompt": prompt, "tool_version": __version__,
                 "created": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(run.created_at)),
                 "status": status, "message": run.message, "results_format": run.results_format,
-                "metric_note": view.metric_note, **usage}
+                "metric_note": view.metric_note, "metric_label": view.metric_label,
+                "n_overrides": view.n_overrides, "judge_only_total": view.scores.judge_only_total,
+                "complete": view.scores.complete, "graded": view.n_graded, "expected": view.n_expected, **usage}
 
     def status(self, run_id: str) -> dict:
         """Progress and scores of a run (what a script polls after grade). While a run is grading its scores are
@@ -665,7 +667,9 @@ class GradingService:
                "errored": p.errored, "total": p.total, "total_score": view.scores.total.mean,
                "total_std": view.scores.total.std if view.scores.complete else None,
                "complete": view.scores.complete, "scores": view.scores.to_dict(), "flags": view.flag_counts(),
-               "judge": view.judge_text, "metric_note": view.metric_note,
+               "judge": view.judge_text, "metric_note": view.metric_note, "metric_label": view.metric_label,
+               "n_overrides": view.n_overrides, "judge_only_total": view.scores.judge_only_total,
+               "judge_only_std": view.scores.judge_only_std,
                "waiting_until": self.jobs.waiting_until(run_id), "card": self.card(view)}
         for rid in [r for r, (t, _) in list(self._status_cache.items()) if now - t >= STATUS_TTL]:
             self._status_cache.pop(rid, None)
@@ -701,7 +705,7 @@ class GradingService:
         view = replace(view, run=replace(view.run, model_name=file_safe(view.run.model_name),
                                          judge={**view.run.judge, "model": file_safe(view.judge_name)}))
         out = self.exports_dir / view.run.id
-        stamp = f"{view.run.updated_at}:{view.n_graded}:{len(view.overrides)}:{view.run.model_name}"
+        stamp = f"{view.run.updated_at}:{view.n_graded}:{sorted(view.overrides.items())}:{view.run.model_name}"
         marker = out / ".stamp"
         if marker.exists() and marker.read_text() == stamp:
             return sorted(str(p) for p in out.iterdir() if p.name != ".stamp")

@@ -210,3 +210,24 @@ def test_judge_check_runs_in_the_background_and_its_report_stays(svc, fake_judge
     text, running = svc.judge_check_text(JudgeChoice(JUDGE_HOST), "me")
     assert not running and "436 of 436 reference grades" in text
     assert svc.runs_of("me") == []            # the check's runs are not the visitor's runs
+
+
+def test_after_overrides_status_and_run_json_name_the_count_and_keep_the_judge_only_total(svc, tmp_path):
+    """Issue 19, item 1. Before: run.json said ``metric_note: null`` and the status had no word of the
+    overrides."""
+    run_id, _ = svc.start(str(RESULTS), ALL, 1, JudgeChoice(JUDGE_BASELINE), owner="me", visitor="v")
+    judge_total = wait_done(svc, run_id)["total_score"]
+    svc.override(run_id, "me", "v1_0", 1.0, "checked")
+    svc.override(run_id, "me", "v1_1", 0.0, "checked")
+    st = svc.status(run_id)
+    assert (st["n_overrides"], st["judge_only_total"]) == (2, judge_total)
+    assert st["scores"]["n_overrides"] == 2 and st["scores"]["judge_only_total"] == judge_total
+    assert "2 human overrides" in st["metric_label"] and f"judge only: {judge_total:.1f}" in st["metric_label"]
+    files = svc.downloads(svc.view(run_id))
+    card = json.loads(Path(next(f for f in files if f.endswith("run.json"))).read_text())
+    assert card["n_overrides"] == 2 and card["judge_only_total"] == judge_total
+    assert "2 human overrides" in card["metric_note"] and "NOT the official MM-Vet metric" in card["metric_note"]
+    note = Path(next(f for f in files if f.endswith(".txt"))).read_text()
+    assert "HUMAN OVERRIDES: 2 sample(s)" in note
+    svc.clear_override(run_id, "me", "v1_0")
+    assert svc.status(run_id)["n_overrides"] == 1
