@@ -183,24 +183,40 @@ def _judge_settings(args) -> tuple[JudgeSettings, str | None]:
 
 
 def _print_scores(view) -> None:
-    _print_score_lines(view.benchmark, view.scores, view.effective_scores())
+    partial = None if view.scores.complete else (view.n_graded, view.n_expected)
+    _print_score_lines(view.benchmark, view.scores, view.effective_scores(), partial=partial,
+                       note=view.metric_note)
 
 
-def _print_score_lines(benchmark, s, per_run_scores) -> None:
-    """Total, capabilities and integrations, each with its 95% bootstrap interval over samples beside the
-    official std over runs."""
-    ci = {(r.kind, r.name): format_interval(r.low, r.high) for r in score_intervals(benchmark, per_run_scores)}
+def total_line(s, partial: tuple[int, int] | None = None, note: str | None = None) -> str:
+    """The CLI's total line. A partial total says so on the same line, with how many grades it holds:
+    ``Total: 39.1 (partial, 74 of 218 grades: not a final score)``."""
     total = "n/a" if s.total.mean is None else f"{s.total.mean:.1f}"
+    tail = f"  [{note}]" if note else ""
+    if partial is not None:
+        return f"Total: {total} (partial, {partial[0]} of {partial[1]} grades: not a final score){tail}"
     spread = "" if s.total.std is None else f" ± {s.total.std:.1f}"
-    print(f"\nTotal: {total}{spread}  (runs: {', '.join(f'{x:.1f}' for x in s.runs if x is not None)})"
-          f"  95% interval over samples {ci.get(('total', 'total'), 'n/a')}")
-    print("  (± is the official std over judge runs; the interval is the sampling error over the questions, "
-          "bootstrap, seed 0)")
+    return f"Total: {total}{spread}  (runs: {', '.join(f'{x:.1f}' for x in s.runs if x is not None)}){tail}"
+
+
+def _print_score_lines(benchmark, s, per_run_scores, *, partial: tuple[int, int] | None = None,
+                       note: str | None = None) -> None:
+    """Total, capabilities and integrations, each with its 95% bootstrap interval over samples beside the
+    official std over runs; a `partial` grade set (graded, expected) is labelled partial and has no interval."""
+    if partial is not None:
+        print(f"\n{total_line(s, partial, note)}")
+        ci = {}
+    else:
+        ci = {(r.kind, r.name): format_interval(r.low, r.high) for r in score_intervals(benchmark, per_run_scores)}
+        print(f"\n{total_line(s, None, note)}  95% interval over samples {ci.get(('total', 'total'), 'n/a')}")
+        print("  (± is the official std over judge runs; the interval is the sampling error over the questions, "
+              "bootstrap, seed 0)")
     def line(cols, kind):
         return "  ".join(f"{c.name} {c.mean:.1f} {ci.get((kind, c.name), '')}".rstrip() if c.mean is not None
                          else f"{c.name} n/a" for c in cols)
-    print(f"Capabilities: {line(s.capabilities, 'capability')}")
-    print(f"Integrations: {line(s.integrations, 'integration')}")
+    label = " (partial)" if partial is not None else ""
+    print(f"Capabilities{label}: {line(s.capabilities, 'capability')}")
+    print(f"Integrations{label}: {line(s.integrations, 'integration')}")
 
 
 def cmd_grade(args) -> int:

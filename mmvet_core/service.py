@@ -669,7 +669,7 @@ class GradingService:
                "complete": view.scores.complete, "scores": view.scores.to_dict(), "flags": view.flag_counts(),
                "judge": view.judge_text, "metric_note": view.metric_note, "metric_label": view.metric_label,
                "n_overrides": view.n_overrides, "judge_only_total": view.scores.judge_only_total,
-               "judge_only_std": view.scores.judge_only_std,
+               "judge_only_std": view.scores.judge_only_std, "total_text": views.total_text(view),
                "waiting_until": self.jobs.waiting_until(run_id), "card": self.card(view)}
         for rid in [r for r, (t, _) in list(self._status_cache.items()) if now - t >= STATUS_TTL]:
             self._status_cache.pop(rid, None)

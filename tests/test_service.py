@@ -193,6 +193,7 @@ def test_status_has_no_spread_until_the_runs_are_complete(svc, fake_judge, tmp_p
     svc.stop(run_id, "me")
     st = wait_done(svc, run_id)
     assert st["status"] == "stopped" and not st["complete"] and st["total_std"] is None
+    assert "partial" in st["total_text"] and f"over {st['done']} of 436 grades" in st["total_text"]   # issue 19.3
     fake_judge.state.latency = 0.0
     svc.resume(run_id, "me", "v", JudgeChoice(JUDGE_HOST))
     st = wait_done(svc, run_id)
