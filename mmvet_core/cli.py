@@ -18,13 +18,14 @@ from .export import GradeFileError, make_cap_csv_text, make_cap_int_csv_text, ma
     official_file_names, write_grade_json
 from .gradesets import benchmark_for, load_grade_set, write_comparison
 from .aggregate import aggregate_scores
-from .graded import OFFICIAL_GRADE_NAME, read_grade_file, source_label
+from .graded import OFFICIAL_GRADE_NAME, missing_ids, missing_text, read_grade_file, source_label
 from .grading import DEFAULT_CONCURRENCY, grade_run
 from .judge import BASELINE_NAME, DEFAULT_JUDGE_MODEL, JudgeSettings, make_judge
 from .results import ResultsError, read_results, select_predictions, validate_results
 from .judgecheck import call_count, distinct_prompts, format_check, load_references, run_judge_check
 from .prompt import examples_label, parse_examples, prompt_template, render_prompt
-from .runs import ImportRefused, create_run, export_run, import_grades, load_run_view, write_intervals_csv
+from .runs import (ImportRefused, create_run, export_run, import_grades, load_run_view, note_file_name,
+                   write_intervals_csv)
 from .stats import format_interval, score_intervals
 from .sources import load_benchmark, load_subset
 from .store import Store
@@ -93,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_benchmark_args(a)
     a.add_argument("--judge-name", default=None, help="judge name in file names (default: from the file)")
     a.add_argument("--samples", action="store_true", help="also print every sample's score and judge")
+    a.add_argument("--complete-only", action="store_true",
+                   help="refuse a grade file that lacks a grade for some sample (exit 2); by default its total is "
+                        "shown labelled partial, with the missing ids, and no official CSV is written")
 
     c = sub.add_parser("compare", help="compare grade sets: Δ̄, B − A with 95%% intervals, agreement, noise floor")
     c.add_argument("sets", nargs="+", metavar="SET",
@@ -108,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
     c.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     c.add_argument("--top", type=int, default=10, help="most different samples listed per pair (default 10)")
+    c.add_argument("--complete-only", action="store_true",
+                   help="refuse a grade set lacking grades for some of the benchmark's samples (exit 2); by default "
+                        "it is reported as partial, with its missing ids, and compared on the common samples")
 
     m = sub.add_parser("combine", help="a grade set whose per-sample score is the mean of the sets' (paper Table 7)")
     m.add_argument("sets", nargs="+", metavar="SET", help="grade sets, as for compare")
@@ -350,11 +357,10 @@ def cmd_aggregate(args) -> int:
         grades = read_grade_file(args.grade_json, benchmark)
     except (GradeFileError, OSError) as e:
         raise UsageError(str(e)) from e
-    missing = [i for i in benchmark.ids if i not in grades.scores]
-    if missing:
-        shown = ", ".join(missing[:10]) + (" …" if len(missing) > 10 else "")
-        raise UsageError(f"the grade file has no grade for {len(missing)} of {len(benchmark)} sample(s) of "
-                         f"{benchmark.name} ({shown}); holds {len(grades.scores)}")
+    missing = missing_ids(grades.scores, benchmark, grades.n_runs)
+    if missing and args.complete_only:
+        raise UsageError(f"the grade file has {missing_text(missing, benchmark)}; --complete-only refuses an "
+                         f"incomplete grade file (without it the total is shown as partial)")
     model, judge = aggregate_names(args.grade_json, grades.model_name, grades.judge_name, args.model_name,
                                    args.judge_name)
     scores = aggregate_scores(benchmark, grades.scores, grades.n_runs)
@@ -365,30 +371,43 @@ def cmd_aggregate(args) -> int:
     print(f"Metric: {note or 'the official MM-Vet metric (gpt-4-0613, official prompt)'}")
     for line in grades.notes:
         print(f"Note: {line}")
+    graded = sum(s is not None for sid in benchmark.ids for s in (grades.scores.get(sid) or [])[:grades.n_runs])
+    partial = (graded, len(benchmark) * grades.n_runs) if missing else None
+    if missing:
+        print(f"PARTIAL: the file has {missing_text(missing, benchmark)}. The scores below are over the graded "
+              "samples only; no official CSV is written (they need every sample). Pass --complete-only to "
+              "refuse incomplete files.")
     subset = "bardset" if benchmark.subset_name == "bard" else benchmark.subset_name
     names = official_file_names(model, judge, grades.n_runs, subset)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    for key, text in (("cap", make_cap_csv_text(model, scores, note)),
-                      ("cap_int", make_cap_int_csv_text(model, scores, note))):
-        (out / names[key]).write_text(text, encoding="utf-8")
-        print(f"wrote {out / names[key]}")
+    if not missing:
+        for key, text in (("cap", make_cap_csv_text(model, scores, note)),
+                          ("cap_int", make_cap_int_csv_text(model, scores, note))):
+            (out / names[key]).write_text(text, encoding="utf-8")
+            print(f"wrote {out / names[key]}")
     if grades.source != "official-grade-json":   # every sample in the official grade format too
         records = {sid: {"model": grades.judges[sid], "content": grades.contents[sid], "score": grades.scores[sid],
                          **({"prediction": grades.predictions[sid]} if sid in grades.predictions else {}),
-                         **({"metric_note": note} if note else {})} for sid in benchmark.ids}
+                         **({"metric_note": note} if note else {})} for sid in benchmark.ids if sid in grades.scores}
         write_grade_json(out / names["grade"], make_grade_json(records))
         print(f"wrote {out / names['grade']}")
-    ci_path = write_intervals_csv(out, benchmark, grades.scores, model, judge, grades.n_runs, subset)
-    print(f"wrote {ci_path}")
-    print(f"\nTotal: {scores.total.mean:.1f} ± {scores.total.std:.1f} over {grades.n_runs} run(s)"
-          + (f"  [{note}]" if note else ""))
-    _print_score_lines(benchmark, scores, grades.scores)
+    if missing:
+        note_path = out / note_file_name(model, judge, grades.n_runs, subset)
+        note_path.write_text(f"{model} graded by {grades.judge_text()} ({Path(args.grade_json).name})\n"
+                             f"PARTIAL: {graded} of {len(benchmark) * grades.n_runs} grades; "
+                             f"{missing_text(missing, benchmark)}. Any total of this file is partial, not a final "
+                             "score.\n" + (f"Metric: {note}\n" if note else ""), encoding="utf-8")
+        print(f"wrote {note_path}")
+    else:
+        ci_path = write_intervals_csv(out, benchmark, grades.scores, model, judge, grades.n_runs, subset)
+        print(f"wrote {ci_path}")
+    _print_score_lines(benchmark, scores, grades.scores, partial=partial, note=note)
     if args.samples:
         for sid in benchmark.ids:
-            runs = " / ".join("—" if x is None else f"{x:.1f}" for x in grades.scores[sid])
-            judges = ", ".join(dict.fromkeys(j or "unknown" for j in grades.judges[sid]))
-            print(f"{sid}\t{','.join(benchmark.samples[sid].capabilities)}\t{runs}\t{judges}")
+            runs = " / ".join("—" if x is None else f"{x:.1f}" for x in grades.scores.get(sid, [None]))
+            judges = ", ".join(dict.fromkeys(j or "unknown" for j in grades.judges.get(sid, [])))
+            print(f"{sid}\t{','.join(benchmark.samples[sid].capabilities)}\t{runs}\t{judges or 'no grade'}")
     return 0
 
 
@@ -418,7 +437,8 @@ def cmd_compare(args) -> int:
         except (BenchmarkError, FileNotFoundError, ValueError) as e:
             raise UsageError(f"subset: {e}") from e
     try:
-        cmp = compare_sets(benchmark, sets, resamples=args.resamples, seed=args.seed, top=args.top)
+        cmp = compare_sets(benchmark, sets, resamples=args.resamples, seed=args.seed, top=args.top,
+                           complete_only=args.complete_only)
     except CompareError as e:
         raise UsageError(str(e)) from e
     print(format_report(cmp))

@@ -15,7 +15,7 @@ from .aggregate import Scores, aggregate_scores
 from .benchmark import Benchmark, Sample
 from .export import (OfficialGrades, make_grade_json, official_file_names, write_grade_json,
                      write_official_files)
-from .graded import GradeSet, is_official_judge, judges_compatible, read_grade_file
+from .graded import GradeSet, is_official_judge, judges_compatible, missing_ids, missing_text, read_grade_file
 from .grading import GRADED
 from .judge import JudgeSettings
 from .prompt import parse_score
@@ -397,7 +397,12 @@ def create_grade_view(store: Store, grades: GradeSet, *, benchmark: Benchmark, s
             store.put_grade(GradeRow(run_id, sid, r, status, float(score), content, judge,
                                      [{"imported": True, "content": content, "model": judge,
                                        "source": grades.source}], None, flags, 0.0))
-    store.set_status(run_id, "done", f"imported from a {grades.judge_info()['imported_from']} (no judge call)")
+    source = grades.judge_info()["imported_from"]
+    article = "an" if source[:1].lower() in "aeiou" else "a"
+    message = f"imported from {article} {source} (no judge call)"
+    if missing := missing_ids(grades.scores, benchmark, grades.n_runs):
+        message += f"; partial: {missing_text(missing, benchmark)}"
+    store.set_status(run_id, "done", message)
     return run_id
 
 

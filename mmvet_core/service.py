@@ -171,11 +171,12 @@ class RunSummary:
     created_at: float
     status: str
     total: float | None
+    complete: bool = True            # False: `total` is over part of the grades (shown "(partial)")
 
     def row(self) -> list:
+        total = "—" if self.total is None else f"{self.total:.1f}" + ("" if self.complete else " (partial)")
         return [self.model, self.judge, self.benchmark, self.n_runs,
-                time.strftime("%Y-%m-%d %H:%M", time.gmtime(self.created_at)), self.status,
-                "—" if self.total is None else f"{self.total:.1f}", self.id]
+                time.strftime("%Y-%m-%d %H:%M", time.gmtime(self.created_at)), self.status, total, self.id]
 
 
 RUN_LIST_COLUMNS = ["model", "judge", "benchmark", "runs", "date (UTC)", "status", "total", "id"]
@@ -600,13 +601,14 @@ class GradingService:
         for run in self.store.list_runs(owner)[:limit]:
             bench = run.benchmark
             label = f"{bench.get('name', '?')}" + (f" · {bench['subset']} set" if bench.get("subset") else "")
-            total = None
+            total, complete = None, True
             if run.status == "done" or run.judge.get("provider") == "imported":
                 view = load_run_view(self.store, run.id)
                 total = view.scores.total.mean if view else None
+                complete = view.scores.complete if view else True
             status = "running" if self.jobs.is_running(run.id) else run.status
             out.append(RunSummary(run.id, run.model_name, run.judge.get("model", "?"), label, run.n_runs,
-                                  run.created_at, status, total))
+                                  run.created_at, status, total, complete))
         return out
 
     def card(self, view: RunView) -> dict:

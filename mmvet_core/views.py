@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from .benchmark import CAPABILITY_LABELS, Benchmark, Sample, axis_label
+from .graded import missing_ids, missing_text
 from .grading import GRADED
 from .images import load_display_image
 from .runs import RunView, sample_flags
@@ -87,7 +88,11 @@ def total_text(view: RunView) -> str:
     else:
         note = f" · judge {view.judge_text}" + (f" · {metric}" if metric else " · official MM-Vet metric")
     if not s.complete:
-        return _partial_total(view) + note
+        missing = ""
+        if view.run.judge.get("provider") == "imported":      # a grade file lacking samples: name them
+            if ids := missing_ids(view.effective_scores(), view.benchmark, view.run.n_runs):
+                missing = f" · {missing_text(ids, view.benchmark)}"
+        return _partial_total(view) + missing + note
     spread = f" ± {_fmt(s.total.std)}" if s.n_runs > 1 else ""
     ci = intervals(view).get(("total", "total"))
     interval = f" · 95% interval over samples {ci}" if ci else ""

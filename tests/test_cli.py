@@ -203,3 +203,29 @@ def test_missing_predictions_are_refused_with_the_flag_that_grades_them(tmp_path
     proc = run_cli("grade", partial, "--baseline", "--allow-missing", "--out", tmp_path / "out",
                    "--db", tmp_path / "grader.db")
     assert proc.returncode == 0, proc.stderr
+
+
+def _without(tmp_path, sid: str) -> Path:
+    """The real LLaVA-1.5-13b official grade file with one sample's grade taken out."""
+    import json
+    grades = json.loads((GRADES / "llava-v1.5-13b_gpt-4-grade-1runs.json").read_text())
+    del grades[sid]
+    path = tmp_path / "llava-v1.5-13b_gpt-4-grade-1runs.json"
+    path.write_text(json.dumps(grades, indent=4))
+    return path
+
+
+def test_aggregate_of_a_file_missing_a_sample_names_it_and_shows_a_partial_total(tmp_path):
+    """Issue 19, item 4. Before: exit 2 "no grade for 1 of 218 …" with no way on. Now the partial total, labelled,
+    with the missing id (exit 0), no official CSV; --complete-only refuses."""
+    path = _without(tmp_path, "v1_145")
+    proc = run_cli("aggregate", path, "--out", tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    assert "PARTIAL: the file has no grade for 1 of 218 samples of mmvet-v1 (v1_145)" in proc.stdout
+    [total] = [line for line in proc.stdout.splitlines() if line.startswith("Total:")]
+    assert "(partial, 217 of 218 grades: not a final score)" in total
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["llava-v1.5-13b_gpt-4-note-1runs.txt"]
+    assert "v1_145" in (tmp_path / "out" / "llava-v1.5-13b_gpt-4-note-1runs.txt").read_text()
+    refused = run_cli("aggregate", path, "--out", tmp_path / "out2", "--complete-only")
+    assert refused.returncode == 2 and "no grade for 1 of 218 samples of mmvet-v1 (v1_145)" in refused.stderr
+    assert "--complete-only" in run_cli("aggregate", "--help").stdout

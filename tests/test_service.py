@@ -232,3 +232,21 @@ def test_after_overrides_status_and_run_json_name_the_count_and_keep_the_judge_o
     assert "HUMAN OVERRIDES: 2 sample(s)" in note
     svc.clear_override(run_id, "me", "v1_0")
     assert svc.status(run_id)["n_overrides"] == 1
+
+
+def test_a_grade_file_missing_a_sample_opens_as_a_partial_total_that_names_the_id(svc, tmp_path):
+    """Issue 19, item 4: the app opened it as a partial total without naming the missing id."""
+    from mmvet_core import views
+    grades = json.loads((Path(__file__).parent / "data" / "official-grades" /
+                         "llava-v1.5-13b_gpt-4-grade-1runs.json").read_text())
+    del grades["v1_145"]
+    path = tmp_path / "llava-v1.5-13b_gpt-4-grade-1runs.json"
+    path.write_text(json.dumps(grades))
+    run_id = svc.open_grade_file(str(path), ALL, "me")
+    view = svc.view(run_id)
+    line = views.total_text(view)
+    assert "partial" in line and "no grade for 1 of 218 samples of mmvet-v1 (v1_145)" in line
+    assert svc.card(view)["message"] == ("imported from an official grade JSON (no judge call); partial: no grade "
+                                         "for 1 of 218 samples of mmvet-v1 (v1_145)")
+    [summary] = svc.runs_of("me")
+    assert summary.row()[6] == f"{view.scores.total.mean:.1f} (partial)"
