@@ -242,7 +242,7 @@ def cmd_grade(args) -> int:
     if args.runs < 1:
         raise UsageError("--runs must be at least 1")
     settings, key = _judge_settings(args)
-    model_name = args.model_name or Path(args.results).stem.removesuffix(".answers")
+    model_name = args.model_name or results.model_name or Path(args.results).stem.removesuffix(".answers")
     store = Store(args.db or _default_db())
     run_id = create_run(store, benchmark=benchmark, spec=str(args.benchmark), predictions=predictions,
                         n_runs=args.runs, settings=settings, model_name=model_name,

@@ -316,19 +316,23 @@ class GradingService:
         except BlockedDestination as e:
             raise ServiceError(f"Base URL refused: {e}.") from None
 
-    def _read(self, path: str):
+    def _read(self, path: str, original_name: str | None = None):
         self.check_size(path)
         try:
-            return self.gate.read_results(path, max_bytes=self.settings.max_upload_mb * 1024 * 1024)
+            return self.gate.read_results(path, max_bytes=self.settings.max_upload_mb * 1024 * 1024,
+                                          original_name=original_name or Path(path).name)
         except ResultsError as e:
             raise ServiceError(str(e)) from None
 
-    def validate(self, path: str | None, bench: BenchmarkChoice, n_runs: int, judge: JudgeChoice) -> Validation:
-        """What the file holds against the chosen benchmark, and what grading it would cost."""
+    def validate(self, path: str | None, bench: BenchmarkChoice, n_runs: int, judge: JudgeChoice, *,
+                 original_name: str | None = None) -> Validation:
+        """What the file holds against the chosen benchmark, and what grading it would cost. Every path here is
+        an upload (or the bundled example): its folder is the server's, so the model is named from the file's
+        content, else its `original_name` (default: the path's own file name), never from the folder."""
         if not path:
             return Validation("Drop a results file, or load the official example.", "")
-        rf = self._read(path)
-        name = file_safe(rf.model_name or Path(path).stem)
+        rf = self._read(path, original_name)
+        name = file_safe(rf.model_name or Path(original_name or path).stem)
         try:
             benchmark, _, full = self.resolve_benchmark(bench)
         except ServiceError as e:
@@ -349,7 +353,7 @@ class GradingService:
 
     # ---- runs ----
     def start(self, path: str | None, bench: BenchmarkChoice, n_runs: int, judge: JudgeChoice, *, owner: str,
-              visitor: str, model_name: str = "") -> tuple[str, bool]:
+              visitor: str, model_name: str = "", original_name: str | None = None) -> tuple[str, bool]:
         """Start grading; returns (run id, started). The same job started again by the same owner while it runs
         (a double click, a second tab) returns the running run with ``started=False``: nothing is paid twice."""
         if not path:
@@ -359,7 +363,7 @@ class GradingService:
         n_runs = 1 if n_runs is None else int(n_runs)
         if not 1 <= n_runs <= self.settings.max_runs_per_job:
             raise ServiceError(f"Judge runs must be between 1 and {self.settings.max_runs_per_job}.")
-        rf = self._read(path)
+        rf = self._read(path, original_name)
         benchmark, spec, _ = self.resolve_benchmark(bench)
         try:
             preds = select_predictions(rf, benchmark)
@@ -373,7 +377,7 @@ class GradingService:
                 raise ServiceError(too_long)
         # a name typed by the visitor is kept as typed (shown as text everywhere); one taken from the file is
         # made file-safe as the official file names need it ("org/model" in lmms-eval logs)
-        name = clean_model_name(model_name) or file_safe(rf.model_name or Path(path).stem)
+        name = clean_model_name(model_name) or file_safe(rf.model_name or Path(original_name or path).stem)
         fp = run_fingerprint(name, benchmark_to_stored(benchmark, spec), n_runs, jset, preds)
         with self._start_lock:     # a double click sends two starts at once: one run, one bill
             for run in self.store.list_runs(owner):

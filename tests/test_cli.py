@@ -229,3 +229,22 @@ def test_aggregate_of_a_file_missing_a_sample_names_it_and_shows_a_partial_total
     refused = run_cli("aggregate", path, "--out", tmp_path / "out2", "--complete-only")
     assert refused.returncode == 2 and "no grade for 1 of 218 samples of mmvet-v1 (v1_145)" in refused.stderr
     assert "--complete-only" in run_cli("aggregate", "--help").stdout
+
+
+@pytest.mark.parametrize("fmt", ["lmms-eval-jsonl-v0.4", "lmms-eval-jsonl-v0.7"])
+def test_validate_of_an_lmms_eval_samples_file_reports_the_model_the_file_names(tmp_path, fmt):
+    """Issue 19, item 2 (done when): `validate` reports a model name taken from the file, never a hash."""
+    import json
+    from mmvet_core.benchmark import load_bundled_v1
+    from tests import toolkit_writers as tw
+    out = tmp_path / ("9e" * 32)          # whatever the folder is called, the results file beside it names the model
+    out.mkdir()
+    preds = json.loads((SHARED / "results" / "llava-v1.5-13b.json").read_text(encoding="utf-8"))
+    path = tw.LMMS_WRITERS[fmt](out / "20250103_101112_samples_mmvet.jsonl", preds, load_bundled_v1())
+    tw.lmms_results_json(out, "20250103_101112", "pretrained=liuhaotian/llava-v1.5-13b")
+    proc = run_cli("validate", path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Model: liuhaotian/llava-v1.5-13b (from lmms-eval's 20250103_101112_results.json beside it)" in proc.stdout
+    (out / "20250103_101112_results.json").unlink()
+    proc = run_cli("validate", path)
+    assert "Model: 20250103_101112_samples_mmvet (from the file name)" in proc.stdout and "9e9e" not in proc.stdout

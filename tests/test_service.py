@@ -250,3 +250,22 @@ def test_a_grade_file_missing_a_sample_opens_as_a_partial_total_that_names_the_i
                                          "for 1 of 218 samples of mmvet-v1 (v1_145)")
     [summary] = svc.runs_of("me")
     assert summary.row()[6] == f"{view.scores.total.mean:.1f} (partial)"
+
+
+def test_an_uploaded_lmms_eval_samples_file_is_never_named_after_its_upload_folder(svc, tmp_path):
+    """Issue 19, item 2: the app named lmms-eval samples files after Gradio's 64-character upload folder."""
+    from mmvet_core.benchmark import load_bundled_v1
+    from tests import toolkit_writers as tw
+    folder = tmp_path / ("ab12" * 16)
+    folder.mkdir()
+    preds = json.loads(RESULTS.read_text(encoding="utf-8"))
+    path = tw.lmms_v07_jsonl(folder / "20250103_101112_samples_mmvet.jsonl", preds, load_bundled_v1())
+    v = svc.validate(str(path), ALL, 1, JudgeChoice(JUDGE_BASELINE))
+    assert v.model_name == "20250103_101112_samples_mmvet" and "ab12ab12" not in v.report
+    assert "Model: 20250103_101112_samples_mmvet (from the file name)" in v.report
+    v = svc.validate(str(path), ALL, 1, JudgeChoice(JUDGE_BASELINE), original_name="llava-13b_samples.jsonl")
+    assert v.model_name == "llava-13b_samples"
+    run_id, _ = svc.start(str(path), ALL, 1, JudgeChoice(JUDGE_BASELINE), owner="me", visitor="v",
+                          original_name="llava-13b_samples.jsonl")
+    assert svc.store.get_run(run_id).model_name == "llava-13b_samples"
+    wait_done(svc, run_id)
