@@ -37,6 +37,47 @@ class UsageError(Exception):
     """Bad input the user must fix (exit code 2)."""
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse without prefix matching (``--run 2`` is not silently ``--runs 2``; every subparser inherits it)
+    and with "did you mean" for a mistyped option, looked up in the subcommand that was given."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = self._subparser(getattr(parsed, "command", None))
+            hints = [hint for arg in extras if (hint := suggest_option(arg, command or self))]
+            (command or self).error(f"unrecognized arguments: {' '.join(extras)}"
+                                    + (f" ({'; '.join(hints)})" if hints else ""))
+        return parsed
+
+    def _subparser(self, name: str | None) -> argparse.ArgumentParser | None:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+                return action.choices[name]
+        return None
+
+
+def suggest_option(arg: str, parser: argparse.ArgumentParser) -> str | None:
+    """``--run: did you mean --runs?`` for an option `parser` does not know but nearly does (difflib), else None.
+
+    >>> p = Parser(prog="x"); _ = p.add_argument("--runs"); _ = p.add_argument("--judge-model")
+    >>> suggest_option("--run", p), suggest_option("--judge_model=x", p), suggest_option("--zzz", p)
+    ('--run: did you mean --runs?', '--judge_model: did you mean --judge-model?', None)
+    """
+    import difflib
+
+    if not arg.startswith("-"):
+        return None
+    flag = arg.split("=", 1)[0]
+    options = [o for action in parser._actions for o in action.option_strings if o.startswith("--")]
+    close = difflib.get_close_matches(flag, options, n=1, cutoff=0.6)
+    return f"{flag}: did you mean {close[0]}?" if close else None
+
+
 def _add_benchmark_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--benchmark", default="mmvet-v1",
                    help="mmvet-v1 (bundled), mmvet-v2 (hub), a folder / mm-vet.zip / metadata JSON, or hf:OWNER/NAME")
@@ -46,7 +87,7 @@ def _add_benchmark_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m mmvet_core",
+    parser = Parser(prog="python -m mmvet_core",
                                      description="MM-Vet grading with an LLM judge, identical to the official "
                                                  "evaluator when the judge answers the same.")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -375,6 +375,11 @@ def _read_json(text: str, path: Path, uploaded: bool = False) -> ResultsFile:
         return _read_vlmevalkit_records(doc, path, "vlmevalkit-json")
     if isinstance(doc, dict) and any(_ID.fullmatch(k.strip()) for k in doc):
         if all(isinstance(v, dict) for v in doc.values()):
+            if all("score" in v for v in doc.values()):
+                raise _fail(path, "this is a grade file (per-sample judge scores), not a results file: open it "
+                                  "with “Open a grade file (no judge call)” in the app, or `aggregate` on the "
+                                  "command line; to grade, choose the model's results file ({\"v1_0\": \"answer\", "
+                                  "...})")
             raise _fail(path, "every value is an object, not an answer: this looks like benchmark metadata or "
                               "a grade file; choose the model's results file ({\"v1_0\": \"answer\", ...})")
         found = _collect((_Row(k.strip(), v) for k, v in doc.items()), path, "official-json", None)
@@ -415,6 +420,11 @@ def _read_table(data: bytes, text: str | None, path: Path, max_bytes: int) -> Re
                           "answers: use {model}_MMVet.xlsx to grade, or {model}_MMVet_{judge}.xlsx to view its "
                           "grades")
     if "index" not in columns or "prediction" not in columns:
+        if text is not None and (len(columns) < 2 or text.lstrip().startswith(("#", "|", "<"))
+                                 or path.suffix.lower() in (".md", ".markdown", ".txt", ".html", ".rst")):
+            kind = "a Markdown or plain-text document" if not text.lstrip().startswith("<") else "an HTML page"
+            raise _fail(path, f"this is {kind}, not a results file (no JSON, no table of predictions); "
+                              f"supported formats: {SUPPORTED}")
         raise _fail(path, f"a VLMEvalKit table needs 'index' and 'prediction' columns, found: "
                           f"{', '.join(columns[:12]) or 'none'}; supported formats: {SUPPORTED}")
     df.columns = columns

@@ -339,6 +339,8 @@ class GradingService:
             return Validation(f"Results file read ({rf.format}, {len(rf.predictions)} predictions). {e}", "", name)
         rep = validate_results(rf, benchmark, full=full)
         preds = select_predictions(rf, benchmark, allow_missing=True) if not rep.wrong_benchmark else {}
+        if not rep.ok:          # nothing can be graded as it is: no price for it
+            return Validation(rep.summary(), "No estimate: the file is not ready to grade (see the report).", name)
         if n_runs is None or not 1 <= int(n_runs) <= self.settings.max_runs_per_job:
             return Validation(rep.summary(), f"Judge runs must be between 1 and {self.settings.max_runs_per_job}.",
                               name)

@@ -228,3 +228,22 @@ def test_file_parameters_take_only_files_the_caller_uploaded(app_server, endpoin
         answer = httpx.get(f"{app_server.url}gradio_api/call/{endpoint}/{r.json()['event_id']}", timeout=30).text
         assert "event: error" in answer and "root:" not in answer and "SQLite" not in answer, answer[:300]
     assert len(dict(app_server.store.iter_tables())["runs"]) == before
+
+
+def test_the_readmes_gradio_client_example_runs_as_written(app_server, tmp_path):
+    """Issue 19, item 5: the README's own example failed ("the base URL could not be reached") and did not say that
+    /my_runs needs owner_tok. It is run here as written (only the address is this test's)."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("### Scripting the app (gradio_client)"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    assert "owner_tok" in code and "/my_runs" in code
+    code = code.replace("http://localhost:7860/", app_server.url)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120,
+                          env={**__import__("os").environ, "GRADIO_ANALYTICS_ENABLED": "False"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "'run_id'" in proc.stdout and "'model': 'my-model'" in proc.stdout

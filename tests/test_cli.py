@@ -248,3 +248,32 @@ def test_validate_of_an_lmms_eval_samples_file_reports_the_model_the_file_names(
     (out / "20250103_101112_results.json").unlink()
     proc = run_cli("validate", path)
     assert "Model: 20250103_101112_samples_mmvet (from the file name)" in proc.stdout and "9e9e" not in proc.stdout
+
+
+@pytest.mark.parametrize("argv, hint", [
+    pytest.param(["grade", "r.json", "--run", "2", "--baseline"], "--run: did you mean --runs?", id="prefix-of-runs"),
+    pytest.param(["aggregate", "g.json", "--complete_only"], "--complete_only: did you mean --complete-only?",
+                 id="underscore"),
+    pytest.param(["grade", "r.json", "--judge-modle", "gpt-4o"], "--judge-modle: did you mean --judge-model?",
+                 id="typo"),
+    pytest.param(["compare", "a.json", "b.json", "--resample", "200"], "--resample: did you mean --resamples?",
+                 id="compare-prefix"),
+])
+def test_a_mistyped_option_is_refused_with_did_you_mean_never_taken_as_a_prefix(argv, hint, tmp_path):
+    """Issue 19, item 5: `--run 2` was silently read as `--runs 2`; typos got no "did you mean"."""
+    proc = run_cli(*argv, cwd=tmp_path)
+    assert proc.returncode == 2 and hint in proc.stderr, proc.stderr
+    assert f"usage: python -m mmvet_core {argv[0]}" in proc.stderr      # the subcommand's own usage
+    assert not list(tmp_path.iterdir())                                  # nothing was graded or written
+
+
+def test_a_grade_file_or_a_markdown_file_dropped_as_results_says_what_it_is(tmp_path):
+    """Issue 19, item 5: a Markdown file was "a VLMEvalKit table"; a grade file did not point to its viewer."""
+    md = tmp_path / "README.md"
+    md.write_text("# My model\n\nSome notes about the run.\n")
+    proc = run_cli("validate", md)
+    assert proc.returncode == 2 and "this is a Markdown or plain-text document, not a results file" in proc.stderr
+    assert "VLMEvalKit table" not in proc.stderr
+    proc = run_cli("validate", GRADES / "llava-v1.5-13b_gpt-4-grade-1runs.json")
+    assert proc.returncode == 2 and "this is a grade file" in proc.stderr
+    assert "Open a grade file (no judge call)" in proc.stderr and "`aggregate`" in proc.stderr

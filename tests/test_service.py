@@ -269,3 +269,14 @@ def test_an_uploaded_lmms_eval_samples_file_is_never_named_after_its_upload_fold
                           original_name="llava-13b_samples.jsonl")
     assert svc.store.get_run(run_id).model_name == "llava-13b_samples"
     wait_done(svc, run_id)
+
+
+def test_a_file_not_ready_to_grade_has_no_cost_estimate(svc, tmp_path):
+    """Issue 19, item 5: a file marked "NOT ready to grade" still showed a cost estimate."""
+    preds = json.loads(RESULTS.read_text(encoding="utf-8"))
+    path = tmp_path / "half.json"
+    path.write_text(json.dumps(dict(list(preds.items())[:100])))
+    v = svc.validate(str(path), ALL, 1, JudgeChoice(JUDGE_HOST))
+    assert "NOT ready to grade" in v.report
+    assert v.estimate == "No estimate: the file is not ready to grade (see the report)."
+    assert "judge calls" in svc.validate(str(RESULTS), ALL, 1, JudgeChoice(JUDGE_HOST)).estimate
