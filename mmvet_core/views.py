@@ -63,15 +63,24 @@ class Progress:
                 f'<div id="progress-text">{html.escape(self.text())}</div></div>')
 
 
+#: No ETA before the pace is known: a run's first answers arrive in one burst (every call in flight answers at
+#: once), so a rate needs this many grades made over at least this many seconds.
+ETA_MIN_GRADES = 20
+ETA_MIN_SECONDS = 5.0
+
+
 def progress_of(view: RunView, now: float | None = None) -> Progress:
+    """Progress of a run. `eta_seconds` is None until the pace is known (`ETA_MIN_GRADES` grades over
+    `ETA_MIN_SECONDS`), and when the estimate has run out (a stalled run has no "ETA 0 s")."""
     done = view.n_graded
     errored = sum(g.status == "error" for g in view.grades.values())
     eta = None
     if view.run.status == "running" and done:
         stamps = sorted(g.updated_at for g in view.grades.values() if g.status in GRADED and g.updated_at > 0)
-        if len(stamps) >= 2 and stamps[-1] > stamps[0]:
+        if len(stamps) >= ETA_MIN_GRADES and stamps[-1] - stamps[0] >= ETA_MIN_SECONDS:
             rate = (len(stamps) - 1) / (stamps[-1] - stamps[0])
-            eta = max(0.0, (view.n_expected - done) / rate - ((now or time.time()) - stamps[-1]))
+            left = (view.n_expected - done) / rate - ((now or time.time()) - stamps[-1])
+            eta = left if left >= 1.0 else None
     return Progress(done, errored, view.n_expected, view.run.status, view.run.message, eta)
 
 

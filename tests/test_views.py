@@ -100,3 +100,22 @@ def test_partial_total_has_no_spread_of_incomplete_runs(store, bench):
 def _scores(view):
     from mmvet_core.aggregate import aggregate_scores
     return aggregate_scores(view.benchmark, view.effective_scores(), view.run.n_runs)
+
+
+def test_no_eta_before_the_pace_is_known(store, bench):
+    """Issue 19, item 6: "ETA 0 s" at 32 of 654 grades (the first answers arrive in one burst)."""
+    view = graded(store, bench, "llava-v1.5-13b_gpt-4-grade-3runs.json")
+    running = replace(view, run=replace(view.run, status="running"))
+    t0 = 1_000_000.0
+    items = sorted(view.grades.items())
+
+    def after(n, spread):
+        grades = {k: replace(g, updated_at=t0 + spread * i / max(n - 1, 1)) for i, (k, g) in enumerate(items[:n])}
+        return replace(running, grades=grades)
+
+    burst = views.progress_of(after(32, 0.2), now=t0 + 0.3)        # 32 of 654 within 0.2 s
+    assert burst.eta_seconds is None and "ETA" not in burst.text() and burst.text().startswith("running: 32 / 654")
+    steady = views.progress_of(after(100, 10.0), now=t0 + 10.0)    # 100 grades over 10 s: ~10 per second
+    assert abs(steady.eta_seconds - 554 / 9.9) < 1e-9 and "ETA 56 s" in steady.text()   # 99 gaps in 10 s
+    stalled = views.progress_of(after(100, 10.0), now=t0 + 500.0)  # nothing for 490 s: no "ETA 0 s"
+    assert stalled.eta_seconds is None and "ETA" not in stalled.text()
