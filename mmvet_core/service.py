@@ -55,6 +55,9 @@ MODE_BATCH = "batch"
 STATUS_TTL = 2.0
 #: How many finished runs' `status` answers are kept (each is a few KB).
 FINISHED_CACHE_SIZE = 256
+#: Results files read by `validate` kept for `start` (Grade right after the check makes no second parse, so the
+#: run and its ``?run=`` address come at once): how many, and up to which file size.
+READ_CACHE_SIZE, READ_CACHE_MAX_BYTES = 16, 5_000_000
 MAX_NAME = 100
 
 
@@ -242,6 +245,8 @@ class GradingService:
         self._status_cache: dict[str, tuple[float, dict]] = {}
         self._finished_cache: dict[str, tuple[tuple, dict]] = {}
         self._checks: dict[str, dict] = {}       # judge-check task -> {"done", "total"}
+        self._read_cache: dict[tuple, object] = {}    # (path, size, mtime, name) -> ResultsFile, oldest first
+        self._read_lock = threading.Lock()
 
     # ---- who is asking ----
     def visitor(self, peer: str | None, forwarded_for: str | None) -> str:
@@ -317,12 +322,27 @@ class GradingService:
             raise ServiceError(f"Base URL refused: {e}.") from None
 
     def _read(self, path: str, original_name: str | None = None):
+        """The results file at `path` (an upload), read in the parsing box; the same unchanged file read again
+        (validate, then Grade) comes from a small cache."""
         self.check_size(path)
+        st = Path(path).stat()
+        name = original_name or Path(path).name
+        key = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns, name)
+        with self._read_lock:
+            if (hit := self._read_cache.pop(key, None)) is not None:
+                self._read_cache[key] = hit          # most recent last
+                return hit
         try:
-            return self.gate.read_results(path, max_bytes=self.settings.max_upload_mb * 1024 * 1024,
-                                          original_name=original_name or Path(path).name)
+            found = self.gate.read_results(path, max_bytes=self.settings.max_upload_mb * 1024 * 1024,
+                                           original_name=name)
         except ResultsError as e:
             raise ServiceError(str(e)) from None
+        if st.st_size <= READ_CACHE_MAX_BYTES:
+            with self._read_lock:
+                self._read_cache[key] = found
+                while len(self._read_cache) > READ_CACHE_SIZE:
+                    self._read_cache.pop(next(iter(self._read_cache)))
+        return found
 
     def validate(self, path: str | None, bench: BenchmarkChoice, n_runs: int, judge: JudgeChoice, *,
                  original_name: str | None = None) -> Validation:

@@ -280,3 +280,20 @@ def test_a_file_not_ready_to_grade_has_no_cost_estimate(svc, tmp_path):
     assert "NOT ready to grade" in v.report
     assert v.estimate == "No estimate: the file is not ready to grade (see the report)."
     assert "judge calls" in svc.validate(str(RESULTS), ALL, 1, JudgeChoice(JUDGE_HOST)).estimate
+
+
+def test_grade_right_after_the_check_does_not_parse_the_file_again(svc, tmp_path):
+    """Issue 19, item 6: ``?run=`` reached the address 2.5–6 s after Grade, most of it a second parse of the
+    file in a fresh worker process. Validate then start: one parse; a changed file is parsed again."""
+    calls = []
+    real = svc.gate.box.call
+    svc.gate.box.call = lambda fn, *a, **k: (calls.append(fn.__name__), real(fn, *a, **k))[1]
+    path = tagged(tmp_path, "once")
+    svc.validate(path, ALL, 1, JudgeChoice(JUDGE_BASELINE))
+    run_id, _ = svc.start(path, ALL, 1, JudgeChoice(JUDGE_BASELINE), owner="me", visitor="v")
+    assert calls == ["read_results"]
+    wait_done(svc, run_id)
+    Path(path).write_text(Path(path).read_text().replace("[once]", "[twice]"))
+    svc.start(path, ALL, 1, JudgeChoice(JUDGE_BASELINE), owner="me", visitor="v")
+    assert calls == ["read_results", "read_results"]
+    assert svc.view(svc.runs_of("me")[0].id).run.predictions["v1_0"].endswith("[twice]")
