@@ -750,6 +750,29 @@ class GradingService:
         marker.write_text(stamp)
         return sorted(str(p) for p in [*paths.values(), zpath])
 
+    def form_of(self, view: RunView) -> dict | None:
+        """The settings a run was started with, as the grading form's values (what a reload restores beside the
+        run card), or None for a grade file's view (nothing was graded here). Never a key; the host's endpoint is
+        not named (the host judge is its choice)."""
+        run, judge = view.run, view.run.judge
+        if judge.get("provider") == "imported":
+            return None
+        if judge.get("provider") == "baseline":
+            kind, url, model = JUDGE_BASELINE, "", ""
+        elif judge.get("base_url") == self.settings.host_base_url and self.settings.host_key \
+                and judge.get("model") == self.settings.judge_model:
+            kind, url, model = JUDGE_HOST, "", judge.get("model", "")
+        else:
+            url = judge.get("base_url") or ""
+            kind, url, model = JUDGE_OWN, "" if url == OPENAI_PUBLIC_URL else url, judge.get("model", "")
+        spec = str(run.benchmark.get("spec", "mmvet-v1"))
+        bench = BENCH_HUB if spec.startswith("hf:") else BENCH_BUNDLED if spec == "mmvet-v1" else BENCH_UPLOAD
+        subset = next((label for label, key in SUBSETS.items() if key == run.benchmark.get("subset")), "All samples")
+        return {"n_runs": run.n_runs, "judge": kind, "base_url": url, "judge_model": model,
+                "mode": MODE_BATCH if judge.get("mode") == MODE_BATCH else MODE_LIVE, "benchmark": bench,
+                "hub_id": spec.removeprefix("hf:") if bench == BENCH_HUB else "", "subset": subset,
+                "model_name": run.model_name}
+
     def share_url(self, run_id: str, base: str | None) -> str:
         """The read-only link of a run: the configured public URL, else the address the page was opened at."""
         root = self.settings.public_url or base or "http://localhost:7860"

@@ -297,3 +297,22 @@ def test_grade_right_after_the_check_does_not_parse_the_file_again(svc, tmp_path
     svc.start(path, ALL, 1, JudgeChoice(JUDGE_BASELINE), owner="me", visitor="v")
     assert calls == ["read_results", "read_results"]
     assert svc.view(svc.runs_of("me")[0].id).run.predictions["v1_0"].endswith("[twice]")
+
+
+def test_the_form_of_a_run_is_the_settings_it_was_started_with(svc, fake_judge, tmp_path):
+    """Issue 19, item 6: after a reload the form showed defaults beside the run card's own settings."""
+    run_id, _ = svc.start(str(RESULTS), BARD, 3, JudgeChoice(JUDGE_BASELINE), owner="me", visitor="v",
+                          model_name="mine")
+    wait_done(svc, run_id)
+    assert svc.form_of(svc.view(run_id)) == {
+        "n_runs": 3, "judge": JUDGE_BASELINE, "base_url": "", "judge_model": "", "mode": "live",
+        "benchmark": BENCH_BUNDLED, "hub_id": "", "subset": "Bard set (168)", "model_name": "mine"}
+    own, _ = svc.start(tagged(tmp_path, "own"), ALL, 2, JudgeChoice(JUDGE_OWN, base_url=fake_judge.url,
+                                                                    model="gpt-4o", api_key=VISITOR_KEY),
+                       owner="me", visitor="v")
+    form = svc.form_of(svc.view(own))
+    assert (form["judge"], form["base_url"], form["judge_model"], form["n_runs"]) == \
+        (JUDGE_OWN, fake_judge.url, "gpt-4o", 2)
+    assert VISITOR_KEY not in json.dumps(form)
+    svc.stop(own, "me")
+    wait_done(svc, own)
