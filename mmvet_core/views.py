@@ -281,3 +281,25 @@ def attempt_rows(detail: dict) -> list[list]:
                          _fmt(a.get("score"), 2), a.get("model") or "", sent,
                          "imported" if a.get("imported") else ("yes" if a.get("cached") else "no")])
     return rows
+
+
+def overlay_note(view: RunView, paper: list[str], others: list[RunView]) -> str:
+    """What to say under the radars when the overlaid series were not graded like this run: the paper's models
+    (graded by GPT-4) over a run with another judge, or other runs graded by another judge or prompt than this
+    run's. Empty when every overlay is like-for-like."""
+    notes = []
+    judge = str(view.run.judge.get("model", ""))
+    baseline = view.run.judge.get("provider") == "baseline"
+    # GPT-4 itself (gpt-4, its dated snapshots gpt-4-0314 / gpt-4-0613), not gpt-4o or gpt-4-turbo
+    if paper and (baseline or not (judge == "gpt-4" or judge.startswith("gpt-4-0"))):
+        notes.append(f"⚠ The paper's scores were graded by GPT-4; this run's judge is {judge or 'unknown'}. "
+                     "The overlay is not a like-for-like comparison.")
+    mine = (view.judge_text, view.judge_metric_note)
+    for other in others:
+        if (other.judge_text, other.judge_metric_note) != mine:
+            notes.append(f"⚠ {other.run.model_name} ({other.run.id[:6]}) was graded by {other.judge_text}"
+                         + (f" ({other.judge_metric_note})" if other.judge_metric_note else "")
+                         + f", this run by {view.judge_text}: not a like-for-like comparison.")
+        if other.n_overrides:
+            notes.append(f"{other.run.model_name} ({other.run.id[:6]}): {other.metric_note}.")
+    return "\n\n".join(notes)

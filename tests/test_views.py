@@ -119,3 +119,21 @@ def test_no_eta_before_the_pace_is_known(store, bench):
     assert abs(steady.eta_seconds - 554 / 9.9) < 1e-9 and "ETA 56 s" in steady.text()   # 99 gaps in 10 s
     stalled = views.progress_of(after(100, 10.0), now=t0 + 500.0)  # nothing for 490 s: no "ETA 0 s"
     assert stalled.eta_seconds is None and "ETA" not in stalled.text()
+
+
+def test_the_overlay_note_names_overlaid_runs_graded_by_another_judge(store, bench):
+    """Issue 19, item 6: the overlay note stayed empty when the overlaid runs' judges differed."""
+    from mmvet_core.judge import JudgeSettings
+    from mmvet_core.runs import create_run, import_official_grades
+    from mmvet_core.export import load_official_grades
+    gpt4 = graded(store, bench, "llava-v1.5-13b_gpt-4-grade-1runs.json")
+    other_id = create_run(store, benchmark=bench, spec="mmvet-v1", predictions={}, n_runs=1,
+                          settings=JudgeSettings(model="gpt-4o-mini"), model_name="llava-7b")
+    import_official_grades(store, other_id, load_official_grades(GRADES / "llava-v1.5-7b_gpt-4-grade-1runs.json"))
+    other = load_run_view(store, other_id)
+    same = graded(store, bench, "llava-v1.5-7b_gpt-4-grade-1runs.json")
+    assert views.overlay_note(gpt4, [], [same]) == ""
+    note = views.overlay_note(gpt4, [], [other])
+    assert f"llava-7b ({other_id[:6]}) was graded by gpt-4o-mini" in note and "this run by gpt-4" in note
+    assert "not a like-for-like comparison" in note
+    assert "paper" in views.overlay_note(other, ["LLaVA-13B (LLaMA-2)"], [])
