@@ -303,3 +303,14 @@ def overlay_note(view: RunView, paper: list[str], others: list[RunView]) -> str:
         if other.n_overrides:
             notes.append(f"{other.run.model_name} ({other.run.id[:6]}): {other.metric_note}.")
     return "\n\n".join(notes)
+
+
+def radar_label(view: RunView, this_run: bool = True) -> str:
+    """A run's name in a radar legend: ``llava (this run, 2 human overrides, NOT the official MM-Vet metric)``
+    (another run: its short id instead of "this run")."""
+    parts = ["this run" if this_run else view.run.id[:6]]
+    if view.n_overrides:
+        parts.append(f"{view.n_overrides} human override{'s' if view.n_overrides > 1 else ''}")
+    if view.metric_note:
+        parts.append("NOT the official MM-Vet metric")
+    return f"{view.run.model_name} ({', '.join(parts)})"

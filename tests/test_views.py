@@ -137,3 +137,14 @@ def test_the_overlay_note_names_overlaid_runs_graded_by_another_judge(store, ben
     assert f"llava-7b ({other_id[:6]}) was graded by gpt-4o-mini" in note and "this run by gpt-4" in note
     assert "not a like-for-like comparison" in note
     assert "paper" in views.overlay_note(other, ["LLaVA-13B (LLaMA-2)"], [])
+
+
+def test_the_radar_legend_names_overrides_and_the_metric(store, bench):
+    """Issue 19, item 1: the radar legend of a run with overrides said nothing of them."""
+    view = graded(store, bench, "llava-v1.5-13b_gpt-4-grade-1runs.json")
+    assert views.radar_label(view) == "llava-v1.5-13b (this run)"
+    store.set_override(view.run.id, "v1_0", 1.0, "checked")
+    store.set_override(view.run.id, "v1_1", 1.0, "checked")
+    again = load_run_view(store, view.run.id)
+    assert views.radar_label(again) == "llava-v1.5-13b (this run, 2 human overrides, NOT the official MM-Vet metric)"
+    assert views.radar_label(again, this_run=False).startswith(f"llava-v1.5-13b ({view.run.id[:6]}, 2 human")
