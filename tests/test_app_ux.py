@@ -73,6 +73,16 @@ def pick_subset(page, label: str) -> None:
     page.locator("#subset").get_by_text(label).click()
 
 
+def assert_legends_inside_their_charts(page) -> None:
+    """Every legend line of both radars lies inside its chart (a long name used to run past the edge, cut)."""
+    for chart in ("radar-capabilities", "radar-integrations"):
+        svg = page.locator(f"#{chart} svg.main-svg").first.bounding_box()
+        legend = page.locator(f"#{chart} g.legend").first.bounding_box()
+        assert svg["x"] <= legend["x"] and legend["x"] + legend["width"] <= svg["x"] + svg["width"], (chart, svg,
+                                                                                                      legend)
+        assert legend["y"] + legend["height"] <= svg["y"] + svg["height"], (chart, svg, legend)
+
+
 def pick_judge(page, label: str) -> None:
     page.locator("#judge-choice").get_by_text(label, exact=True).click()
 
@@ -215,6 +225,8 @@ def test_invalid_override_is_a_toast_and_leaves_the_page_intact(app_server, page
     expect(page.locator("#run-card")).to_contain_text("1 human override")
     page.wait_for_function("() => [...document.querySelectorAll('#radar-capabilities .js-plotly-plot')]"
                            ".some(p => (p.data || []).some(t => t.name.replaceAll('<br>', ' ').includes('1 human override')))")
+    page.wait_for_timeout(500)                # plotly lays the legend out after the data arrives
+    assert_legends_inside_their_charts(page)  # issue 19.6: that longer name is not cut at the chart's edge
 
 
 def test_grade_without_a_file_is_a_toast_and_the_run_stays(page):
@@ -356,11 +368,7 @@ def test_bard_subset_report_and_overlays(app_server, browser, tmp_path):
         expect(page.locator("#overlay-note")).to_contain_text("not a like-for-like comparison")
         assert error_badges(page) == 0
         # issue 19.6: every legend line is inside its chart (the long "NOT the official metric" name wraps)
-        for chart in ("radar-capabilities", "radar-integrations"):
-            svg = page.locator(f"#{chart} svg.main-svg").first.bounding_box()
-            legend = page.locator(f"#{chart} g.legend").first.bounding_box()
-            assert svg["x"] <= legend["x"] and legend["x"] + legend["width"] <= svg["x"] + svg["width"], chart
-            assert legend["y"] + legend["height"] <= svg["y"] + svg["height"], chart
+        assert_legends_inside_their_charts(page)
         legend_text = page.locator("#radar-capabilities g.legend").first.text_content().replace(" ", "")
         assert "(thisrun,NOTtheofficialMM-Vetmetric)" in legend_text       # whole, over two lines
     finally:
