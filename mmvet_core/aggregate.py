@@ -84,6 +84,12 @@ class Scores:
     integrations: list[ColumnScore]
     complete: bool
     notes: list[str] = field(default_factory=list)
+    #: Human overrides applied to these scores (0: the judge's grades only). With overrides the numbers are the
+    #: run owner's corrected score, not the official metric; `judge_only_total` / `judge_only_std` keep the
+    #: judge's own total beside it (None without overrides). Set by `runs.load_run_view`.
+    n_overrides: int = 0
+    judge_only_total: float | None = None
+    judge_only_std: float | None = None
 
     @property
     def runs(self) -> list[float | None]:

@@ -31,6 +31,9 @@ MAX_LINE_FAILURES = 3
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 #: Seconds between two polls of a batch (a batch takes minutes to hours).
 DEFAULT_POLL = 30.0
+#: What a run that met an endpoint without the Files / Batch APIs says (vLLM, Ollama and most local servers).
+NO_BATCH_API = ("this endpoint has no Batch API (POST {path} answered HTTP {status}; a wrong base URL answers the "
+                "same): grade live instead (without --batch; in the app, pick live grading)")
 
 
 class NeedAnswer(Exception):
@@ -60,10 +63,12 @@ class StoredAnswers:
     """The caller `grade_sample` gets in batch mode: stored answers, else `NeedAnswer` (or the `JudgeError` of a
     request that kept failing inside batches)."""
 
-    def __init__(self, judge, store: Store, fresh: set[str], failed: dict[str, JudgeError]):
+    def __init__(self, judge, store: Store, fresh: set[str], failed: dict[str, JudgeError],
+                 reused: set[str] | None = None):
         self.judge, self.store = judge, store
         self.fingerprint = judge.settings.fingerprint()
         self.fresh, self.failed = fresh, failed
+        self.reused = set() if reused is None else reused     # stored answers used that no batch of ours made
         self.stats = CallStats()
 
     async def __call__(self, prompt: str, temperature: float, k: int, sample: Sample, prediction: str, *,
@@ -75,11 +80,13 @@ class StoredAnswers:
             if need.key in self.failed:
                 raise self.failed[need.key]
             raise need
-        fresh = custom_id(sha, temperature, k) in self.fresh
+        cid = custom_id(sha, temperature, k)
+        fresh = cid in self.fresh
         if fresh:
             self.stats.calls += 1
         else:
             self.stats.cached += 1
+            self.reused.add(cid)
         return JudgeReply(**hit), not fresh
 
 
@@ -90,11 +97,14 @@ def batch_line(judge, need: NeedAnswer) -> dict:
     return {"custom_id": need.key, "method": "POST", "url": "/v1/chat/completions", "body": body}
 
 
-def _judge_error(err) -> JudgeError:
-    """A `JudgeError` for an SDK exception raised by a Files / Batch API call."""
+def _judge_error(err, path: str | None = None) -> JudgeError:
+    """A `JudgeError` for an SDK exception raised by a Files / Batch API call; a 404 / 405 to the request that
+    creates something (`path`) means the endpoint has no such API (kind ``no_batch_api``)."""
     import openai as o
 
     status = getattr(err, "status_code", None)
+    if path is not None and status in (404, 405):
+        return JudgeError("no_batch_api", NO_BATCH_API.format(path=path, status=status), status)
     kinds = {400: "bad_request", 401: "auth", 403: "permission", 404: "not_found", 429: "rate_limit"}
     if isinstance(err, o.APITimeoutError):
         return JudgeError("timeout", str(err) or "request timed out")
@@ -119,6 +129,7 @@ class BatchGrader:
         self.fresh: set[str] = set()
         self.failed: dict[str, JudgeError] = {}
         self.failures: dict[str, int] = {}
+        self.reused: set[str] = set()       # stored answers reused (each counted once over the rounds)
         self.submitted = 0
 
     @property
@@ -150,15 +161,17 @@ class BatchGrader:
         except BudgetExceeded as e:
             state["budget"] = str(e)
         except JudgeError as e:
-            state["fatal"] = describe_judge_error(e)
+            state["fatal"] = e.message if e.kind == "no_batch_api" else describe_judge_error(e)
         except asyncio.CancelledError:
             store.set_status(run_id, "stopped", "stopped; resume continues with the batches already submitted")
             raise
         counts = store.count_grades(run_id)
         graded = sum(n for s, n in counts.items() if s in GRADED)
         errored = counts.get("error", 0)
-        stats = CallStats(calls=len(self.fresh), cached=0)
-        if state["fatal"]:
+        stats = CallStats(calls=len(self.fresh), cached=len(self.reused))
+        if state["fatal"] and not any(b.get("batch_id") for b in store.batches(run_id)):   # none to resume
+            status, message = "failed", f"stopped: {state['fatal']}"
+        elif state["fatal"]:
             status, message = "failed", f"stopped: {state['fatal']} (submitted batches are resumed on the next run)"
         elif state["budget"]:
             status, message = "stopped", state["budget"]
@@ -175,7 +188,7 @@ class BatchGrader:
         """Grade every missing (sample, run) from stored answers; return the calls still needed."""
         done = {(g.sample_id, g.run_index) for g in self.store.grades(self.run_id, evidence_for=None)
                 if g.status in GRADED}
-        caller = StoredAnswers(self.judge, self.store, self.fresh, self.failed)
+        caller = StoredAnswers(self.judge, self.store, self.fresh, self.failed, self.reused)
         needs: dict[str, NeedAnswer] = {}
         for r in range(run.n_runs):
             for sid in self.benchmark.ids:
@@ -203,13 +216,17 @@ class BatchGrader:
         bid = self.store.add_batch(self.run_id, round_, requests)
         data = "".join(json.dumps(batch_line(self.judge, need), ensure_ascii=False) + "\n"
                        for need in needs.values()).encode("utf-8")
+        path = "/v1/files"
         try:
             uploaded = await self.client.files.create(file=(f"mmvet-{bid}.jsonl", data), purpose="batch")
             self.store.update_batch(bid, input_file_id=uploaded.id)
+            path = "/v1/batches"
             created = await self.client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions",
                                                        completion_window="24h", metadata={"mmvet_batch": bid})
         except openai.APIError as e:
-            raise _judge_error(e) from e
+            if getattr(e, "status_code", None) in (404, 405):     # nothing was submitted: forget this batch
+                self.store.update_batch(bid, status="failed", message="no Batch API")
+            raise _judge_error(e, path) from e
         self.store.update_batch(bid, batch_id=created.id, status="submitted")
         self.submitted += len(needs)
         self.on_event(f"round {round_ + 1}: batch {created.id} submitted with {len(needs)} call(s)")

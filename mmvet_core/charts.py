@@ -35,6 +35,30 @@ def _plain(text: str) -> str:
     return str(text).replace("<", "‹").replace(">", "›")
 
 
+#: Legend names longer than this wrap onto more lines (a legend line is never cut at the figure's edge).
+LEGEND_WRAP = 44
+_LEGEND_LINE_PX = 15
+
+
+def legend_name(name: str, width: int = LEGEND_WRAP) -> str:
+    """A trace name for the legend: inert (see `_plain`) and wrapped at spaces into lines of at most `width`
+    characters with ``<br>`` (a single longer word is cut into pieces).
+
+    >>> legend_name("llava-v1.5-13b (this run, owner's corrected score with 2 human overrides)", 30)
+    "llava-v1.5-13b (this run,<br>owner's corrected score with 2<br>human overrides)"
+    """
+    lines: list[str] = []
+    for word in _plain(name).split():
+        while len(word) > width:
+            lines.append(word[:width])
+            word = word[width:]
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return "<br>".join(lines)
+
+
 def _fmt(value: float | None, missing_text: str) -> str:
     return missing_text if value is None else f"{value:.1f}"
 
@@ -67,16 +91,21 @@ def make_radar(series: list[tuple[str, Mapping[str, float | None]]], axes: list[
             r=r + r[:1],
             theta=theta_closed,
             text=text + text[:1],
-            name=_plain(name),
+            name=legend_name(name),
             fill="toself" if index == 0 else "none",
             mode="lines+markers" if index == 0 else "lines",
             opacity=0.85 if index == 0 else 1.0,
             hovertemplate="%{theta}: %{text}<extra>%{fullData.name}</extra>",
         ))
     many = len(axes) > 8
+    # the legend sits under the polar area: every line beyond two makes the figure taller (the polar area keeps
+    # its size), so no legend line is cut at the bottom edge
+    extra = _LEGEND_LINE_PX * max(0, sum(legend_name(n).count("<br>") + 1 for n, _ in series) - 2)
+    height = RADAR_HEIGHT + extra
+    bottom = (0.12 * RADAR_HEIGHT + extra) / height
     fig.update_layout(
         title={"text": title, "font": {"size": 14}, "x": 0.01, "y": 0.98},
-        height=RADAR_HEIGHT,
+        height=height,
         autosize=True,
         polar={"radialaxis": {"range": [0, 100], "visible": True, "tickvals": [25, 50, 75, 100],
                               "showticklabels": not many,     # 16 axes: no room between them (values: hover)
@@ -84,9 +113,10 @@ def make_radar(series: list[tuple[str, Mapping[str, float | None]]], axes: list[
                               # between the first two axes (the polygon starts on the first one)
                               "angle": 90 - 180 / len(axes), "tickangle": 90 - 180 / len(axes)},
                "angularaxis": {"tickfont": {"size": 9 if many else 11}, "rotation": 90, "direction": "clockwise"},
-               "domain": {"x": [0, 1], "y": [0.12, 0.94]}},
+               "domain": {"x": [0, 1], "y": [bottom, 1 - 0.06 * RADAR_HEIGHT / height]}},
         showlegend=True,
-        legend={"orientation": "h", "yanchor": "top", "y": 0.08, "x": 0, "font": {"size": 10}},
+        legend={"orientation": "h", "yanchor": "top", "y": bottom - 0.04 * RADAR_HEIGHT / height, "x": 0,
+                "font": {"size": 10}},
         margin={"l": 85 if many else 45, "r": 85 if many else 45, "t": 36, "b": 8},
     )
     return fig

@@ -21,7 +21,7 @@ from .export import GradeFileError, make_cap_csv_text, make_cap_int_csv_text, ma
     official_file_names, write_grade_json
 from .gradesets import benchmark_for, load_grade_set, write_comparison
 from .aggregate import aggregate_scores
-from .graded import OFFICIAL_GRADE_NAME, read_grade_file, source_label
+from .graded import OFFICIAL_GRADE_NAME, missing_ids, missing_text, read_grade_file, source_label
 from .grading import DEFAULT_CONCURRENCY, GRADED, grade_run
 from .endpoints import format_judges, judge_rows, list_judge_models, preflight, retirement_of, today_utc
 from .judge import BASELINE_NAME, DEFAULT_JUDGE_MODEL, JudgeSettings, make_judge
@@ -30,7 +30,8 @@ from .equivalence import estimate_equivalent, format_capability_line, format_equ
 from .judgecheck import (call_count, distinct_prompts, format_check, load_manifest, load_references, run_judge_check,
                          stored_check)
 from .prompt import examples_label, parse_examples, prompt_template, render_prompt
-from .runs import (ImportRefused, create_run, export_run, import_grades, load_run_view, run_equivalence,
+from .runs import (ImportRefused, create_run, export_run, import_grades, load_run_view, note_file_name,
+                   run_equivalence,
                    write_intervals_csv)
 from .stats import format_interval, score_intervals
 from .sources import load_benchmark, load_subset
@@ -51,6 +52,47 @@ class UsageError(Exception):
     """Bad input the user must fix (exit code 2)."""
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse without prefix matching (``--run 2`` is not silently ``--runs 2``; every subparser inherits it)
+    and with "did you mean" for a mistyped option, looked up in the subcommand that was given."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = self._subparser(getattr(parsed, "command", None))
+            hints = [hint for arg in extras if (hint := suggest_option(arg, command or self))]
+            (command or self).error(f"unrecognized arguments: {' '.join(extras)}"
+                                    + (f" ({'; '.join(hints)})" if hints else ""))
+        return parsed
+
+    def _subparser(self, name: str | None) -> argparse.ArgumentParser | None:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+                return action.choices[name]
+        return None
+
+
+def suggest_option(arg: str, parser: argparse.ArgumentParser) -> str | None:
+    """``--run: did you mean --runs?`` for an option `parser` does not know but nearly does (difflib), else None.
+
+    >>> p = Parser(prog="x"); _ = p.add_argument("--runs"); _ = p.add_argument("--judge-model")
+    >>> suggest_option("--run", p), suggest_option("--judge_model=x", p), suggest_option("--zzz", p)
+    ('--run: did you mean --runs?', '--judge_model: did you mean --judge-model?', None)
+    """
+    import difflib
+
+    if not arg.startswith("-"):
+        return None
+    flag = arg.split("=", 1)[0]
+    options = [o for action in parser._actions for o in action.option_strings if o.startswith("--")]
+    close = difflib.get_close_matches(flag, options, n=1, cutoff=0.6)
+    return f"{flag}: did you mean {close[0]}?" if close else None
+
+
 def _add_benchmark_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--benchmark", default="mmvet-v1",
                    help="mmvet-v1 (bundled), mmvet-v2 (hub), a folder / mm-vet.zip / metadata JSON, or hf:OWNER/NAME")
@@ -60,7 +102,7 @@ def _add_benchmark_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m mmvet_core",
+    parser = Parser(prog="python -m mmvet_core",
                                      description="MM-Vet grading with an LLM judge, identical to the official "
                                                  "evaluator when the judge answers the same.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -110,11 +152,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_benchmark_args(a)
     a.add_argument("--judge-name", default=None, help="judge name in file names (default: from the file)")
     a.add_argument("--samples", action="store_true", help="also print every sample's score and judge")
+    a.add_argument("--complete-only", action="store_true",
+                   help="refuse a grade file that lacks a grade for some sample (exit 2); by default its total is "
+                        "shown labelled partial, with the missing ids, and no official CSV is written")
 
     c = sub.add_parser("compare", help="compare grade sets: Δ̄, B − A with 95%% intervals, agreement, noise floor")
     c.add_argument("sets", nargs="+", metavar="SET",
                    help="grade JSONs, human-score files {id: score}, run ids (run:ID), human:RUN_ID (a run's manual "
-                        "scores); join files with + to pool their runs. The first is the reference")
+                        "scores), judge:RUN_ID (a run's judge grades without its overrides); join files with + to pool their runs. The first is the reference")
     c.add_argument("--benchmark", default=None,
                    help="benchmark for capabilities (default: the first run's, else mmvet-v1)")
     c.add_argument("--subset", default=None, help="'bard' or a file of ids: compare on those samples only")
@@ -125,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
     c.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     c.add_argument("--top", type=int, default=10, help="most different samples listed per pair (default 10)")
+    c.add_argument("--complete-only", action="store_true",
+                   help="refuse a grade set lacking grades for some of the benchmark's samples (exit 2); by default "
+                        "it is reported as partial, with its missing ids, and compared on the common samples")
 
     m = sub.add_parser("combine", help="a grade set whose per-sample score is the mean of the sets' (paper Table 7)")
     m.add_argument("sets", nargs="+", metavar="SET", help="grade sets, as for compare")
@@ -216,24 +264,40 @@ def _judge_settings(args) -> tuple[JudgeSettings, str | None]:
 
 
 def _print_scores(view) -> None:
-    _print_score_lines(view.benchmark, view.scores, view.effective_scores())
+    partial = None if view.scores.complete else (view.n_graded, view.n_expected)
+    _print_score_lines(view.benchmark, view.scores, view.effective_scores(), partial=partial,
+                       note=view.metric_note)
 
 
-def _print_score_lines(benchmark, s, per_run_scores) -> None:
-    """Total, capabilities and integrations, each with its 95% bootstrap interval over samples beside the
-    official std over runs."""
-    ci = {(r.kind, r.name): format_interval(r.low, r.high) for r in score_intervals(benchmark, per_run_scores)}
+def total_line(s, partial: tuple[int, int] | None = None, note: str | None = None) -> str:
+    """The CLI's total line. A partial total says so on the same line, with how many grades it holds:
+    ``Total: 39.1 (partial, 74 of 218 grades: not a final score)``."""
     total = "n/a" if s.total.mean is None else f"{s.total.mean:.1f}"
+    tail = f"  [{note}]" if note else ""
+    if partial is not None:
+        return f"Total: {total} (partial, {partial[0]} of {partial[1]} grades: not a final score){tail}"
     spread = "" if s.total.std is None else f" ± {s.total.std:.1f}"
-    print(f"\nTotal: {total}{spread}  (runs: {', '.join(f'{x:.1f}' for x in s.runs if x is not None)})"
-          f"  95% interval over samples {ci.get(('total', 'total'), 'n/a')}")
-    print("  (± is the official std over judge runs; the interval is the sampling error over the questions, "
-          "bootstrap, seed 0)")
+    return f"Total: {total}{spread}  (runs: {', '.join(f'{x:.1f}' for x in s.runs if x is not None)}){tail}"
+
+
+def _print_score_lines(benchmark, s, per_run_scores, *, partial: tuple[int, int] | None = None,
+                       note: str | None = None) -> None:
+    """Total, capabilities and integrations, each with its 95% bootstrap interval over samples beside the
+    official std over runs; a `partial` grade set (graded, expected) is labelled partial and has no interval."""
+    if partial is not None:
+        print(f"\n{total_line(s, partial, note)}")
+        ci = {}
+    else:
+        ci = {(r.kind, r.name): format_interval(r.low, r.high) for r in score_intervals(benchmark, per_run_scores)}
+        print(f"\n{total_line(s, None, note)}  95% interval over samples {ci.get(('total', 'total'), 'n/a')}")
+        print("  (± is the official std over judge runs; the interval is the sampling error over the questions, "
+              "bootstrap, seed 0)")
     def line(cols, kind):
         return "  ".join(f"{c.name} {c.mean:.1f} {ci.get((kind, c.name), '')}".rstrip() if c.mean is not None
                          else f"{c.name} n/a" for c in cols)
-    print(f"Capabilities: {line(s.capabilities, 'capability')}")
-    print(f"Integrations: {line(s.integrations, 'integration')}")
+    label = " (partial)" if partial is not None else ""
+    print(f"Capabilities{label}: {line(s.capabilities, 'capability')}")
+    print(f"Integrations{label}: {line(s.integrations, 'integration')}")
 
 
 def cmd_grade(args) -> int:
@@ -254,7 +318,7 @@ def cmd_grade(args) -> int:
     settings, key = _judge_settings(args)
     if not args.import_grades:       # (grades imported below may leave nothing to call the judge for)
         settings = _checked_judge(settings, key)
-    model_name = args.model_name or Path(args.results).stem.removesuffix(".answers")
+    model_name = args.model_name or results.model_name or Path(args.results).stem.removesuffix(".answers")
     store = Store(args.db or _default_db())
     run_id = create_run(store, benchmark=benchmark, spec=str(args.benchmark), predictions=predictions,
                         n_runs=args.runs, settings=settings, model_name=model_name,
@@ -412,11 +476,10 @@ def cmd_aggregate(args) -> int:
         grades = read_grade_file(args.grade_json, benchmark)
     except (GradeFileError, OSError) as e:
         raise UsageError(str(e)) from e
-    missing = [i for i in benchmark.ids if i not in grades.scores]
-    if missing:
-        shown = ", ".join(missing[:10]) + (" …" if len(missing) > 10 else "")
-        raise UsageError(f"the grade file has no grade for {len(missing)} of {len(benchmark)} sample(s) of "
-                         f"{benchmark.name} ({shown}); holds {len(grades.scores)}")
+    missing = missing_ids(grades.scores, benchmark, grades.n_runs)
+    if missing and args.complete_only:
+        raise UsageError(f"the grade file has {missing_text(missing, benchmark)}; --complete-only refuses an "
+                         f"incomplete grade file (without it the total is shown as partial)")
     model, judge = aggregate_names(args.grade_json, grades.model_name, grades.judge_name, args.model_name,
                                    args.judge_name)
     scores = aggregate_scores(benchmark, grades.scores, grades.n_runs)
@@ -427,30 +490,43 @@ def cmd_aggregate(args) -> int:
     print(f"Metric: {note or 'the official MM-Vet metric (gpt-4-0613, official prompt)'}")
     for line in grades.notes:
         print(f"Note: {line}")
+    graded = sum(s is not None for sid in benchmark.ids for s in (grades.scores.get(sid) or [])[:grades.n_runs])
+    partial = (graded, len(benchmark) * grades.n_runs) if missing else None
+    if missing:
+        print(f"PARTIAL: the file has {missing_text(missing, benchmark)}. The scores below are over the graded "
+              "samples only; no official CSV is written (they need every sample). Pass --complete-only to "
+              "refuse incomplete files.")
     subset = "bardset" if benchmark.subset_name == "bard" else benchmark.subset_name
     names = official_file_names(model, judge, grades.n_runs, subset)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    for key, text in (("cap", make_cap_csv_text(model, scores, note)),
-                      ("cap_int", make_cap_int_csv_text(model, scores, note))):
-        (out / names[key]).write_text(text, encoding="utf-8")
-        print(f"wrote {out / names[key]}")
+    if not missing:
+        for key, text in (("cap", make_cap_csv_text(model, scores, note)),
+                          ("cap_int", make_cap_int_csv_text(model, scores, note))):
+            (out / names[key]).write_text(text, encoding="utf-8")
+            print(f"wrote {out / names[key]}")
     if grades.source != "official-grade-json":   # every sample in the official grade format too
         records = {sid: {"model": grades.judges[sid], "content": grades.contents[sid], "score": grades.scores[sid],
                          **({"prediction": grades.predictions[sid]} if sid in grades.predictions else {}),
-                         **({"metric_note": note} if note else {})} for sid in benchmark.ids}
+                         **({"metric_note": note} if note else {})} for sid in benchmark.ids if sid in grades.scores}
         write_grade_json(out / names["grade"], make_grade_json(records))
         print(f"wrote {out / names['grade']}")
-    ci_path = write_intervals_csv(out, benchmark, grades.scores, model, judge, grades.n_runs, subset)
-    print(f"wrote {ci_path}")
-    print(f"\nTotal: {scores.total.mean:.1f} ± {scores.total.std:.1f} over {grades.n_runs} run(s)"
-          + (f"  [{note}]" if note else ""))
-    _print_score_lines(benchmark, scores, grades.scores)
+    if missing:
+        note_path = out / note_file_name(model, judge, grades.n_runs, subset)
+        note_path.write_text(f"{model} graded by {grades.judge_text()} ({Path(args.grade_json).name})\n"
+                             f"PARTIAL: {graded} of {len(benchmark) * grades.n_runs} grades; "
+                             f"{missing_text(missing, benchmark)}. Any total of this file is partial, not a final "
+                             "score.\n" + (f"Metric: {note}\n" if note else ""), encoding="utf-8")
+        print(f"wrote {note_path}")
+    else:
+        ci_path = write_intervals_csv(out, benchmark, grades.scores, model, judge, grades.n_runs, subset)
+        print(f"wrote {ci_path}")
+    _print_score_lines(benchmark, scores, grades.scores, partial=partial, note=note)
     if args.samples:
         for sid in benchmark.ids:
-            runs = " / ".join("—" if x is None else f"{x:.1f}" for x in grades.scores[sid])
-            judges = ", ".join(dict.fromkeys(j or "unknown" for j in grades.judges[sid]))
-            print(f"{sid}\t{','.join(benchmark.samples[sid].capabilities)}\t{runs}\t{judges}")
+            runs = " / ".join("—" if x is None else f"{x:.1f}" for x in grades.scores.get(sid, [None]))
+            judges = ", ".join(dict.fromkeys(j or "unknown" for j in grades.judges.get(sid, [])))
+            print(f"{sid}\t{','.join(benchmark.samples[sid].capabilities)}\t{runs}\t{judges or 'no grade'}")
     return 0
 
 
@@ -480,7 +556,8 @@ def cmd_compare(args) -> int:
         except (BenchmarkError, FileNotFoundError, ValueError) as e:
             raise UsageError(f"subset: {e}") from e
     try:
-        cmp = compare_sets(benchmark, sets, resamples=args.resamples, seed=args.seed, top=args.top)
+        cmp = compare_sets(benchmark, sets, resamples=args.resamples, seed=args.seed, top=args.top,
+                           complete_only=args.complete_only)
     except CompareError as e:
         raise UsageError(str(e)) from e
     print(format_report(cmp))

@@ -184,12 +184,15 @@ class Comparison:
     seed: int
     level: float
     sample_scores: list[dict[str, float]]
+    #: per set (human sets excepted: they annotate a few samples by design), the benchmark's ids it has no grade
+    #: for: such a set is partial, and is compared on the samples every set graded.
+    missing: dict[str, list[str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {
             "benchmark": self.benchmark, "version": self.version, "n_common": self.n_common,
             "bootstrap": {"resamples": self.resamples, "seed": self.seed, "level": self.level},
-            "excluded_samples": self.excluded,
+            "excluded_samples": self.excluded, "missing_samples": self.missing,
             "columns": [vars(c) for c in self.columns],
             "sets": [{"name": s.name, "kind": s.kind, "judge": s.judge, "source": s.source, "n_runs": s.n_runs,
                       "n_graded": s.n_graded, "note": s.note,
@@ -302,14 +305,27 @@ def _run(s: ScoreSet, sid: str, i: int) -> float:
 
 
 def compare_sets(benchmark: Benchmark, sets: list[ScoreSet], *, resamples: int = DEFAULT_RESAMPLES,
-                 seed: int = DEFAULT_SEED, level: float = DEFAULT_LEVEL, top: int = 10) -> Comparison:
+                 seed: int = DEFAULT_SEED, level: float = DEFAULT_LEVEL, top: int = 10,
+                 complete_only: bool = False) -> Comparison:
     """Compare every set with the first (the reference) over the samples all of them graded.
 
     `benchmark` gives the capabilities (restrict it with `Benchmark.subset` to compare on a subset). Bootstrap
     intervals use `resamples` draws from `seed` (the same draws for every set, so intervals are paired).
-    `top` disagreeing samples are listed per pair. Raises `CompareError` (see `check_comparable`).
+    `top` disagreeing samples are listed per pair. A set (other than human scores) lacking grades for some of the
+    benchmark's samples is partial: its missing ids are reported (`Comparison.missing`), or with `complete_only`
+    refused. Raises `CompareError` (see `check_comparable`).
     """
     ids = check_comparable(benchmark, sets)
+    missing = {}
+    for s in sets:
+        graded = s.sample_scores()
+        lacking = [sid for sid in benchmark.ids if sid not in graded]
+        if lacking and s.kind != "human":
+            missing[s.name] = lacking
+    if missing and complete_only:
+        name, lacking = next(iter(missing.items()))
+        raise CompareError(f"{name} is partial: {_missing_text(lacking, benchmark)}; --complete-only refuses "
+                           "incomplete grade sets (without it they are compared on the samples every set graded)")
     # columns are those of the common samples (a capability nobody graded has no score to compare)
     common_bench = benchmark.subset(ids, benchmark.subset_name or "common")
     columns, member = _membership(common_bench, ids)
@@ -348,7 +364,12 @@ def compare_sets(benchmark: Benchmark, sets: list[ScoreSet], *, resamples: int =
     excluded = {s.name: len(g) - len(ids) for s, g in zip(sets, per_sample)}
     samples = [{s.name: float(v[i]) for s, v in zip(sets, vectors)} for i in range(len(ids))]
     return Comparison(benchmark.name, benchmark.version, len(ids), ids, columns, reports, pairs, excluded,
-                      counts.shape[0], seed, level, samples)
+                      counts.shape[0], seed, level, samples, missing)
+
+
+def _missing_text(missing: list[str], benchmark: Benchmark) -> str:
+    from .graded import missing_text
+    return missing_text(missing, benchmark)
 
 
 def _disagreement(benchmark: Benchmark, a: ScoreSet, b: ScoreSet, sid: str, sa: float, sb: float) -> Disagreement:
@@ -424,6 +445,10 @@ def format_report(cmp: Comparison, *, integrations: bool = True) -> str:
     pct = int(round(cmp.level * 100))
     lines = [f"Compared {cmp.n_common} samples of {cmp.benchmark} ({cmp.version}) graded in every set; "
              f"{pct}% intervals: paired bootstrap over samples, {cmp.resamples:,} resamples, seed {cmp.seed}."]
+    for name, lacking in cmp.missing.items():
+        shown = ", ".join(lacking[:10]) + (f" … ({len(lacking)} in all)" if len(lacking) > 10 else "")
+        lines.append(f"  PARTIAL: {name} has no grade for {len(lacking)} sample(s) of {cmp.benchmark} ({shown}); "
+                     "compared on the samples every set graded (--complete-only refuses partial sets)")
     for s in cmp.sets:
         extra = cmp.excluded.get(s.name, 0)
         if extra:

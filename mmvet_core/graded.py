@@ -232,3 +232,25 @@ def read_grade_file(path: str | Path, benchmark: Benchmark, *, max_bytes: int = 
         except GradeFileError as e:
             raise GradeFileError(str(e) if str(e).startswith(path.name) else f"{path.name}: {e}") from None
     return _from_results(path, benchmark, max_bytes)
+
+
+def missing_ids(scores: dict[str, list[float | None]], benchmark: Benchmark, n_runs: int | None = None) -> list[str]:
+    """The benchmark's ids (in its order) that lack a grade in at least one of `n_runs` runs (default: the longest
+    score list): absent from `scores`, or ``None`` in some run.
+
+    >>> from mmvet_core.benchmark import load_bundled_v1
+    >>> b = load_bundled_v1()
+    >>> missing_ids({sid: [1.0] for sid in b.ids if sid != "v1_145"}, b)
+    ['v1_145']
+    """
+    n = max((len(v) for v in scores.values()), default=0) if n_runs is None else n_runs
+    return [sid for sid in benchmark.ids
+            if len(scores.get(sid) or ()) < n or any(s is None for s in (scores.get(sid) or ())[:n])]
+
+
+def missing_text(missing: list[str], benchmark: Benchmark) -> str:
+    """``no grade for 1 of 218 samples of MM-Vet v1 (v1_145)``; long lists as ranges of benchmark positions."""
+    from .results import _ranges
+
+    shown = ", ".join(missing) if len(missing) <= 10 else _ranges(missing, benchmark.ids)
+    return f"no grade for {len(missing)} of {len(benchmark)} samples of {benchmark.name} ({shown})"

@@ -8,6 +8,8 @@ A *spec* names a grade set the way the CLI takes it:
   on the annotated samples only;
 * a run id in the store (``run:ID`` or just ``ID`` when no such file exists);
 * ``human:RUN_ID``: the manual scores (overrides) of a run, as human scores;
+* ``judge:RUN_ID``: a run's judge grades alone, without its human overrides (``run:ID`` applies them, and its note
+  says how many);
 * several specs joined by ``+`` (``a.json+b.json``): their runs pooled into one set of the same predictions (e.g. a
   1-run and a 3-run grade file of one model become a 4-run set).
 """
@@ -15,13 +17,14 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from .benchmark import Benchmark, load_bundled_v1
 from .compare import Comparison, CompareError, ScoreSet, version_of_ids
 from .export import GradeFileError, load_official_grades
 from .graded import read_grade_file
-from .runs import load_run_view
+from .runs import load_run_view, override_note
 from .store import Store
 
 #: Largest grade file read (a 5-run v2 grade file is about 1 MB).
@@ -118,21 +121,29 @@ def _run_note(judge: dict) -> str | None:
     return None
 
 
-def set_from_run(store: Store, run_id: str, name: str | None = None) -> ScoreSet:
-    """A stored run (its effective scores: overrides applied) as a `ScoreSet`. `KeyError` when there is no run."""
+def set_from_run(store: Store, run_id: str, name: str | None = None, *, judge_only: bool = False) -> ScoreSet:
+    """A stored run as a `ScoreSet`: its effective scores (human overrides applied, said in its `note` with their
+    count), or with `judge_only` the judge's grades alone. `KeyError` when there is no run."""
     view = load_run_view(store, run_id, evidence_for=None)
     if view is None:
         raise KeyError(f"no run {run_id!r} in {store.path}")
+    notes = [_run_note(view.run.judge)]
+    if judge_only:
+        view = replace(view, overrides={})
+    elif view.n_overrides:
+        notes.append(override_note(view.n_overrides, view.scores.judge_only_total)
+                     + f"; judge:{run_id} compares the judge's grades alone")
     bench = view.benchmark
     contents: dict[str, list[str | None]] = {}
     for sid in bench.ids:
         contents[sid] = [(g.content if g is not None else None)
                          for g in (view.grades.get((sid, r)) for r in range(view.run.n_runs))]
     judge = view.run.judge.get("model", "judge")
-    return ScoreSet(name or f"{view.run.model_name} · {judge}", "run", bench.version, view.effective_scores(),
+    label = f"{view.run.model_name} · {judge}" + (" (judge only)" if judge_only else "")
+    return ScoreSet(name or label, "run", bench.version, view.effective_scores(),
                     judge=judge, source=f"run:{run_id}", contents=contents, predictions=dict(view.run.predictions),
                     questions={sid: (s.question, s.answer) for sid, s in bench.samples.items()},
-                    note=_run_note(view.run.judge))
+                    note="; ".join(n for n in notes if n) or None)
 
 
 def set_from_overrides(store: Store, run_id: str, name: str | None = None) -> ScoreSet:
@@ -180,13 +191,18 @@ def load_grade_set(spec: str, store: Store | None = None, name: str | None = Non
     spec = spec.strip()
     if Path(spec).is_file():
         return set_from_grade_file(spec, name, benchmark)
-    if "+" in spec and not spec.startswith(("run:", "human:")):
+    if "+" in spec and not spec.startswith(("run:", "human:", "judge:")):
         return pool_sets([load_grade_set(part, store, benchmark=benchmark) for part in spec.split("+") if part],
                          name)
     if spec.startswith("human:"):
         if store is None:
             raise KeyError("human:RUN_ID needs the database (--db)")
         return set_from_overrides(store, spec.removeprefix("human:"), name)
+    if spec.startswith("judge:"):
+        if store is None:
+            raise KeyError("judge:RUN_ID needs the database (--db)")
+        run_id = spec.removeprefix("judge:")
+        return set_from_run(store, run_id, name or None, judge_only=True)
     run_id = spec.removeprefix("run:")
     if store is not None and store.get_run(run_id) is not None:
         return set_from_run(store, run_id, name)

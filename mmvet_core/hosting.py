@@ -128,13 +128,15 @@ class UploadGate:
         self.housekeeper = Housekeeper({self.uploads_dir: limits.uploads_policy,
                                         Path(exports_dir): limits.exports_policy})
 
-    def read_results(self, path: str | Path, *, max_bytes: int):
-        """`results.read_results`, bounded; `ResultsError` (with the reason) when refused."""
+    def read_results(self, path: str | Path, *, max_bytes: int, original_name: str | None = None):
+        """`results.read_results`, bounded; `ResultsError` (with the reason) when refused. `original_name`: the
+        upload's name on the visitor's machine (see `read_results`)."""
         from .results import read_results
 
         self.housekeeper.maybe_run()
         prescan(path, self.box.limits)
-        return self.box.call(read_results, str(path), max_bytes=max_bytes, what="the results file")
+        return self.box.call(read_results, str(path), max_bytes=max_bytes, original_name=original_name,
+                             what="the results file")
 
     def check_rows(self, path: str | Path) -> None:
         """`parsebox.prescan` with this host's limits (for files read in this process, e.g. grade files)."""

@@ -92,6 +92,7 @@ class ResultsFile:
     grades: dict[str, FileGrade] = field(default_factory=dict)
     grader: str | None = None
     judge_hint: str | None = None   # the judge named by the file name (VLMEvalKit's {model}_MMVet_{judge})
+    model_source: str = ""          # where `model_name` comes from ("lmms-eval's model_args in the file", ...)
 
 
 @dataclass
@@ -118,9 +119,15 @@ def _norm_id(value: object) -> str | None:
 
 
 def _collect(rows, path: Path, fmt: str, model_name: str | None, *, grader: str | None = None,
-             judge_hint: str | None = None) -> ResultsFile:
-    """Build a `ResultsFile` from `_Row`s: first occurrence wins, repeats go to `duplicates`."""
-    found = ResultsFile(str(path), fmt, {}, [], model_name or path.stem, grader=grader, judge_hint=judge_hint)
+             judge_hint: str | None = None, model_source: str = "") -> ResultsFile:
+    """Build a `ResultsFile` from `_Row`s: first occurrence wins, repeats go to `duplicates`. Without a
+    `model_name` from the content, the model is named after the file (``x.answers.jsonl`` -> ``x``)."""
+    if model_name:
+        source = model_source or "the file"
+    else:
+        model_name, source = path.stem.removesuffix(".answers"), "the file name"
+    found = ResultsFile(str(path), fmt, {}, [], model_name, grader=grader, judge_hint=judge_hint,
+                        model_source=source)
     duplicates: dict[str, None] = {}
     sources: dict[str, int] = {}
     for row in rows:
@@ -257,6 +264,31 @@ def _record_kind(rec: object) -> str | None:
     return None
 
 
+#: A folder name that is a digest (Gradio's upload folders are a sha256): never a model's name.
+_DIGEST = re.compile(r"[0-9a-fA-F]{32,}")
+
+
+def _lmms_jsonl_model(path: Path, uploaded: bool) -> tuple[str | None, str]:
+    """(model, where from) of lmms-eval's ``<output>/<model>/<date>_samples_<task>.jsonl``: its records name no
+    model, but ``<date>_results.json`` beside it does (``model_name``, ``config.model_args``), and the folder is the
+    model's sanitised name. An uploaded file has neither (its folder is the server's): (None, "")."""
+    if uploaded or "samples_" not in path.stem:
+        return None, ""
+    if match := re.match(r"(?P<date>.+?)_samples_", path.stem):
+        sibling = path.with_name(f"{match['date']}_results.json")
+        try:
+            if sibling.is_file() and sibling.stat().st_size <= 20_000_000:
+                obj = json.loads(sibling.read_text(encoding="utf-8"))
+                if isinstance(obj, dict) and (name := _lmms_model(obj)):
+                    return name, f"lmms-eval's {sibling.name} beside it"
+        except (OSError, ValueError, RecursionError):
+            pass
+    folder = path.parent.name
+    if folder and not _DIGEST.fullmatch(folder):
+        return folder, "the folder lmms-eval wrote it in"
+    return None, ""
+
+
 def _lmms_model(obj: dict) -> str | None:
     """lmms-eval's model name from a logs file: ``model_name``, else ``pretrained=`` of its model args, else
     the model class name, looked up at the top level and in ``config`` / ``args`` / ``model_configs``."""
@@ -270,16 +302,16 @@ def _lmms_model(obj: dict) -> str | None:
     return next((d["model"] for d in subs if isinstance(d.get("model"), str) and d["model"]), None)
 
 
-def _read_records(records: list[tuple[int, object]], path: Path) -> ResultsFile:
+def _read_records(records: list[tuple[int, object]], path: Path, uploaded: bool = False) -> ResultsFile:
     kind = _record_kind(records[0][1])
     if kind == "llava-jsonl":
         model = records[0][1].get("model_id")
-        return _collect(_llava_rows(records, path), path, kind, model if isinstance(model, str) else None)
+        return _collect(_llava_rows(records, path), path, kind, model if isinstance(model, str) else None,
+                        model_source="LLaVA's model_id in the file")
     if kind and kind.startswith("lmms-eval"):
-        # lmms-eval writes <output>/<model>/<date>_samples_mmvet.jsonl: the folder is the best model hint
-        model = path.parent.name if "samples_" in path.stem and path.parent.name else None
+        model, source = _lmms_jsonl_model(path, uploaded)
         rows = [_lmms_row(rec, path, f"line {line}") for line, rec in records]
-        return _collect(rows, path, kind, model, grader=_grader(rows, "lmms-eval"))
+        return _collect(rows, path, kind, model, grader=_grader(rows, "lmms-eval"), model_source=source)
     raise _fail(path, f"JSON lines of an unknown layout (keys: {', '.join(map(str, list(records[0][1])[:8]))}); "
                       f"supported formats: {SUPPORTED}")
 
@@ -314,10 +346,11 @@ def _read_vlmevalkit_records(records: list, path: Path, fmt: str) -> ResultsFile
     model, judge = _vlmevalkit_names(path)
     rows = list(_table_rows(records, path, 2 if fmt != "vlmevalkit-json" else 1))
     grader = _grader(rows, "vlmevalkit")
-    return _collect(rows, path, fmt, model if model else None, grader=grader, judge_hint=judge if grader else None)
+    return _collect(rows, path, fmt, model if model else None, grader=grader, judge_hint=judge if grader else None,
+                    model_source="VLMEvalKit's file name {model}_{dataset}")
 
 
-def _read_json(text: str, path: Path) -> ResultsFile:
+def _read_json(text: str, path: Path, uploaded: bool = False) -> ResultsFile:
     lines = [(n, s) for n, s in enumerate(text.split("\n"), 1) if s.strip()]  # not splitlines: keeps U+2028
     if len(lines) > 1 and lines[0][1].lstrip().startswith("{"):
         try:
@@ -329,18 +362,24 @@ def _read_json(text: str, path: Path) -> ResultsFile:
             bad = next((n for n, r in records if not isinstance(r, dict)), None)
             if bad is not None:
                 raise _fail(path, f"line {bad}: expected a JSON object per line")
-            return _read_records(records, path)
+            return _read_records(records, path, uploaded)
     doc = _loads(text, path)
     if _record_kind(doc):
-        return _read_records([(1, doc)], path)
+        return _read_records([(1, doc)], path, uploaded)
     if isinstance(doc, dict) and isinstance(doc.get("logs"), list):
         rows = [_lmms_row(rec, path, f"logs entry {n}") for n, rec in enumerate(doc["logs"])]
-        return _collect(rows, path, "lmms-eval-json", _lmms_model(doc), grader=_grader(rows, "lmms-eval"))
+        return _collect(rows, path, "lmms-eval-json", _lmms_model(doc), grader=_grader(rows, "lmms-eval"),
+                        model_source="lmms-eval's model arguments in the file")
     if (isinstance(doc, list) and doc and isinstance(doc[0], dict) and "index" in doc[0]
             and "prediction" in doc[0]):
         return _read_vlmevalkit_records(doc, path, "vlmevalkit-json")
     if isinstance(doc, dict) and any(_ID.fullmatch(k.strip()) for k in doc):
         if all(isinstance(v, dict) for v in doc.values()):
+            if all("score" in v for v in doc.values()):
+                raise _fail(path, "this is a grade file (per-sample judge scores), not a results file: open it "
+                                  "with “Open a grade file (no judge call)” in the app, or `aggregate` on the "
+                                  "command line; to grade, choose the model's results file ({\"v1_0\": \"answer\", "
+                                  "...})")
             raise _fail(path, "every value is an object, not an answer: this looks like benchmark metadata or "
                               "a grade file; choose the model's results file ({\"v1_0\": \"answer\", ...})")
         found = _collect((_Row(k.strip(), v) for k, v in doc.items()), path, "official-json", None)
@@ -381,6 +420,11 @@ def _read_table(data: bytes, text: str | None, path: Path, max_bytes: int) -> Re
                           "answers: use {model}_MMVet.xlsx to grade, or {model}_MMVet_{judge}.xlsx to view its "
                           "grades")
     if "index" not in columns or "prediction" not in columns:
+        if text is not None and (len(columns) < 2 or text.lstrip().startswith(("#", "|", "<"))
+                                 or path.suffix.lower() in (".md", ".markdown", ".txt", ".html", ".rst")):
+            kind = "a Markdown or plain-text document" if not text.lstrip().startswith("<") else "an HTML page"
+            raise _fail(path, f"this is {kind}, not a results file (no JSON, no table of predictions); "
+                              f"supported formats: {SUPPORTED}")
         raise _fail(path, f"a VLMEvalKit table needs 'index' and 'prediction' columns, found: "
                           f"{', '.join(columns[:12]) or 'none'}; supported formats: {SUPPORTED}")
     df.columns = columns
@@ -394,8 +438,14 @@ def _read_table(data: bytes, text: str | None, path: Path, max_bytes: int) -> Re
     return _read_vlmevalkit_records(records, path, fmt)
 
 
-def read_results(path: str | Path, *, max_bytes: int = 50_000_000) -> ResultsFile:
+def read_results(path: str | Path, *, max_bytes: int = 50_000_000, original_name: str | None = None) -> ResultsFile:
     """Read a results file of any supported format, detected from its content.
+
+    `original_name` is the name an uploaded file had on the visitor's machine (the server keeps it under a
+    temporary path): messages and the model name use it, and the file's folder (the server's) is never read or
+    used as a name. The model is named from the content where the format records it (LLaVA's ``model_id``,
+    lmms-eval's model arguments, or for a samples file the ``_results.json`` beside it or its folder), else
+    VLMEvalKit's ``{model}_{dataset}`` file name, else the file name (`ResultsFile.model_source` says which).
 
     Raises `ResultsError` for a missing, empty or too-large file (over `max_bytes`), text that is neither UTF-8
     nor an .xlsx workbook, malformed JSON (with its line number), JSON nested too deeply, and unknown layouts.
@@ -403,11 +453,22 @@ def read_results(path: str | Path, *, max_bytes: int = 50_000_000) -> ResultsFil
     path = Path(path)
     if not path.is_file():
         raise ResultsError(f"no such results file: {path}")
-    size = path.stat().st_size
+    found = _read_results(path, max_bytes, original_name)
+    found.path = str(path)
+    return found
+
+
+def _read_results(path: Path, max_bytes: int, original_name: str | None) -> ResultsFile:
+    uploaded = original_name is not None
+    real = path
+    if uploaded:       # every name and message says the visitor's file name, never the server's temp path
+        shown = re.split(r"[/\\]", original_name)[-1].strip().replace("\x00", "")
+        path = path.with_name(shown if shown not in ("", ".", "..") else path.name)
+    size = real.stat().st_size
     if size > max_bytes:
         raise _fail(path, f"file is {size:,} bytes, over the limit of {max_bytes:,} bytes; "
                           "is it really a results file?")
-    with path.open("rb") as f:
+    with real.open("rb") as f:
         data = f.read(max_bytes + 1)
     if len(data) > max_bytes:  # grew since stat()
         raise _fail(path, f"file is over the limit of {max_bytes:,} bytes")
@@ -421,7 +482,7 @@ def read_results(path: str | Path, *, max_bytes: int = 50_000_000) -> ResultsFil
     if not text.strip():
         raise _fail(path, "file is empty")
     if text.lstrip()[0] in "{[":
-        return _read_json(text, path)
+        return _read_json(text, path, uploaded)
     return _read_table(data, text, path, max_bytes)
 
 
@@ -512,6 +573,8 @@ class ValidationReport:
     n_graded: int = 0                                   # samples that carry a toolkit's grade
     outside_subset: list[str] = field(default_factory=list)   # ids of the full benchmark, not of the subset
     subset: str | None = None
+    model_name: str = ""                                # the model the file names (see `read_results`)
+    model_source: str = ""                              # where that name comes from
 
     @property
     def wrong_benchmark(self) -> bool:
@@ -552,6 +615,8 @@ class ValidationReport:
         label = FORMAT_LABELS.get(self.format, self.format)
         lines = [f"Format: {label} · {self.matched} of {self.n_expected} samples matched"
                  + (" · ready to grade" if self.ok else " · NOT ready to grade")]
+        if self.model_name:
+            lines.append(f"Model: {self.model_name}" + (f" (from {self.model_source})" if self.model_source else ""))
         if self.id_source and self.id_source != "keys":
             lines.append(f"Ids from: {self.id_source}")
         if self.questions_checked and not self.question_mismatches:
@@ -665,7 +730,8 @@ def validate_results(results: ResultsFile, benchmark: Benchmark, full: Benchmark
         id_source=results.id_source, questions_checked=checked, question_mismatches=mismatches,
         mismatch_example=example, warnings=warnings, present=present, benchmark_ids=benchmark.ids,
         benchmark_version=benchmark.version, n_graded=sum(i in graded for i in benchmark.ids),
-        outside_subset=outside, subset=benchmark.subset_name)
+        outside_subset=outside, subset=benchmark.subset_name, model_name=results.model_name or "",
+        model_source=results.model_source)
 
 
 def check_questions(results: ResultsFile, benchmark: Benchmark, report: ValidationReport | None = None) -> None:

@@ -15,7 +15,7 @@ from .aggregate import Scores, aggregate_scores
 from .benchmark import Benchmark, Sample
 from .export import (OfficialGrades, make_grade_json, official_file_names, write_grade_json,
                      write_official_files)
-from .graded import GradeSet, is_official_judge, judges_compatible, read_grade_file
+from .graded import GradeSet, is_official_judge, judges_compatible, missing_ids, missing_text, read_grade_file
 from .grading import GRADED
 from .judge import JudgeSettings
 from .prompt import parse_score
@@ -84,6 +84,23 @@ def metric_note(judge: dict) -> str | None:
     return f"judge {model}: NOT the official MM-Vet metric (the official judge is gpt-4-0613)"
 
 
+def override_note(n_overrides: int, judge_only_total: float | None) -> str | None:
+    """What a total with human overrides is, wherever it is shown (None without overrides): the run owner's
+    corrected score, not the official metric, with the count and the judge's own total beside it.
+
+    >>> override_note(2, 41.8)
+    "owner's corrected score with 2 human overrides: NOT the official MM-Vet metric (judge only: 41.8)"
+    >>> override_note(0, 41.8) is None
+    True
+    """
+    if not n_overrides:
+        return None
+    judge = "—" if judge_only_total is None else f"{judge_only_total:.1f}"
+    plural = "override" if n_overrides == 1 else "overrides"
+    return (f"owner's corrected score with {n_overrides} human {plural}: NOT the official MM-Vet metric "
+            f"(judge only: {judge})")
+
+
 def judge_text(judge: dict) -> str:
     """The judge as shown: the model, or for an imported file every judge it names with its grade count."""
     return judge.get("judge_text") or judge.get("model", "judge")
@@ -108,8 +125,26 @@ class RunView:
         return name if examples is None else f"{name}-ex{''.join(str(i) for i in examples) or '0'}"
 
     @property
-    def metric_note(self) -> str | None:
+    def judge_metric_note(self) -> str | None:
+        """Why the judge's own grades are not the official metric (judge, prompt, baseline), or None."""
         return metric_note(self.run.judge)
+
+    @property
+    def n_overrides(self) -> int:
+        """How many samples have a human score in place of the judge's."""
+        return self.scores.n_overrides
+
+    @property
+    def metric_note(self) -> str | None:
+        """Everything that keeps the shown total from being the official MM-Vet metric: the judge's note and the
+        overrides' (count and judge-only total), or None for the official metric."""
+        parts = [metric_note(self.run.judge), override_note(self.scores.n_overrides, self.scores.judge_only_total)]
+        return "; ".join(p for p in parts if p) or None
+
+    @property
+    def metric_label(self) -> str:
+        """The metric label shown next to a total: `metric_note`, else "official MM-Vet metric"."""
+        return self.metric_note or "official MM-Vet metric"
 
     @property
     def judge_text(self) -> str:
@@ -175,7 +210,21 @@ def load_run_view(store: Store, run_id: str, *, evidence_for: str | None = None)
     grades = {(g.sample_id, g.run_index): g for g in store.grades(run_id, evidence_for=evidence_for)}
     overrides = store.overrides(run_id)
     scores = aggregate_scores(benchmark, effective_scores(benchmark, run.n_runs, grades, overrides), run.n_runs)
+    set_judge_only(scores, benchmark, run.n_runs, grades, overrides)
     return RunView(run, benchmark, grades, overrides, scores)
+
+
+def set_judge_only(scores: Scores, benchmark: Benchmark, n_runs: int, grades: dict[tuple[str, int], GradeRow],
+                   overrides: dict[str, tuple[float, str]]) -> Scores:
+    """Record on `scores` (aggregated with `overrides`) how many overrides it holds and the judge-only total and
+    std (the same grades without any override). Returns `scores`."""
+    n = sum(sid in overrides for sid in benchmark.ids)
+    scores.n_overrides = n
+    if n:
+        judge = aggregate_scores(benchmark, effective_scores(benchmark, n_runs, grades, {}), n_runs)
+        scores.judge_only_total = judge.total.mean
+        scores.judge_only_std = judge.total.std if judge.complete else None
+    return scores
 
 
 def make_run_grade_json(view: RunView) -> dict:
@@ -251,29 +300,71 @@ def run_equivalence(store: Store, view: "RunView"):
     return estimate_equivalent(rows, check, run_judge=judge, benchmark_version=view.benchmark.version)
 
 
+def note_file_name(model: str, judge: str, n_runs: int, subset: str | None = None) -> str:
+    """``{model}_{subset_}{judge}-note-{N}runs.txt``: what the exported numbers are when they are not the official
+    metric of a complete run (overrides, partial grades, another judge): a file of its own, so the official CSVs
+    keep the official format."""
+    cap = official_file_names(model, judge, n_runs, subset)["cap"]
+    return cap.replace("-cap-score-", "-note-").removesuffix(".csv") + ".txt"
+
+
+def make_note_text(view: RunView) -> str | None:
+    """The exports' note (see `note_file_name`) for a run with human overrides or missing grades; None otherwise
+    (another judge or prompt is already said in the CSVs' ``note`` column and every grade JSON entry)."""
+    s = view.scores
+    if s.complete and not s.n_overrides:
+        return None
+    lines = []
+    if not s.complete:
+        lines.append(f"PARTIAL: {view.n_graded} of {view.n_expected} grades are in; any total of these grades is "
+                     "partial, not a final score. The official score CSVs are written once every grade is in.")
+    if s.n_overrides:
+        judge = "—" if s.judge_only_total is None else f"{s.judge_only_total:.1f}"
+        if s.judge_only_std is not None and view.run.n_runs > 1:
+            judge += f" ± {s.judge_only_std:.1f}"
+        lines.append(f"HUMAN OVERRIDES: {s.n_overrides} sample(s) carry the run owner's score instead of the "
+                     "judge's. The totals in the score CSVs and the grade JSON's 'score' are the owner's corrected "
+                     "score, NOT the official MM-Vet metric.")
+        lines.append(f"Judge-only total (the judge's own grades, no override; 'judge_score' in the grade JSON): "
+                     f"{judge}")
+        for sid in view.benchmark.ids:
+            if sid in view.overrides:
+                score, reason = view.overrides[sid]
+                lines.append(f"  {sid}: {score:g} ({' '.join(str(reason).split())})")
+    if note := view.judge_metric_note:
+        lines.append(f"Metric: {note}")
+    head = f"{view.run.model_name} graded by {view.judge_text} on {view.benchmark.name}"
+    return "\n".join([head, *lines]) + "\n"
+
+
 def export_run(view: RunView, out_dir: str | Path, *, equivalence=None) -> dict[str, Path]:
-    """Write the official grade JSON and, when every grade is in, both official CSVs, the intervals CSV and, when
+    """Write the official grade JSON and, when every grade is in, both official CSVs (official format: their
+    only extra is a ``note`` column when the judge or prompt is not the official one), the intervals CSV and, when
     `equivalence` (`run_equivalence`) has an estimate, that estimate in a file of its own (never in the official
-    files). Returns the paths."""
+    files). Overrides and partial grades are said in a note file beside them (`make_note_text`). Returns the
+    paths."""
     subset = "bardset" if view.benchmark.subset_name == "bard" else view.benchmark.subset_name
     grade_json = make_run_grade_json(view)
+    out = Path(out_dir)
     if view.scores.complete:
         paths = write_official_files(out_dir, view.run.model_name, view.judge_name, view.scores, grade_json,
-                                     subset=subset, note=view.metric_note)
+                                     subset=subset, note=view.judge_metric_note)
         paths["ci"] = write_intervals_csv(out_dir, view.benchmark, view.effective_scores(), view.run.model_name,
                                           view.judge_name, view.run.n_runs, subset)
         if equivalence is not None and equivalence.available:
             from .equivalence import make_equivalent_csv_text
-            path = Path(out_dir) / equivalent_file_name(view.run.model_name, view.judge_name, view.run.n_runs,
-                                                        subset)
+            path = out / equivalent_file_name(view.run.model_name, view.judge_name, view.run.n_runs, subset)
             path.write_text(make_equivalent_csv_text(equivalence), encoding="utf-8")
             paths["equivalent"] = path
-        return paths
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / official_file_names(view.run.model_name, view.judge_name, view.run.n_runs, subset)["grade"]
-    write_grade_json(path, grade_json)
-    return {"grade": path}
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / official_file_names(view.run.model_name, view.judge_name, view.run.n_runs, subset)["grade"]
+        write_grade_json(path, grade_json)
+        paths = {"grade": path}
+    if text := make_note_text(view):
+        paths["note"] = out / note_file_name(view.run.model_name, view.judge_name, view.run.n_runs, subset)
+        paths["note"].write_text(text, encoding="utf-8")
+    return paths
 
 
 def imported_status(content: str | None, score: float) -> str:
@@ -337,7 +428,12 @@ def create_grade_view(store: Store, grades: GradeSet, *, benchmark: Benchmark, s
             store.put_grade(GradeRow(run_id, sid, r, status, float(score), content, judge,
                                      [{"imported": True, "content": content, "model": judge,
                                        "source": grades.source}], None, flags, 0.0))
-    store.set_status(run_id, "done", f"imported from a {grades.judge_info()['imported_from']} (no judge call)")
+    source = grades.judge_info()["imported_from"]
+    article = "an" if source[:1].lower() in "aeiou" else "a"
+    message = f"imported from {article} {source} (no judge call)"
+    if missing := missing_ids(grades.scores, benchmark, grades.n_runs):
+        message += f"; partial: {missing_text(missing, benchmark)}"
+    store.set_status(run_id, "done", message)
     return run_id
 
 

@@ -59,6 +59,9 @@ MODE_BATCH = "batch"
 STATUS_TTL = 2.0
 #: How many finished runs' `status` answers are kept (each is a few KB).
 FINISHED_CACHE_SIZE = 256
+#: Results files read by `validate` kept for `start` (Grade right after the check makes no second parse, so the
+#: run and its ``?run=`` address come at once): how many, and up to which file size.
+READ_CACHE_SIZE, READ_CACHE_MAX_BYTES = 16, 5_000_000
 MAX_NAME = 100
 
 
@@ -191,11 +194,12 @@ class RunSummary:
     created_at: float
     status: str
     total: float | None
+    complete: bool = True            # False: `total` is over part of the grades (shown "(partial)")
 
     def row(self) -> list:
+        total = "—" if self.total is None else f"{self.total:.1f}" + ("" if self.complete else " (partial)")
         return [self.model, self.judge, self.benchmark, self.n_runs,
-                time.strftime("%Y-%m-%d %H:%M", time.gmtime(self.created_at)), self.status,
-                "—" if self.total is None else f"{self.total:.1f}", self.id]
+                time.strftime("%Y-%m-%d %H:%M", time.gmtime(self.created_at)), self.status, total, self.id]
 
 
 RUN_LIST_COLUMNS = ["model", "judge", "benchmark", "runs", "date (UTC)", "status", "total", "id"]
@@ -274,6 +278,8 @@ class GradingService:
         self._checks: dict[str, dict] = {}       # judge-check task -> {"done", "total"}
         self._model_lists: dict[str, tuple[float, ModelList]] = {}   # account -> (when read, list)
         self._equivalence_cache: dict[str, tuple[tuple, object]] = {}   # run id -> (stamp, Equivalence)
+        self._read_cache: dict[tuple, object] = {}    # (path, size, mtime, name) -> ResultsFile, oldest first
+        self._read_lock = threading.Lock()
 
     # ---- who is asking ----
     def visitor(self, peer: str | None, forwarded_for: str | None) -> str:
@@ -348,25 +354,46 @@ class GradingService:
         except BlockedDestination as e:
             raise ServiceError(f"Base URL refused: {e}.") from None
 
-    def _read(self, path: str):
+    def _read(self, path: str, original_name: str | None = None):
+        """The results file at `path` (an upload), read in the parsing box; the same unchanged file read again
+        (validate, then Grade) comes from a small cache."""
         self.check_size(path)
+        st = Path(path).stat()
+        name = original_name or Path(path).name
+        key = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns, name)
+        with self._read_lock:
+            if (hit := self._read_cache.pop(key, None)) is not None:
+                self._read_cache[key] = hit          # most recent last
+                return hit
         try:
-            return self.gate.read_results(path, max_bytes=self.settings.max_upload_mb * 1024 * 1024)
+            found = self.gate.read_results(path, max_bytes=self.settings.max_upload_mb * 1024 * 1024,
+                                           original_name=name)
         except ResultsError as e:
             raise ServiceError(str(e)) from None
+        if st.st_size <= READ_CACHE_MAX_BYTES:
+            with self._read_lock:
+                self._read_cache[key] = found
+                while len(self._read_cache) > READ_CACHE_SIZE:
+                    self._read_cache.pop(next(iter(self._read_cache)))
+        return found
 
-    def validate(self, path: str | None, bench: BenchmarkChoice, n_runs: int, judge: JudgeChoice) -> Validation:
-        """What the file holds against the chosen benchmark, and what grading it would cost."""
+    def validate(self, path: str | None, bench: BenchmarkChoice, n_runs: int, judge: JudgeChoice, *,
+                 original_name: str | None = None) -> Validation:
+        """What the file holds against the chosen benchmark, and what grading it would cost. Every path here is
+        an upload (or the bundled example): its folder is the server's, so the model is named from the file's
+        content, else its `original_name` (default: the path's own file name), never from the folder."""
         if not path:
             return Validation("Drop a results file, or load the official example.", "")
-        rf = self._read(path)
-        name = file_safe(rf.model_name or Path(path).stem)
+        rf = self._read(path, original_name)
+        name = file_safe(rf.model_name or Path(original_name or path).stem)
         try:
             benchmark, _, full = self.resolve_benchmark(bench)
         except ServiceError as e:
             return Validation(f"Results file read ({rf.format}, {len(rf.predictions)} predictions). {e}", "", name)
         rep = validate_results(rf, benchmark, full=full)
         preds = select_predictions(rf, benchmark, allow_missing=True) if not rep.wrong_benchmark else {}
+        if not rep.ok:          # nothing can be graded as it is: no price for it
+            return Validation(rep.summary(), "No estimate: the file is not ready to grade (see the report).", name)
         if n_runs is None or not 1 <= int(n_runs) <= self.settings.max_runs_per_job:
             return Validation(rep.summary(), f"Judge runs must be between 1 and {self.settings.max_runs_per_job}.",
                               name)
@@ -443,7 +470,7 @@ class GradingService:
 
     # ---- runs ----
     def start(self, path: str | None, bench: BenchmarkChoice, n_runs: int, judge: JudgeChoice, *, owner: str,
-              visitor: str, model_name: str = "") -> tuple[str, bool]:
+              visitor: str, model_name: str = "", original_name: str | None = None) -> tuple[str, bool]:
         """Start grading; returns (run id, started). The same job started again by the same owner while it runs
         (a double click, a second tab) returns the running run with ``started=False``: nothing is paid twice."""
         if not path:
@@ -453,7 +480,7 @@ class GradingService:
         n_runs = 1 if n_runs is None else int(n_runs)
         if not 1 <= n_runs <= self.settings.max_runs_per_job:
             raise ServiceError(f"Judge runs must be between 1 and {self.settings.max_runs_per_job}.")
-        rf = self._read(path)
+        rf = self._read(path, original_name)
         benchmark, spec, _ = self.resolve_benchmark(bench)
         try:
             preds = select_predictions(rf, benchmark)
@@ -468,7 +495,7 @@ class GradingService:
         jset = self.check_judge_served(jset, key, host)
         # a name typed by the visitor is kept as typed (shown as text everywhere); one taken from the file is
         # made file-safe as the official file names need it ("org/model" in lmms-eval logs)
-        name = clean_model_name(model_name) or file_safe(rf.model_name or Path(path).stem)
+        name = clean_model_name(model_name) or file_safe(rf.model_name or Path(original_name or path).stem)
         fp = run_fingerprint(name, benchmark_to_stored(benchmark, spec), n_runs, jset, preds)
         with self._start_lock:     # a double click sends two starts at once: one run, one bill
             for run in self.store.list_runs(owner):
@@ -792,13 +819,14 @@ class GradingService:
         for run in self.store.list_runs(owner)[:limit]:
             bench = run.benchmark
             label = f"{bench.get('name', '?')}" + (f" · {bench['subset']} set" if bench.get("subset") else "")
-            total = None
+            total, complete = None, True
             if run.status == "done" or run.judge.get("provider") == "imported":
                 view = load_run_view(self.store, run.id)
                 total = view.scores.total.mean if view else None
+                complete = view.scores.complete if view else True
             status = "running" if self.jobs.is_running(run.id) else run.status
             out.append(RunSummary(run.id, run.model_name, run.judge.get("model", "?"), label, run.n_runs,
-                                  run.created_at, status, total))
+                                  run.created_at, status, total, complete))
         return out
 
     def card(self, view: RunView) -> dict:
@@ -828,7 +856,10 @@ class GradingService:
                 "runs": run.n_runs, "prompt": prompt, "tool_version": __version__,
                 "created": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(run.created_at)),
                 "status": status, "message": run.message, "results_format": run.results_format,
-                "metric_note": view.metric_note, "judge_shutdown_date": judge.get("shutdown_date"),
+                "metric_note": view.metric_note, "metric_label": view.metric_label,
+                "n_overrides": view.n_overrides, "judge_only_total": view.scores.judge_only_total,
+                "complete": view.scores.complete, "graded": view.n_graded, "expected": view.n_expected,
+                "judge_shutdown_date": judge.get("shutdown_date"),
                 "judge_shutdown_note": _shutdown_note(judge), **usage, **self._equivalence_fields(view)}
 
     def _equivalence_fields(self, view: RunView) -> dict:
@@ -873,7 +904,9 @@ class GradingService:
                "errored": p.errored, "total": p.total, "total_score": view.scores.total.mean,
                "total_std": view.scores.total.std if view.scores.complete else None,
                "complete": view.scores.complete, "scores": view.scores.to_dict(), "flags": view.flag_counts(),
-               "judge": view.judge_text, "metric_note": view.metric_note,
+               "judge": view.judge_text, "metric_note": view.metric_note, "metric_label": view.metric_label,
+               "n_overrides": view.n_overrides, "judge_only_total": view.scores.judge_only_total,
+               "judge_only_std": view.scores.judge_only_std, "total_text": views.total_text(view),
                "waiting_until": self.jobs.waiting_until(run_id), "card": self.card(view)}
         for rid in [r for r, (t, _) in list(self._status_cache.items()) if now - t >= STATUS_TTL]:
             self._status_cache.pop(rid, None)
@@ -910,7 +943,7 @@ class GradingService:
         view = replace(view, run=replace(view.run, model_name=file_safe(view.run.model_name),
                                          judge={**view.run.judge, "model": file_safe(view.judge_name)}))
         out = self.exports_dir / view.run.id
-        stamp = (f"{view.run.updated_at}:{view.n_graded}:{len(view.overrides)}:{view.run.model_name}:"
+        stamp = (f"{view.run.updated_at}:{view.n_graded}:{sorted(view.overrides.items())}:{view.run.model_name}:"
                  f"{self.store.judge_checks_stamp()}")
         marker = out / ".stamp"
         if marker.exists() and marker.read_text() == stamp:
@@ -927,6 +960,29 @@ class GradingService:
                 z.write(p, arcname=Path(p).name)
         marker.write_text(stamp)
         return sorted(str(p) for p in [*paths.values(), zpath])
+
+    def form_of(self, view: RunView) -> dict | None:
+        """The settings a run was started with, as the grading form's values (what a reload restores beside the
+        run card), or None for a grade file's view (nothing was graded here). Never a key; the host's endpoint is
+        not named (the host judge is its choice)."""
+        run, judge = view.run, view.run.judge
+        if judge.get("provider") == "imported":
+            return None
+        if judge.get("provider") == "baseline":
+            kind, url, model = JUDGE_BASELINE, "", ""
+        elif judge.get("base_url") == self.settings.host_base_url and self.settings.host_key \
+                and judge.get("model") == self.settings.judge_model:
+            kind, url, model = JUDGE_HOST, "", judge.get("model", "")
+        else:
+            url = judge.get("base_url") or ""
+            kind, url, model = JUDGE_OWN, "" if url == OPENAI_PUBLIC_URL else url, judge.get("model", "")
+        spec = str(run.benchmark.get("spec", "mmvet-v1"))
+        bench = BENCH_HUB if spec.startswith("hf:") else BENCH_BUNDLED if spec == "mmvet-v1" else BENCH_UPLOAD
+        subset = next((label for label, key in SUBSETS.items() if key == run.benchmark.get("subset")), "All samples")
+        return {"n_runs": run.n_runs, "judge": kind, "base_url": url, "judge_model": model,
+                "mode": MODE_BATCH if judge.get("mode") == MODE_BATCH else MODE_LIVE, "benchmark": bench,
+                "hub_id": spec.removeprefix("hf:") if bench == BENCH_HUB else "", "subset": subset,
+                "model_name": run.model_name}
 
     def share_url(self, run_id: str, base: str | None) -> str:
         """The read-only link of a run: the configured public URL, else the address the page was opened at."""

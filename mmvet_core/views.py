@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from .benchmark import CAPABILITY_LABELS, Benchmark, Sample, axis_label
+from .graded import missing_ids, missing_text
 from .grading import GRADED
 from .images import load_display_image
 from .runs import RunView, sample_flags
@@ -62,15 +63,24 @@ class Progress:
                 f'<div id="progress-text">{html.escape(self.text())}</div></div>')
 
 
+#: No ETA before the pace is known: a run's first answers arrive in one burst (every call in flight answers at
+#: once), so a rate needs this many grades made over at least this many seconds.
+ETA_MIN_GRADES = 20
+ETA_MIN_SECONDS = 5.0
+
+
 def progress_of(view: RunView, now: float | None = None) -> Progress:
+    """Progress of a run. `eta_seconds` is None until the pace is known (`ETA_MIN_GRADES` grades over
+    `ETA_MIN_SECONDS`), and when the estimate has run out (a stalled run has no "ETA 0 s")."""
     done = view.n_graded
     errored = sum(g.status == "error" for g in view.grades.values())
     eta = None
     if view.run.status == "running" and done:
         stamps = sorted(g.updated_at for g in view.grades.values() if g.status in GRADED and g.updated_at > 0)
-        if len(stamps) >= 2 and stamps[-1] > stamps[0]:
+        if len(stamps) >= ETA_MIN_GRADES and stamps[-1] - stamps[0] >= ETA_MIN_SECONDS:
             rate = (len(stamps) - 1) / (stamps[-1] - stamps[0])
-            eta = max(0.0, (view.n_expected - done) / rate - ((now or time.time()) - stamps[-1]))
+            left = (view.n_expected - done) / rate - ((now or time.time()) - stamps[-1])
+            eta = left if left >= 1.0 else None
     return Progress(done, errored, view.n_expected, view.run.status, view.run.message, eta)
 
 
@@ -87,7 +97,11 @@ def total_text(view: RunView) -> str:
     else:
         note = f" · judge {view.judge_text}" + (f" · {metric}" if metric else " · official MM-Vet metric")
     if not s.complete:
-        return _partial_total(view) + note
+        missing = ""
+        if view.run.judge.get("provider") == "imported":      # a grade file lacking samples: name them
+            if ids := missing_ids(view.effective_scores(), view.benchmark, view.run.n_runs):
+                missing = f" · {missing_text(ids, view.benchmark)}"
+        return _partial_total(view) + missing + note
     spread = f" ± {_fmt(s.total.std)}" if s.n_runs > 1 else ""
     ci = intervals(view).get(("total", "total"))
     interval = f" · 95% interval over samples {ci}" if ci else ""
@@ -267,3 +281,36 @@ def attempt_rows(detail: dict) -> list[list]:
                          _fmt(a.get("score"), 2), a.get("model") or "", sent,
                          "imported" if a.get("imported") else ("yes" if a.get("cached") else "no")])
     return rows
+
+
+def overlay_note(view: RunView, paper: list[str], others: list[RunView]) -> str:
+    """What to say under the radars when the overlaid series were not graded like this run: the paper's models
+    (graded by GPT-4) over a run with another judge, or other runs graded by another judge or prompt than this
+    run's. Empty when every overlay is like-for-like."""
+    notes = []
+    judge = str(view.run.judge.get("model", ""))
+    baseline = view.run.judge.get("provider") == "baseline"
+    # GPT-4 itself (gpt-4, its dated snapshots gpt-4-0314 / gpt-4-0613), not gpt-4o or gpt-4-turbo
+    if paper and (baseline or not (judge == "gpt-4" or judge.startswith("gpt-4-0"))):
+        notes.append(f"⚠ The paper's scores were graded by GPT-4; this run's judge is {judge or 'unknown'}. "
+                     "The overlay is not a like-for-like comparison.")
+    mine = (view.judge_text, view.judge_metric_note)
+    for other in others:
+        if (other.judge_text, other.judge_metric_note) != mine:
+            notes.append(f"⚠ {other.run.model_name} ({other.run.id[:6]}) was graded by {other.judge_text}"
+                         + (f" ({other.judge_metric_note})" if other.judge_metric_note else "")
+                         + f", this run by {view.judge_text}: not a like-for-like comparison.")
+        if other.n_overrides:
+            notes.append(f"{other.run.model_name} ({other.run.id[:6]}): {other.metric_note}.")
+    return "\n\n".join(notes)
+
+
+def radar_label(view: RunView, this_run: bool = True) -> str:
+    """A run's name in a radar legend: ``llava (this run, 2 human overrides, NOT the official MM-Vet metric)``
+    (another run: its short id instead of "this run")."""
+    parts = ["this run" if this_run else view.run.id[:6]]
+    if view.n_overrides:
+        parts.append(f"{view.n_overrides} human override{'s' if view.n_overrides > 1 else ''}")
+    if view.metric_note:
+        parts.append("NOT the official MM-Vet metric")
+    return f"{view.run.model_name} ({', '.join(parts)})"

@@ -115,6 +115,7 @@ class FakeState:
     batch_delay: float = 0.0             # seconds a batch stays in progress
     batch_hold: bool = False             # while True, batches stay in progress (a test releases them)
     batch_requests: list[dict] = field(default_factory=list)   # every request a batch ran (its body)
+    batch_api: bool = True               # False: /v1/files and /v1/batches answer 404, as vLLM's and Ollama's do
     in_flight: int = 0                   # requests being answered now (after the rate-limit check)
     peak_in_flight: int = 0
     huge_body: int = 0                   # > 0: answer 200 with a JSON body of this many bytes, streamed
@@ -288,6 +289,12 @@ def make_app(state: FakeState) -> FastAPI:
         return {"ok": True}
 
     # --- Files and Batch APIs (the shapes of OpenAI's /v1/files and /v1/batches) ------------------------------
+    @app.middleware("http")
+    async def no_batch_api(request: Request, call_next):
+        if not state.batch_api and request.url.path.startswith(("/v1/files", "/v1/batches")):
+            return JSONResponse({"detail": "Not Found"}, status_code=404)      # FastAPI's own 404 (vLLM)
+        return await call_next(request)
+
     def file_object(fid: str) -> dict:
         f = state.files[fid]
         return {"id": fid, "object": "file", "bytes": len(f["bytes"]), "created_at": f["created_at"],

@@ -73,6 +73,16 @@ def pick_subset(page, label: str) -> None:
     page.locator("#subset").get_by_text(label).click()
 
 
+def assert_legends_inside_their_charts(page) -> None:
+    """Every legend line of both radars lies inside its chart (a long name used to run past the edge, cut)."""
+    for chart in ("radar-capabilities", "radar-integrations"):
+        svg = page.locator(f"#{chart} svg.main-svg").first.bounding_box()
+        legend = page.locator(f"#{chart} g.legend").first.bounding_box()
+        assert svg["x"] <= legend["x"] and legend["x"] + legend["width"] <= svg["x"] + svg["width"], (chart, svg,
+                                                                                                      legend)
+        assert legend["y"] + legend["height"] <= svg["y"] + svg["height"], (chart, svg, legend)
+
+
 def pick_judge(page, label: str) -> None:
     page.locator("#judge-choice").get_by_text(label, exact=True).click()
 
@@ -85,6 +95,33 @@ def test_grade_and_progress_are_in_the_first_viewport_at_1440x900(app_server, br
         # the empty state says what to do instead of empty boxes
         expect(page.locator("#empty-state")).to_contain_text("Drop a results file")
         expect(page.locator("#radar-capabilities")).to_be_hidden()
+        # issue 19.6: the drop zone's "Click to Upload" is whole, not clipped by its box
+        zone, click = page.evaluate("""() => { const box = document.querySelector('#results-file');
+            const walk = document.createTreeWalker(box, NodeFilter.SHOW_TEXT);
+            while (walk.nextNode()) { if (walk.currentNode.textContent.trim() === 'Click to Upload') {
+                const range = document.createRange(); range.selectNode(walk.currentNode);
+                const r = range.getBoundingClientRect(), z = box.getBoundingClientRect();
+                return [[z.top, z.bottom], [r.top, r.bottom]]; } } return [null, null]; }""")
+        assert click and zone[0] <= click[0] and click[1] <= zone[1], (zone, click)
+        # issue 19.6: a file with warnings (a chat template and the question echoed) keeps Grade in view
+        preds = json.loads(LLAVA_13B.read_text(encoding="utf-8"))
+        from mmvet_core.benchmark import load_bundled_v1
+        bench = load_bundled_v1()
+        echoed = tmp_path / "echoed.json"
+        echoed.write_text(json.dumps({k: "USER: <image>\nPlease answer the question below carefully. "
+                                         f"{bench.samples[k].question} ASSISTANT: {v}" for k, v in preds.items()}))
+        upload_results(page, echoed)
+        expect(page.locator("#validation-report textarea")).to_have_value(re.compile(r"Warning:[\s\S]*Warning:"))
+        grade = page.locator("#grade-button").bounding_box()
+        assert grade["y"] + grade["height"] <= 900 and page.evaluate("window.scrollY") == 0, grade
+        # issue 19.2: an lmms-eval samples file is named after its own name, never Gradio's upload folder
+        from tests import toolkit_writers as tw
+        lmms = tw.lmms_v07_jsonl(tmp_path / "20250103_101112_samples_mmvet.jsonl", preds, bench)
+        upload_results(page, lmms)
+        expect(page.locator("#validation-report textarea")).to_have_value(
+            re.compile(r"Model: 20250103_101112_samples_mmvet \(from the file name\)"))
+        expect(page.locator("#model-name textarea, #model-name input").first).to_have_value(
+            "20250103_101112_samples_mmvet")
         page.locator("#example-button").click()
         expect(page.locator("#validation-report textarea")).to_have_value(re.compile("218 of 218"))
         assert page.evaluate("window.scrollY") == 0
@@ -180,6 +217,16 @@ def test_invalid_override_is_a_toast_and_leaves_the_page_intact(app_server, page
     expect(toasts(page).filter(has_text="Override saved: v1_1")).to_have_count(1)
     expect(page.locator("#detail-flags textarea")).to_have_value(re.compile("overridden by a person"))
     assert app_server.store.overrides(run_id) == {"v1_1": (1.0, "checked by hand")}
+    # issue 19.1: the score line, the card and the radar legend say it is the owner's corrected score
+    judge_only = app_server.view(run_id).scores.judge_only_total
+    expect(page.locator("#total-score textarea")).to_have_value(re.compile(
+        rf"owner's corrected score with 1 human override: NOT the official MM-Vet metric \(judge only: "
+        rf"{judge_only:.1f}\)"))
+    expect(page.locator("#run-card")).to_contain_text("1 human override")
+    page.wait_for_function("() => [...document.querySelectorAll('#radar-capabilities .js-plotly-plot')]"
+                           ".some(p => (p.data || []).some(t => t.name.replaceAll('<br>', ' ').includes('1 human override')))")
+    page.wait_for_timeout(500)                # plotly lays the legend out after the data arrives
+    assert_legends_inside_their_charts(page)  # issue 19.6: that longer name is not cut at the chart's edge
 
 
 def test_grade_without_a_file_is_a_toast_and_the_run_stays(page):
@@ -206,6 +253,13 @@ def test_samples_sort_worst_first_count_their_rows_and_tables_drop_an_empty_spre
     n = view.benchmark.integration_counts()["ocr_spat_math"]
     expect(page.locator("#sample-count")).to_contain_text(f"{n} of 218 samples shown")
     expect(page.locator("#samples-table [role=grid]")).to_have_attribute("aria-rowcount", str(n + 1))
+    # issue 19.6: all 16 integration rows show (at 500 px, 4 hid below a scroll with no sign of it)
+    table = page.locator("#integrations-table")
+    expect(table.locator("[role=grid]")).to_have_attribute("aria-rowcount", "17")
+    hidden = page.evaluate("""() => [...document.querySelectorAll('#integrations-table div, #integrations-table table')]
+        .filter(e => e.scrollHeight > e.clientHeight + 2 && ['auto', 'scroll'].includes(getComputedStyle(e).overflowY))
+        .length""")
+    assert hidden == 0
     # one judge run: no "± std" column; integrations as the paper writes them
     expect(page.locator("#capabilities-table")).not_to_contain_text("± std")
     expect(page.locator("#integrations-table")).to_contain_text("Rec+Know+Gen (rec_know_gen)")
@@ -242,6 +296,9 @@ def test_run_card_on_owner_and_shared_views_and_in_the_zip(app_server, page, bro
     try:
         expect(viewer.locator("#run-card #card-model")).to_have_text("LLaVA-13B (my fine-tune)")
         expect(viewer.locator("#run-card")).to_contain_text("gpt-4-0613")
+        # issue 19.1: the shared view names the owner's override next to the metric label
+        expect(viewer.locator("#total-score textarea")).to_have_value(re.compile("1 human override"))
+        expect(viewer.locator("#run-card")).to_contain_text("owner's corrected score with 1 human override")
         expect(viewer.locator("#read-only-note")).to_be_visible()
         expect(viewer.locator("#owner-tools")).to_be_hidden()
         expect(viewer.locator("#grade-button")).to_be_hidden()
@@ -267,6 +324,12 @@ def test_my_runs_reopens_a_run_and_deletes_the_open_one(app_server, page, tmp_pa
     expect(page.locator("#total-score textarea")).to_have_value(re.compile(r"^Total: "))
     expect(page.locator("#detail-id textarea")).to_have_value("")          # no other run's sample left open
     expect(page.locator("#override-button")).to_be_disabled()
+    # issue 19.6: overlaying the baseline-graded run on this GPT-4 run says they were not graded alike
+    page.locator("#overlays input").click()
+    page.get_by_role("option", name=re.compile(f"run:{second}")).click()
+    page.keyboard.press("Escape")
+    expect(page.locator("#overlay-note")).to_contain_text(f"({second[:6]}) was graded by")
+    expect(page.locator("#overlay-note")).to_contain_text("not a like-for-like comparison")
     table.locator("[role=row]", has_text=second).locator("[role=gridcell]").first.click()
     expect(page).to_have_url(re.compile(f"run={second}$"))
     page.once("dialog", lambda d: d.accept())                 # "Delete this run and its grades?"
@@ -304,6 +367,10 @@ def test_bard_subset_report_and_overlays(app_server, browser, tmp_path):
         assert names[1] == "Bard"
         expect(page.locator("#overlay-note")).to_contain_text("not a like-for-like comparison")
         assert error_badges(page) == 0
+        # issue 19.6: every legend line is inside its chart (the long "NOT the official metric" name wraps)
+        assert_legends_inside_their_charts(page)
+        legend_text = page.locator("#radar-capabilities g.legend").first.text_content().replace(" ", "")
+        assert "(thisrun,NOTtheofficialMM-Vetmetric)" in legend_text       # whole, over two lines
     finally:
         page.context.close()
 
@@ -343,6 +410,9 @@ def test_partial_total_has_no_spread_and_a_restart_brings_the_run_back(browser, 
             wait_loaded(page)
             assert run_in_address(page) == run_id
             expect(page.locator("#run-card")).to_contain_text(run_id)
+            # issue 19.6: the form shows this run's own settings again, not the defaults
+            expect(page.locator("#runs input[type=number]")).to_have_value("2")
+            expect(page.locator("#model-name textarea, #model-name input").first).to_have_value("llava-v1.5-7b")
             wait_progress(page, r"running: \d+ / 436")
             total = text_of(page, "total-score")
             assert total.startswith("So far: ") and "±" not in total, total

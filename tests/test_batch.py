@@ -120,3 +120,28 @@ def test_the_estimate_shows_the_batch_price():
 
 def test_custom_ids_are_unique_per_call():
     assert custom_id("s", 0.0, 0) != custom_id("s", 0.0, 1) != custom_id("s", 0.5, 1)
+
+
+def test_batch_against_an_endpoint_without_a_batch_api_names_it_and_its_total_says_partial(tmp_path):
+    """Issue 19, item 3. Before: "the endpoint does not serve this model (or the base URL is wrong)", then
+    "Total: 39.1 …" from the grades that happened to be cached, and "0 reused" although they were reused."""
+    def grade(url, runs, *extra):
+        cmd = [sys.executable, "-m", "mmvet_core", "grade", str(RESULTS_FILE), "--runs", str(runs), "--base-url",
+               url, "--db", str(tmp_path / "g.db"), "--out", str(tmp_path / f"out{runs}"), *extra]
+        return subprocess.run(cmd, cwd=tmp_path, env=cli_env(OPENAI_API_KEY="sk-test"), capture_output=True,
+                              text=True, timeout=300)
+
+    with FakeJudgeServer(FakeState(batch_api=False)) as server:
+        assert grade(server.url, 1).returncode == 0          # live: run 1's answers are stored
+        n_live = len(server.state.calls)
+        proc = grade(server.url, 2, "--batch", "--batch-poll", "0.05")
+        assert len(server.state.calls) == n_live             # nothing graded live behind the user's back
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert "this endpoint has no Batch API (POST /v1/files answered HTTP 404" in out and "grade live" in out
+    assert "does not serve this model" not in out
+    assert f"0 made (0 answered), {n_live} reused" in out          # run 1's stored answers (re-asks included)
+    [total] = [line for line in out.splitlines() if line.startswith("Total:")]
+    assert "(partial, 218 of 436 grades: not a final score)" in total
+    assert "PARTIAL: 218 of 436 grades" in next((tmp_path / "out2").glob("*-note-2runs.txt")).read_text()
+    assert not list((tmp_path / "out2").glob("*.csv"))               # no official CSV of a partial run

@@ -203,3 +203,77 @@ def test_missing_predictions_are_refused_with_the_flag_that_grades_them(tmp_path
     proc = run_cli("grade", partial, "--baseline", "--allow-missing", "--out", tmp_path / "out",
                    "--db", tmp_path / "grader.db")
     assert proc.returncode == 0, proc.stderr
+
+
+def _without(tmp_path, sid: str) -> Path:
+    """The real LLaVA-1.5-13b official grade file with one sample's grade taken out."""
+    import json
+    grades = json.loads((GRADES / "llava-v1.5-13b_gpt-4-grade-1runs.json").read_text())
+    del grades[sid]
+    path = tmp_path / "llava-v1.5-13b_gpt-4-grade-1runs.json"
+    path.write_text(json.dumps(grades, indent=4))
+    return path
+
+
+def test_aggregate_of_a_file_missing_a_sample_names_it_and_shows_a_partial_total(tmp_path):
+    """Issue 19, item 4. Before: exit 2 "no grade for 1 of 218 …" with no way on. Now the partial total, labelled,
+    with the missing id (exit 0), no official CSV; --complete-only refuses."""
+    path = _without(tmp_path, "v1_145")
+    proc = run_cli("aggregate", path, "--out", tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    assert "PARTIAL: the file has no grade for 1 of 218 samples of mmvet-v1 (v1_145)" in proc.stdout
+    [total] = [line for line in proc.stdout.splitlines() if line.startswith("Total:")]
+    assert "(partial, 217 of 218 grades: not a final score)" in total
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["llava-v1.5-13b_gpt-4-note-1runs.txt"]
+    assert "v1_145" in (tmp_path / "out" / "llava-v1.5-13b_gpt-4-note-1runs.txt").read_text()
+    refused = run_cli("aggregate", path, "--out", tmp_path / "out2", "--complete-only")
+    assert refused.returncode == 2 and "no grade for 1 of 218 samples of mmvet-v1 (v1_145)" in refused.stderr
+    assert "--complete-only" in run_cli("aggregate", "--help").stdout
+
+
+@pytest.mark.parametrize("fmt", ["lmms-eval-jsonl-v0.4", "lmms-eval-jsonl-v0.7"])
+def test_validate_of_an_lmms_eval_samples_file_reports_the_model_the_file_names(tmp_path, fmt):
+    """Issue 19, item 2 (done when): `validate` reports a model name taken from the file, never a hash."""
+    import json
+    from mmvet_core.benchmark import load_bundled_v1
+    from tests import toolkit_writers as tw
+    out = tmp_path / ("9e" * 32)          # whatever the folder is called, the results file beside it names the model
+    out.mkdir()
+    preds = json.loads((SHARED / "results" / "llava-v1.5-13b.json").read_text(encoding="utf-8"))
+    path = tw.LMMS_WRITERS[fmt](out / "20250103_101112_samples_mmvet.jsonl", preds, load_bundled_v1())
+    tw.lmms_results_json(out, "20250103_101112", "pretrained=liuhaotian/llava-v1.5-13b")
+    proc = run_cli("validate", path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Model: liuhaotian/llava-v1.5-13b (from lmms-eval's 20250103_101112_results.json beside it)" in proc.stdout
+    (out / "20250103_101112_results.json").unlink()
+    proc = run_cli("validate", path)
+    assert "Model: 20250103_101112_samples_mmvet (from the file name)" in proc.stdout and "9e9e" not in proc.stdout
+
+
+@pytest.mark.parametrize("argv, hint", [
+    pytest.param(["grade", "r.json", "--run", "2", "--baseline"], "--run: did you mean --runs?", id="prefix-of-runs"),
+    pytest.param(["aggregate", "g.json", "--complete_only"], "--complete_only: did you mean --complete-only?",
+                 id="underscore"),
+    pytest.param(["grade", "r.json", "--judge-modle", "gpt-4o"], "--judge-modle: did you mean --judge-model?",
+                 id="typo"),
+    pytest.param(["compare", "a.json", "b.json", "--resample", "200"], "--resample: did you mean --resamples?",
+                 id="compare-prefix"),
+])
+def test_a_mistyped_option_is_refused_with_did_you_mean_never_taken_as_a_prefix(argv, hint, tmp_path):
+    """Issue 19, item 5: `--run 2` was silently read as `--runs 2`; typos got no "did you mean"."""
+    proc = run_cli(*argv, cwd=tmp_path)
+    assert proc.returncode == 2 and hint in proc.stderr, proc.stderr
+    assert f"usage: python -m mmvet_core {argv[0]}" in proc.stderr      # the subcommand's own usage
+    assert not list(tmp_path.iterdir())                                  # nothing was graded or written
+
+
+def test_a_grade_file_or_a_markdown_file_dropped_as_results_says_what_it_is(tmp_path):
+    """Issue 19, item 5: a Markdown file was "a VLMEvalKit table"; a grade file did not point to its viewer."""
+    md = tmp_path / "README.md"
+    md.write_text("# My model\n\nSome notes about the run.\n")
+    proc = run_cli("validate", md)
+    assert proc.returncode == 2 and "this is a Markdown or plain-text document, not a results file" in proc.stderr
+    assert "VLMEvalKit table" not in proc.stderr
+    proc = run_cli("validate", GRADES / "llava-v1.5-13b_gpt-4-grade-1runs.json")
+    assert proc.returncode == 2 and "this is a grade file" in proc.stderr
+    assert "Open a grade file (no judge call)" in proc.stderr and "`aggregate`" in proc.stderr

@@ -84,3 +84,17 @@ def test_combine_writes_an_official_grade_json_that_aggregate_and_compare_read(t
     assert "Total: 33.7" in proc.stdout            # (36.3 + 31.1) / 2 per run, then mean over runs
     proc = run_cli("compare", B13_3, out, "--db", tmp_path / "none.db")
     assert proc.returncode == 0 and "Δ̄ 0.058" in proc.stdout
+
+
+def test_compare_of_a_set_missing_a_sample_names_the_id_and_refuses_only_with_complete_only(tmp_path):
+    """Issue 19, item 4: compare accepted a grade file with a missing sample without a word."""
+    grades = json.loads(B13_1.read_text())
+    del grades["v1_145"]
+    partial = tmp_path / "partial_gpt-4-grade-1runs.json"
+    partial.write_text(json.dumps(grades))
+    proc = run_cli("compare", B13_3, partial, "--db", tmp_path / "none.db", "--resamples", "200")
+    assert proc.returncode == 0, proc.stderr
+    assert "Compared 217 samples" in proc.stdout
+    assert "PARTIAL: partial_gpt-4-grade-1runs has no grade for 1 sample(s) of mmvet-v1 (v1_145)" in proc.stdout
+    refused = run_cli("compare", B13_3, partial, "--db", tmp_path / "none.db", "--complete-only")
+    assert refused.returncode == 2 and "no grade for 1 of 218 samples of mmvet-v1 (v1_145)" in refused.stderr

@@ -200,3 +200,19 @@ def test_the_app_compares_only_the_visitors_own_runs(store, tmp_path):
         sets_for_owner(store, "me", [mine], [])
     with pytest.raises(CompareError, match="at most"):
         sets_for_owner(store, "me", [mine], [str(B13_1)] * 6)
+
+
+def test_a_run_with_overrides_is_compared_with_its_count_named_and_judge_only_on_request(store, bench):
+    """Issue 19, item 1: Compare used the overridden scores silently. Now the set says so (count, judge-only
+    total) and ``judge:RUN_ID`` compares the judge's grades alone."""
+    from mmvet_core.runs import open_grade_file
+    run_id = open_grade_file(store, B13_1, benchmark=bench, spec="mmvet-v1", owner="me")
+    store.set_override(run_id, "v1_0", 1.0, "checked")
+    store.set_override(run_id, "v1_1", 1.0, "checked")
+    corrected, judge_only = load_grade_set(f"run:{run_id}", store), load_grade_set(f"judge:{run_id}", store)
+    assert "2 human overrides" in corrected.note and "judge only: 36.1" in corrected.note
+    assert f"judge:{run_id}" in corrected.note and judge_only.name.endswith("(judge only)")
+    assert judge_only.scores == set_from_grade_file(B13_1).scores
+    assert corrected.scores["v1_0"] == [1.0] and judge_only.scores["v1_0"] == [0.0]
+    report = format_report(compare_sets(bench, [judge_only, corrected]))
+    assert "2 human overrides" in report

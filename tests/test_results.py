@@ -457,3 +457,47 @@ def test_echoed_chat_templates_and_questions_are_warned_about(wrap, expected, tm
                                   "llava_llama2_13b_chat.json"])
 def test_real_predictions_raise_no_echo_warning(name, bench):
     assert validate_results(read_results(RESULTS / name), bench).warnings == []
+
+
+UPLOAD_FOLDER = "5f1d3c9a" * 8          # a Gradio upload folder: a 64-character digest
+
+
+@pytest.mark.parametrize("fmt", ["lmms-eval-jsonl-v0.4", "lmms-eval-jsonl-v0.7"])
+def test_an_lmms_eval_samples_file_is_named_from_its_results_file_its_folder_or_its_name_never_a_hash(
+        fmt, tmp_path, bench, real):
+    """Issue 19, item 2. Before: an uploaded samples file was named after its 64-character upload folder."""
+    name = "20250103_101112_samples_mmvet.jsonl"
+    # as lmms-eval leaves them: <output>/<model_name_sanitized>/<date>_samples_mmvet.jsonl + <date>_results.json
+    out = tmp_path / "logs" / "liuhaotian__llava-v1.5-13b"
+    out.mkdir(parents=True)
+    samples = tw.LMMS_WRITERS[fmt](out / name, real, bench)
+    assert read_results(samples).model_name == "liuhaotian__llava-v1.5-13b"      # the folder lmms-eval made
+    tw.lmms_results_json(out, "20250103_101112", "pretrained=liuhaotian/llava-v1.5-13b,conv_template=v1")
+    found = read_results(samples)
+    assert (found.model_name, found.model_source) == ("liuhaotian/llava-v1.5-13b",
+                                                      "lmms-eval's 20250103_101112_results.json beside it")
+    assert "Model: liuhaotian/llava-v1.5-13b (from lmms-eval's 20250103_101112_results.json" in \
+        validate_results(found, bench).summary()
+    # uploaded: the server's folder is never a name nor read; the visitor's file name is used
+    upload = tmp_path / UPLOAD_FOLDER
+    upload.mkdir()
+    (upload / name).write_bytes(samples.read_bytes())
+    tw.lmms_results_json(upload, "20250103_101112", "pretrained=someone/else")       # not the visitor's file
+    for original in (name, f"C:\\Users\\me\\{name}"):
+        got = read_results(upload / name, original_name=original)
+        assert (got.model_name, got.model_source) == ("20250103_101112_samples_mmvet", "the file name")
+        assert got.path == str(upload / name)
+    hashed = tmp_path / "b" / UPLOAD_FOLDER                                          # a digest folder, not uploaded
+    hashed.mkdir(parents=True)
+    (hashed / name).write_bytes(samples.read_bytes())
+    assert UPLOAD_FOLDER not in read_results(hashed / name).model_name
+
+
+def test_an_uploaded_file_is_named_after_its_original_name_in_names_and_messages(tmp_path, real):
+    upload = tmp_path / UPLOAD_FOLDER
+    upload.mkdir()
+    tsv = write_tsv(upload / "tmpab12cd.tsv", real)
+    assert read_results(tsv, original_name="qwen2-vl_MMVet.tsv").model_name == "qwen2-vl"
+    (upload / "tmpzz.json").write_text("{ not json")
+    with pytest.raises(ResultsError, match=r"^my-model\.json: malformed JSON"):
+        read_results(upload / "tmpzz.json", original_name="my-model.json")

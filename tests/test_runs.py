@@ -65,7 +65,37 @@ def test_override_recomputes_scores_and_is_marked_in_the_exports(tmp_path):
     assert load_run_view(store, run_id).scores.total.mean == 36.1
 
 
-def test_incomplete_runs_export_only_the_grade_json(tmp_path):
+def test_overrides_are_named_with_their_count_and_the_judge_only_total_everywhere_the_score_goes(tmp_path):
+    """Issue 19, item 1. Before: after two overrides the total kept the label "official MM-Vet metric", the CSVs
+    said nothing and run.json's metric_note was null."""
+    from mmvet_core import views
+    store, run_id, _ = _imported_run(tmp_path, "llava-v1.5-13b_gpt-4-grade-1runs.json", 1)
+    before = load_run_view(store, run_id)
+    plain_csv = (export_run(before, tmp_path / "plain")["cap"]).read_text()
+    assert before.metric_note is None and before.n_overrides == 0 and before.scores.judge_only_total is None
+    store.set_override(run_id, "v1_0", 1.0, "both roots are given")
+    store.set_override(run_id, "v1_1", 1.0, "right")
+    view = load_run_view(store, run_id)
+    assert view.n_overrides == 2 and view.scores.judge_only_total == 36.1
+    assert view.scores.to_dict()["n_overrides"] == 2 and view.scores.to_dict()["judge_only_total"] == 36.1
+    assert view.metric_note == ("owner's corrected score with 2 human overrides: NOT the official MM-Vet metric "
+                                "(judge only: 36.1)")
+    line = views.total_text(view)
+    assert line.startswith(f"Total: {view.scores.total.mean:.1f} over 1 run(s)") and view.scores.total.mean != 36.1
+    assert "2 human overrides" in line and "judge only: 36.1" in line and "· official MM-Vet metric" not in line
+    paths = export_run(view, tmp_path / "out")
+    # the official CSVs keep the official format (same header, no note column); a note file says the rest
+    cap = paths["cap"].read_text()
+    assert cap.splitlines()[0] == plain_csv.splitlines()[0] and "note" not in cap
+    note = paths["note"].read_text()
+    assert paths["note"].name == "llava-v1.5-13b_gpt-4-note-1runs.txt"
+    assert "HUMAN OVERRIDES: 2 sample(s)" in note and "NOT the official MM-Vet metric" in note
+    assert "Judge-only total" in note and "36.1" in note and "v1_0: 1 (both roots are given)" in note
+    assert json.loads(paths["grade"].read_text())["v1_0"]["metric_note"] == view.metric_note
+
+
+def test_incomplete_runs_export_only_the_grade_json_and_a_note_that_says_partial(tmp_path):
+    """Issue 19, item 3: the exports of an incomplete run say partial, with the counts."""
     store = Store(tmp_path / "g.db")
     run_id = create_run(store, benchmark=load_bundled_v1(), spec="mmvet-v1", predictions={}, n_runs=2,
                         settings=JudgeSettings(model="gpt-4"), model_name="m")
@@ -73,8 +103,10 @@ def test_incomplete_runs_export_only_the_grade_json(tmp_path):
     view = load_run_view(store, run_id)
     assert not view.scores.complete and view.n_graded == 218
     paths = export_run(view, tmp_path / "out")
-    assert list(paths) == ["grade"]
+    assert list(paths) == ["grade", "note"]
     assert all(len(v["score"]) == 1 for v in json.loads(paths["grade"].read_text()).values())
+    assert paths["note"].name == "m_gpt-4-note-2runs.txt"
+    assert "PARTIAL: 218 of 436 grades" in paths["note"].read_text()
 
 
 def test_create_run_with_reuse_returns_the_same_run_for_the_same_job(tmp_path):

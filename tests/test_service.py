@@ -193,6 +193,7 @@ def test_status_has_no_spread_until_the_runs_are_complete(svc, fake_judge, tmp_p
     svc.stop(run_id, "me")
     st = wait_done(svc, run_id)
     assert st["status"] == "stopped" and not st["complete"] and st["total_std"] is None
+    assert "partial" in st["total_text"] and f"over {st['done']} of 436 grades" in st["total_text"]   # issue 19.3
     fake_judge.state.latency = 0.0
     svc.resume(run_id, "me", "v", JudgeChoice(JUDGE_HOST))
     st = wait_done(svc, run_id)
@@ -314,3 +315,106 @@ def test_checking_the_shut_down_official_judge_stops_before_any_paid_call_and_a_
             finally:
                 s.jobs.shutdown()
                 s.store.close()
+def test_after_overrides_status_and_run_json_name_the_count_and_keep_the_judge_only_total(svc, tmp_path):
+    """Issue 19, item 1. Before: run.json said ``metric_note: null`` and the status had no word of the
+    overrides."""
+    run_id, _ = svc.start(str(RESULTS), ALL, 1, JudgeChoice(JUDGE_BASELINE), owner="me", visitor="v")
+    judge_total = wait_done(svc, run_id)["total_score"]
+    svc.override(run_id, "me", "v1_0", 1.0, "checked")
+    svc.override(run_id, "me", "v1_1", 0.0, "checked")
+    st = svc.status(run_id)
+    assert (st["n_overrides"], st["judge_only_total"]) == (2, judge_total)
+    assert st["scores"]["n_overrides"] == 2 and st["scores"]["judge_only_total"] == judge_total
+    assert "2 human overrides" in st["metric_label"] and f"judge only: {judge_total:.1f}" in st["metric_label"]
+    files = svc.downloads(svc.view(run_id))
+    card = json.loads(Path(next(f for f in files if f.endswith("run.json"))).read_text())
+    assert card["n_overrides"] == 2 and card["judge_only_total"] == judge_total
+    assert "2 human overrides" in card["metric_note"] and "NOT the official MM-Vet metric" in card["metric_note"]
+    note = Path(next(f for f in files if f.endswith(".txt"))).read_text()
+    assert "HUMAN OVERRIDES: 2 sample(s)" in note
+    svc.clear_override(run_id, "me", "v1_0")
+    assert svc.status(run_id)["n_overrides"] == 1
+
+
+def test_a_grade_file_missing_a_sample_opens_as_a_partial_total_that_names_the_id(svc, tmp_path):
+    """Issue 19, item 4: the app opened it as a partial total without naming the missing id."""
+    from mmvet_core import views
+    grades = json.loads((Path(__file__).parent / "data" / "official-grades" /
+                         "llava-v1.5-13b_gpt-4-grade-1runs.json").read_text())
+    del grades["v1_145"]
+    path = tmp_path / "llava-v1.5-13b_gpt-4-grade-1runs.json"
+    path.write_text(json.dumps(grades))
+    run_id = svc.open_grade_file(str(path), ALL, "me")
+    view = svc.view(run_id)
+    line = views.total_text(view)
+    assert "partial" in line and "no grade for 1 of 218 samples of mmvet-v1 (v1_145)" in line
+    assert svc.card(view)["message"] == ("imported from an official grade JSON (no judge call); partial: no grade "
+                                         "for 1 of 218 samples of mmvet-v1 (v1_145)")
+    [summary] = svc.runs_of("me")
+    assert summary.row()[6] == f"{view.scores.total.mean:.1f} (partial)"
+
+
+def test_an_uploaded_lmms_eval_samples_file_is_never_named_after_its_upload_folder(svc, tmp_path):
+    """Issue 19, item 2: the app named lmms-eval samples files after Gradio's 64-character upload folder."""
+    from mmvet_core.benchmark import load_bundled_v1
+    from tests import toolkit_writers as tw
+    folder = tmp_path / ("ab12" * 16)
+    folder.mkdir()
+    preds = json.loads(RESULTS.read_text(encoding="utf-8"))
+    path = tw.lmms_v07_jsonl(folder / "20250103_101112_samples_mmvet.jsonl", preds, load_bundled_v1())
+    v = svc.validate(str(path), ALL, 1, JudgeChoice(JUDGE_BASELINE))
+    assert v.model_name == "20250103_101112_samples_mmvet" and "ab12ab12" not in v.report
+    assert "Model: 20250103_101112_samples_mmvet (from the file name)" in v.report
+    v = svc.validate(str(path), ALL, 1, JudgeChoice(JUDGE_BASELINE), original_name="llava-13b_samples.jsonl")
+    assert v.model_name == "llava-13b_samples"
+    run_id, _ = svc.start(str(path), ALL, 1, JudgeChoice(JUDGE_BASELINE), owner="me", visitor="v",
+                          original_name="llava-13b_samples.jsonl")
+    assert svc.store.get_run(run_id).model_name == "llava-13b_samples"
+    wait_done(svc, run_id)
+
+
+def test_a_file_not_ready_to_grade_has_no_cost_estimate(svc, tmp_path):
+    """Issue 19, item 5: a file marked "NOT ready to grade" still showed a cost estimate."""
+    preds = json.loads(RESULTS.read_text(encoding="utf-8"))
+    path = tmp_path / "half.json"
+    path.write_text(json.dumps(dict(list(preds.items())[:100])))
+    v = svc.validate(str(path), ALL, 1, JudgeChoice(JUDGE_HOST))
+    assert "NOT ready to grade" in v.report
+    assert v.estimate == "No estimate: the file is not ready to grade (see the report)."
+    assert "judge calls" in svc.validate(str(RESULTS), ALL, 1, JudgeChoice(JUDGE_HOST)).estimate
+
+
+def test_grade_right_after_the_check_does_not_parse_the_file_again(svc, tmp_path):
+    """Issue 19, item 6: ``?run=`` reached the address 2.5–6 s after Grade, most of it a second parse of the
+    file in a fresh worker process. Validate then start: one parse; a changed file is parsed again."""
+    calls = []
+    real = svc.gate.box.call
+    svc.gate.box.call = lambda fn, *a, **k: (calls.append(fn.__name__), real(fn, *a, **k))[1]
+    path = tagged(tmp_path, "once")
+    svc.validate(path, ALL, 1, JudgeChoice(JUDGE_BASELINE))
+    run_id, _ = svc.start(path, ALL, 1, JudgeChoice(JUDGE_BASELINE), owner="me", visitor="v")
+    assert calls == ["read_results"]
+    wait_done(svc, run_id)
+    Path(path).write_text(Path(path).read_text().replace("[once]", "[twice]"))
+    svc.start(path, ALL, 1, JudgeChoice(JUDGE_BASELINE), owner="me", visitor="v")
+    assert calls == ["read_results", "read_results"]
+    assert svc.view(svc.runs_of("me")[0].id).run.predictions["v1_0"].endswith("[twice]")
+
+
+def test_the_form_of_a_run_is_the_settings_it_was_started_with(svc, fake_judge, tmp_path):
+    """Issue 19, item 6: after a reload the form showed defaults beside the run card's own settings."""
+    run_id, _ = svc.start(str(RESULTS), BARD, 3, JudgeChoice(JUDGE_BASELINE), owner="me", visitor="v",
+                          model_name="mine")
+    wait_done(svc, run_id)
+    assert svc.form_of(svc.view(run_id)) == {
+        "n_runs": 3, "judge": JUDGE_BASELINE, "base_url": "", "judge_model": "", "mode": "live",
+        "benchmark": BENCH_BUNDLED, "hub_id": "", "subset": "Bard set (168)", "model_name": "mine"}
+    own, _ = svc.start(tagged(tmp_path, "own"), ALL, 2, JudgeChoice(JUDGE_OWN, base_url=fake_judge.url,
+                                                                    model="gpt-4o", api_key=VISITOR_KEY),
+                       owner="me", visitor="v")
+    form = svc.form_of(svc.view(own))
+    assert (form["judge"], form["base_url"], form["judge_model"], form["n_runs"]) == \
+        (JUDGE_OWN, fake_judge.url, "gpt-4o", 2)
+    assert VISITOR_KEY not in json.dumps(form)
+    svc.stop(own, "me")
+    wait_done(svc, own)

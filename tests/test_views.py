@@ -100,3 +100,51 @@ def test_partial_total_has_no_spread_of_incomplete_runs(store, bench):
 def _scores(view):
     from mmvet_core.aggregate import aggregate_scores
     return aggregate_scores(view.benchmark, view.effective_scores(), view.run.n_runs)
+
+
+def test_no_eta_before_the_pace_is_known(store, bench):
+    """Issue 19, item 6: "ETA 0 s" at 32 of 654 grades (the first answers arrive in one burst)."""
+    view = graded(store, bench, "llava-v1.5-13b_gpt-4-grade-3runs.json")
+    running = replace(view, run=replace(view.run, status="running"))
+    t0 = 1_000_000.0
+    items = sorted(view.grades.items())
+
+    def after(n, spread):
+        grades = {k: replace(g, updated_at=t0 + spread * i / max(n - 1, 1)) for i, (k, g) in enumerate(items[:n])}
+        return replace(running, grades=grades)
+
+    burst = views.progress_of(after(32, 0.2), now=t0 + 0.3)        # 32 of 654 within 0.2 s
+    assert burst.eta_seconds is None and "ETA" not in burst.text() and burst.text().startswith("running: 32 / 654")
+    steady = views.progress_of(after(100, 10.0), now=t0 + 10.0)    # 100 grades over 10 s: ~10 per second
+    assert abs(steady.eta_seconds - 554 / 9.9) < 1e-9 and "ETA 56 s" in steady.text()   # 99 gaps in 10 s
+    stalled = views.progress_of(after(100, 10.0), now=t0 + 500.0)  # nothing for 490 s: no "ETA 0 s"
+    assert stalled.eta_seconds is None and "ETA" not in stalled.text()
+
+
+def test_the_overlay_note_names_overlaid_runs_graded_by_another_judge(store, bench):
+    """Issue 19, item 6: the overlay note stayed empty when the overlaid runs' judges differed."""
+    from mmvet_core.judge import JudgeSettings
+    from mmvet_core.runs import create_run, import_official_grades
+    from mmvet_core.export import load_official_grades
+    gpt4 = graded(store, bench, "llava-v1.5-13b_gpt-4-grade-1runs.json")
+    other_id = create_run(store, benchmark=bench, spec="mmvet-v1", predictions={}, n_runs=1,
+                          settings=JudgeSettings(model="gpt-4o-mini"), model_name="llava-7b")
+    import_official_grades(store, other_id, load_official_grades(GRADES / "llava-v1.5-7b_gpt-4-grade-1runs.json"))
+    other = load_run_view(store, other_id)
+    same = graded(store, bench, "llava-v1.5-7b_gpt-4-grade-1runs.json")
+    assert views.overlay_note(gpt4, [], [same]) == ""
+    note = views.overlay_note(gpt4, [], [other])
+    assert f"llava-7b ({other_id[:6]}) was graded by gpt-4o-mini" in note and "this run by gpt-4" in note
+    assert "not a like-for-like comparison" in note
+    assert "paper" in views.overlay_note(other, ["LLaVA-13B (LLaMA-2)"], [])
+
+
+def test_the_radar_legend_names_overrides_and_the_metric(store, bench):
+    """Issue 19, item 1: the radar legend of a run with overrides said nothing of them."""
+    view = graded(store, bench, "llava-v1.5-13b_gpt-4-grade-1runs.json")
+    assert views.radar_label(view) == "llava-v1.5-13b (this run)"
+    store.set_override(view.run.id, "v1_0", 1.0, "checked")
+    store.set_override(view.run.id, "v1_1", 1.0, "checked")
+    again = load_run_view(store, view.run.id)
+    assert views.radar_label(again) == "llava-v1.5-13b (this run, 2 human overrides, NOT the official MM-Vet metric)"
+    assert views.radar_label(again, this_run=False).startswith(f"llava-v1.5-13b ({view.run.id[:6]}, 2 human")

@@ -128,6 +128,23 @@ def lmms_v07_jsonl(path: Path, preds: dict[str, str], bench: Benchmark, scores: 
     return _lines(path, records)
 
 
+def lmms_results_json(folder: Path, date_id: str, model_args: str, model: str = "llava") -> Path:
+    """``<date>_results.json`` as lmms-eval v0.4+'s ``EvaluationTracker.save_results_aggregated`` writes it beside
+    the samples file: the results with ``config`` (model, model_args, ...) and the general config tracker's fields
+    (``model_name`` taken from model_args' ``pretrained=``, ``model_name_sanitized``: the folder's name)."""
+    name = model_args.split("pretrained=")[1].split(",")[0] if "pretrained=" in model_args else ""
+    doc = {"results": {"mmvet": {"alias": "mmvet", "gpt_eval_score,none": 36.3}},
+           "configs": {"mmvet": {"task": "mmvet", "dataset_path": "lmms-lab/MMVet"}},
+           "versions": {"mmvet": "Yaml"},
+           "config": {"model": model, "model_args": model_args, "batch_size": "1", "limit": None},
+           "git_hash": "75571cf", "date": date_id, "task_hashes": {}, "model_source": model,
+           "model_name": name, "model_name_sanitized": "__".join(name.split("/")[-2:]),
+           "system_instruction": None, "chat_template": None, "total_evaluation_time_seconds": "812.5"}
+    path = folder / f"{date_id}_results.json"
+    path.write_text(json.dumps(doc, indent=2, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
 LMMS_WRITERS = {"lmms-eval-json": lmms_v01_logs, "lmms-eval-jsonl": lmms_v03_jsonl,
                 "lmms-eval-jsonl-v0.4": lmms_v04_jsonl, "lmms-eval-jsonl-v0.7": lmms_v07_jsonl}
 

@@ -9,7 +9,7 @@ from gradio.data_classes import FileData
 from mmvet_core.service import (BENCH_BUNDLED, JUDGE_BASELINE, JUDGE_HOST, MODE_LIVE, RUN_LIST_COLUMNS,
                                 GradingService, JudgeChoice)
 
-from .common import api_errors, base_url, bench_of, file_path, visitor
+from .common import api_errors, base_url, bench_of, file_path, orig_name, visitor
 
 
 def register_api(svc: GradingService) -> None:
@@ -24,7 +24,7 @@ def register_api(svc: GradingService) -> None:
                  mode: str = MODE_LIVE) -> dict:
         """What a results file holds against the benchmark, and what grading it would cost."""
         v = svc.validate(file_path(results), bench(bench_c, bench_f, hub, sub), int(n_runs),
-                         JudgeChoice(judge_c, model=model, mode=mode))
+                         JudgeChoice(judge_c, model=model, mode=mode), original_name=orig_name(results))
         return {"report": v.report, "estimate": v.estimate, "model_name": v.model_name}
 
     @api_errors
@@ -36,7 +36,8 @@ def register_api(svc: GradingService) -> None:
         the running run (``started: false``)."""
         run_id, started = svc.start(file_path(results), bench(bench_c, bench_f, hub, sub), int(n_runs),
                                     JudgeChoice(judge_c, url, model, key, mode), owner=owner_tok,
-                                    visitor=visitor(svc, request), model_name=model_name)
+                                    visitor=visitor(svc, request), model_name=model_name,
+                                    original_name=orig_name(results))
         return {"run_id": run_id, "share_url": svc.share_url(run_id, base_url(request)), "started": started}
 
     @api_errors

@@ -36,6 +36,13 @@ def file_path(f) -> str | None:
     return f if isinstance(f, str) else getattr(f, "path", None) or getattr(f, "name", None)
 
 
+def orig_name(f) -> str | None:
+    """The name an uploaded file had on the visitor's machine (Gradio's `FileData.orig_name`), when known: the
+    server keeps the file under a temporary folder, which must never name anything."""
+    name = f.get("orig_name") if isinstance(f, dict) else getattr(f, "orig_name", None)
+    return name if isinstance(name, str) and name.strip() else None
+
+
 def visitor(svc: GradingService, request: gr.Request | None) -> str:
     """The visitor id the service budgets by (from the real peer and the trusted forwarded hops)."""
     if request is None:

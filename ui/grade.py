@@ -103,11 +103,12 @@ def build_grade(page: Page) -> GradeView:
     with gr.Row():
         with gr.Column(scale=5, elem_id="setup-column") as setup_col:
             results_file = gr.File(label="1 · Results file (official JSON, LLaVA JSONL, lmms-eval logs, "
-                                         "VLMEvalKit xlsx/tsv/csv)", elem_id="results-file", height=100,
+                                         "VLMEvalKit xlsx/tsv/csv)", elem_id="results-file", height=140,
                                    file_types=[".json", ".jsonl", ".xlsx", ".tsv", ".csv"])
             example_btn = gr.Button("…or load the official example (LLaVA-13B, LLaMA-2)", size="sm",
                                     elem_id="example-button")
-            report = gr.Textbox(label="2 · What was found", lines=2, max_lines=8, interactive=False,
+            # at most 4 lines (the rest scrolls): a long report must not push Grade below the fold
+            report = gr.Textbox(label="2 · What was found", lines=2, max_lines=4, interactive=False,
                                 elem_id="validation-report",
                                 placeholder="Drop a results file: its format and coverage show here.")
             with gr.Row(equal_height=True):
@@ -177,9 +178,10 @@ def build_grade(page: Page) -> GradeView:
                 cap_table = gr.Dataframe(headers=views.CAPABILITY_COLUMNS, label="Capabilities",
                                          interactive=False, elem_id="capabilities-table", type="array",
                                          wrap=True)
+                # tall enough for all 16 integrations (at the default 500 px, 4 rows hid below a silent scroll)
                 int_table = gr.Dataframe(headers=views.INTEGRATION_COLUMNS, label="Capability integrations",
                                          interactive=False, elem_id="integrations-table", type="array",
-                                         wrap=True)
+                                         wrap=True, max_height=720)
                 downloads = gr.File(label="Downloads: official grade JSON, both CSVs, the run card (run.json) "
                                           "and a zip of all", file_count="multiple", interactive=False,
                                     elem_id="downloads", visible=False)
@@ -364,17 +366,29 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
                      gr.Textbox(value=view.run.model_name), gr.Row(visible=perms.owner),
                      gr.Column(visible=perms.owner), gr.Markdown(visible=not perms.owner),
                      # the detail of another run's sample must not stay shown beside this run
-                     "", gr.Image(value=None, visible=False), "", "", "", "", "", [])
+                     "", gr.Image(value=None, visible=False), "", "", "", "", "", []) + form_values(view, perms.owner)
         else:
             extra = tuple(gr.skip() for _ in open_outputs)
         return live + extra + (gr.Timer(active=running),)
 
+    def form_values(view, owner: bool) -> tuple:
+        """The owner's form shows the opened run's own settings (a reload used to show the defaults beside the
+        run card's); a grade file's view and a shared view leave the form as it is."""
+        form = svc.form_of(view) if owner else None
+        if form is None:
+            return tuple(gr.skip() for _ in form_outputs)
+        mode_label = next((label for label, m in MODES.items() if m == form["mode"]), list(MODES)[0])
+        return (form["n_runs"], form["judge"], form["base_url"], form["judge_model"] or gr.skip(), mode_label,
+                form["benchmark"], form["hub_id"], form["subset"], form["model_name"])
+
+    form_outputs = [g.runs, g.judge_choice, g.base_url, g.judge_model, g.mode, g.bench_choice, g.hub_id, g.subset,
+                    g.model_name]
     live_outputs = [g.progress, g.total, g.run_card, g.flags_box, g.radar_caps, g.radar_ints, g.cap_table,
                     g.int_table, s.samples, s.sample_count, g.downloads, g.stop_btn, g.resume_btn, s.o_btn,
                     s.o_clear, my.runs_table]
     open_outputs = [g.run_panel, s.section, g.empty_note, g.overlays, s.f_cap, g.owner_tools, g.rename_box,
                     s.override_row, g.setup_col, page.ro_note, s.d_id, s.d_image, s.d_question, s.d_truth,
-                    s.d_image_note, s.d_pred, s.d_flags, s.d_attempts]
+                    s.d_image_note, s.d_pred, s.d_flags, s.d_attempts, *form_outputs]
     view_outputs = live_outputs + open_outputs + [timer]
     view_inputs = [run_state, g.overlays, s.f_cap, s.f_min, s.f_max, s.f_flag, s.f_sort, owner, s.d_id]
 
@@ -399,7 +413,7 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
         if view is None:
             return gr.skip(), gr.skip(), gr.skip()
         rc, ri = radar_figures(svc, view, overlay_sel, owner_tok)
-        return rc, ri, overlay_warning(view, overlay_sel)
+        return rc, ri, overlay_warning(svc, view, overlay_sel, owner_tok)
 
     g.overlays.change(on_overlays, view_inputs, [g.radar_caps, g.radar_ints, g.overlay_note],
                       api_visibility="private", show_progress="hidden")

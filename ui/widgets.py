@@ -50,7 +50,7 @@ def radar_figures(svc: GradingService, view: RunView, overlays: list[str], owner
     paper's models (same benchmark and subset only) and the owner's other runs ("run:<id> ...")."""
     cap_axes = [c.name for c in view.scores.capabilities]
     int_axes = [c.name for c in view.scores.integrations]
-    label = f"{view.run.model_name} (this run{', NOT the official MM-Vet metric' if view.metric_note else ''})"
+    label = views.radar_label(view)
     caps = [(label, {c.name: c.mean for c in view.scores.capabilities})]
     ints = [(label, {c.name: c.mean for c in view.scores.integrations})]
     subset = view.benchmark.subset_name
@@ -61,14 +61,10 @@ def radar_figures(svc: GradingService, view: RunView, overlays: list[str], owner
         paper = [p for p in paper if p in known]
         caps += paper_series(paper, "capabilities", subset)
         ints += paper_series(paper, "integrations", subset)
-    for o in overlays or []:
-        if o.startswith("run:"):
-            other = svc.view(o.split(":", 1)[1].split(" ")[0])
-            if other is not None and other.run.owner == owner:
-                name = f"{other.run.model_name} ({other.run.id[:6]}" \
-                       f"{', NOT the official MM-Vet metric' if other.metric_note else ''})"
-                caps.append((name, {c.name: c.mean for c in other.scores.capabilities}))
-                ints.append((name, {c.name: c.mean for c in other.scores.integrations}))
+    for other in overlaid_runs(svc, overlays, owner):
+        name = views.radar_label(other, this_run=False)
+        caps.append((name, {c.name: c.mean for c in other.scores.capabilities}))
+        ints.append((name, {c.name: c.mean for c in other.scores.integrations}))
     from mmvet_core.equivalence import hover_text
     eq = svc.equivalence(view)
     notes = {c: hover_text(eq, c) for c in cap_axes}            # the estimate in the hover, labelled
@@ -84,16 +80,22 @@ def overlay_choices(svc: GradingService, view: RunView, owner: str) -> list[str]
     return paper + mine
 
 
-def overlay_warning(view: RunView, overlays: list[str]) -> str:
-    """A warning when the paper's (GPT-4-graded) models are overlaid on a run graded by another judge."""
+def overlaid_runs(svc: GradingService, overlays: list[str], owner: str) -> list[RunView]:
+    """The owner's own runs among the chosen overlays ("run:<id> ..."); anyone else's are ignored."""
+    out = []
+    for o in overlays or []:
+        if o.startswith("run:"):
+            other = svc.view(o.split(":", 1)[1].split(" ")[0])
+            if other is not None and other.run.owner == owner:
+                out.append(other)
+    return out
+
+
+def overlay_warning(svc: GradingService, view: RunView, overlays: list[str], owner: str) -> str:
+    """`views.overlay_note` for the chosen overlays: the paper's models over another judge's run, the owner's
+    runs graded by another judge or prompt (or with overrides)."""
     paper = [o for o in overlays or [] if not o.startswith("run:")]
-    if not paper:
-        return ""
-    judge = str(view.run.judge.get("model", ""))
-    if view.run.judge.get("provider") == "baseline" or not judge.startswith("gpt-4"):
-        return (f"⚠ The paper's scores were graded by GPT-4; this run's judge is {judge or 'unknown'}. "
-                "The overlay is not a like-for-like comparison.")
-    return ""
+    return views.overlay_note(view, paper, overlaid_runs(svc, overlays, owner))
 
 
 def sample_filter(capability: str, lo: float, hi: float, flagged: bool, order: str) -> views.SampleFilter:
