@@ -115,7 +115,8 @@ class Housekeeper:
 class UploadGate:
     """Where a visitor's files are read: results files and benchmarks, within `HostingLimits`.
 
-    Results files are row-counted (`parsebox.prescan`) and parsed in the bounded worker; an uploaded benchmark
+    Results files and grade files (opened as runs or uploaded to Compare) are row- and cell-counted
+    (`parsebox.prescan`) and parsed in the bounded worker; an uploaded benchmark
     is loaded in the worker too, extracted under ``uploads_dir`` (`sources.LoadLimits`: archive cap, folder cap,
     once per content); a hub id is checked (hub ids only, size asked first) and loaded in this process (the
     ``datasets`` library does not run under an address-space limit). Every call gives the housekeeper a chance
@@ -137,9 +138,27 @@ class UploadGate:
         return self.box.call(read_results, str(path), max_bytes=max_bytes, what="the results file")
 
     def check_rows(self, path: str | Path) -> None:
-        """`parsebox.prescan` with this host's limits (for files read in this process, e.g. grade files)."""
+        """`parsebox.prescan` with this host's limits."""
         self.housekeeper.maybe_run()
         prescan(path, self.box.limits)
+
+    def read_grade_file(self, path: str | Path, benchmark, *, max_bytes: int):
+        """`graded.read_grade_file` (a grade file to open as a run), row- and cell-counted, then parsed in the
+        bounded worker; `GradeFileError` / `ResultsError` with the reason when refused."""
+        from .export import GradeFileError
+        from .graded import read_grade_file
+
+        self.check_rows(path)
+        return self.box.call(read_grade_file, str(path), benchmark, max_bytes=max_bytes, error=GradeFileError,
+                             what="the grade file")
+
+    def read_grade_set(self, path: str | Path, name: str | None = None):
+        """`gradesets.set_from_grade_file` (a grade file uploaded to Compare), bounded as `read_grade_file`."""
+        from .export import GradeFileError
+        from .gradesets import set_from_grade_file
+
+        self.check_rows(path)
+        return self.box.call(set_from_grade_file, str(path), name, error=GradeFileError, what="the grade file")
 
     def load_upload(self, path: str | Path):
         """An uploaded benchmark file (zip or metadata JSON), bounded; `BenchmarkError` when refused."""
