@@ -41,6 +41,7 @@ class HostingLimits:
     exports_max_mb: int = 500             # MMVET_EXPORTS_MAX_MB: all download files together
     exports_max_age_h: float = 24.0       # MMVET_EXPORTS_MAX_AGE_H: download files are rebuilt on demand after
     gradio_cache_max_age_h: float = 2.0   # MMVET_GRADIO_CACHE_MAX_AGE_H: Gradio's upload/output cache
+    gradio_cache_max_mb: int = 2000       # MMVET_GRADIO_CACHE_MAX_MB: ... and its size (oldest uploads go first)
     hub_max_mb: int = 500                 # MMVET_HUB_MAX_MB: largest hub dataset (size asked before download)
     max_samples: int = 2000               # MMVET_MAX_SAMPLES: largest benchmark (v1: 218, v2: 517)
     max_rows: int = 20_000                # MMVET_MAX_ROWS: rows/lines of a results table
@@ -59,6 +60,7 @@ class HostingLimits:
             exports_max_mb=int(_num(env, "MMVET_EXPORTS_MAX_MB", d.exports_max_mb)),
             exports_max_age_h=_num(env, "MMVET_EXPORTS_MAX_AGE_H", d.exports_max_age_h),
             gradio_cache_max_age_h=_num(env, "MMVET_GRADIO_CACHE_MAX_AGE_H", d.gradio_cache_max_age_h),
+            gradio_cache_max_mb=int(_num(env, "MMVET_GRADIO_CACHE_MAX_MB", d.gradio_cache_max_mb)),
             hub_max_mb=int(_num(env, "MMVET_HUB_MAX_MB", d.hub_max_mb)),
             max_samples=int(_num(env, "MMVET_MAX_SAMPLES", d.max_samples)),
             max_rows=int(_num(env, "MMVET_MAX_ROWS", d.max_rows)),
@@ -74,6 +76,12 @@ class HostingLimits:
     @property
     def exports_policy(self) -> FolderPolicy:
         return FolderPolicy(max_age_s=self.exports_max_age_h * 3600, max_bytes=self.exports_max_mb * MB)
+
+    @property
+    def gradio_cache_policy(self) -> FolderPolicy:
+        """Gradio's upload cache by size (its age is `gradio_delete_cache`'s); an upload is kept at least ten
+        minutes, the longest a handler may still be reading it."""
+        return FolderPolicy(max_bytes=self.gradio_cache_max_mb * MB, min_age_s=600.0)
 
     def load_limits(self) -> LoadLimits:
         """Bounds for a visitor's benchmark (archive, extraction folder, hub size, sample count)."""
@@ -122,12 +130,15 @@ class UploadGate:
     ``datasets`` library does not run under an address-space limit). Every call gives the housekeeper a chance
     to prune the folders."""
 
-    def __init__(self, limits: HostingLimits, uploads_dir: Path, exports_dir: Path):
+    def __init__(self, limits: HostingLimits, uploads_dir: Path, exports_dir: Path,
+                 gradio_cache: Path | None = None):
         self.limits = limits
         self.uploads_dir = Path(uploads_dir)
         self.box = ParseBox(limits.parse_limits())
-        self.housekeeper = Housekeeper({self.uploads_dir: limits.uploads_policy,
-                                        Path(exports_dir): limits.exports_policy})
+        folders = {self.uploads_dir: limits.uploads_policy, Path(exports_dir): limits.exports_policy}
+        if gradio_cache is not None:           # where Gradio keeps every visitor's upload (GRADIO_TEMP_DIR)
+            folders[Path(gradio_cache)] = limits.gradio_cache_policy
+        self.housekeeper = Housekeeper(folders, every_s=60.0)
 
     def read_results(self, path: str | Path, *, max_bytes: int):
         """`results.read_results`, bounded; `ResultsError` (with the reason) when refused."""

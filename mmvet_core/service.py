@@ -219,6 +219,12 @@ def endpoint_host(judge: dict) -> str:
     return urlsplit(url).hostname or "?"
 
 
+def _gradio_cache_dir() -> Path:
+    """Where Gradio stores uploads (its ``GRADIO_TEMP_DIR``, else ``<tmp>/gradio``), bounded by the housekeeper."""
+    import tempfile
+    return Path(os.environ.get("GRADIO_TEMP_DIR") or Path(tempfile.gettempdir()) / "gradio")
+
+
 def _stamp_of(updated_at: float, status: str) -> str:
     return f"{updated_at!r}:{status}"
 
@@ -243,7 +249,7 @@ class GradingService:
         self.work_dir.mkdir(exist_ok=True)
         self.exports_dir = settings.data_dir / "exports"
         limits = replace(settings.hosting, upload_mb=settings.max_upload_mb)
-        self.gate = UploadGate(limits, self.work_dir, self.exports_dir)
+        self.gate = UploadGate(limits, self.work_dir, self.exports_dir, gradio_cache=_gradio_cache_dir())
         self.gate.housekeeper.run()
         self.jobs = JobManager(self.store, max_active=settings.max_active_runs,
                                per_visitor=settings.max_runs_per_visitor)
