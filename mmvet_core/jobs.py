@@ -163,6 +163,14 @@ class JobManager:
             self._unsaved.pop(run_id, None)
         return 0
 
+    def on_end(self, run_id: str, fn: Callable[[str], None]) -> None:
+        """Call ``fn(run_id)`` (on the jobs' thread) when the job of `run_id` ends; at once when it is not running."""
+        job = self._jobs.get(run_id)
+        if job is None or job.future is None:
+            fn(run_id)
+            return
+        job.future.add_done_callback(lambda _f: fn(run_id))
+
     def waiting_until(self, run_id: str) -> float | None:
         """While a running job's calls wait out the judge account's rate limit (a 429's retry-after): until when
         (``time.time()``); else None."""

@@ -458,6 +458,16 @@ class GradingService:
             except StoreError:
                 pass
             raise ServiceError(str(e)) from None
+        self.jobs.on_end(run_id, self._remember_total_of)
+
+    def _remember_total_of(self, run_id: str) -> None:
+        """Keep an ended run's total for My runs (a failure here must never touch the run)."""
+        try:
+            view = load_run_view(self.store, run_id)
+            if view is not None:
+                self._remember_total(view)
+        except Exception:  # noqa: BLE001 — My runs computes it again when it is missing
+            log.exception("keeping the total of run %s", run_id)
 
     def owned(self, run_id: str, owner: str) -> RunRecord:
         """The run, when `owner` owns it; else `ServiceError`."""
@@ -593,6 +603,7 @@ class GradingService:
             self.keeper.stored(run_id, visitor)
         except StoreError as e:
             raise ServiceError(f"The grade file could not be stored: {e}.") from None
+        self._remember_total_of(run_id)
         return run_id
 
     def compare(self, owner: str, run_ids: list[str], files: list[str], out_dir: Path):

@@ -26,19 +26,23 @@ class StatusClient:
         self.session_hash = secrets.token_hex(8)
 
     def status(self, run_id: str) -> dict:
-        r = self.http.post("gradio_api/call/status", json={"data": [run_id], "session_hash": self.session_hash})
+        return self.call("status", run_id)
+
+    def call(self, api_name: str, *data):
+        """A named endpoint's answer (its first output); `RuntimeError` when it answers an error."""
+        r = self.http.post(f"gradio_api/call/{api_name}", json={"data": list(data), "session_hash": self.session_hash})
         r.raise_for_status()
         event_id, event = r.json()["event_id"], None
-        with self.http.stream("GET", f"gradio_api/call/status/{event_id}") as resp:
+        with self.http.stream("GET", f"gradio_api/call/{api_name}/{event_id}") as resp:
             for line in resp.iter_lines():
                 if line.startswith("event:"):
                     event = line.split(":", 1)[1].strip()
                 elif line.startswith("data:") and event in ("complete", "error"):
                     data = line.split(":", 1)[1].strip()
                     if event == "error":
-                        raise RuntimeError(f"/status failed: {data}")
+                        raise RuntimeError(f"/{api_name} failed: {data}")
                     return json.loads(data)[0]
-        raise RuntimeError("/status: no answer")
+        raise RuntimeError(f"/{api_name}: no answer")
 
     def timed(self, run_id: str) -> float:
         t0 = time.perf_counter()
