@@ -58,6 +58,8 @@ STATUS_TTL = 2.0
 #: How many runs' `status` answers are kept (each is a few KB).
 FINISHED_CACHE_SIZE = 256
 MAX_NAME = 100
+#: How many runs' views pages share (`GradingService.view`; a v1 run's view is well under a megabyte).
+VIEW_CACHE_SIZE = 32
 
 
 class ServiceError(Exception):
@@ -260,6 +262,7 @@ class GradingService:
         self.salt = private_salt(settings.data_dir)   # of visitor ids: never the browser-state secret
         self._start_lock = threading.Lock()
         self._status_cache: dict[str, tuple[tuple, float, dict]] = {}   # run -> (change key, computed at, status)
+        self._view_cache: dict[str, tuple[tuple, RunView]] = {}           # run -> (change stamp, view)
         self._checks: dict[str, dict] = {}       # judge-check task -> {"done", "total"}
         self.keeper = RunKeeper(self.store, settings.storage, settings.data_dir, on_expire=self._forget_files)
         self.keeper.expire(self._running_ids())
@@ -270,6 +273,7 @@ class GradingService:
     def _forget_files(self, run_id: str) -> None:
         shutil.rmtree(self.exports_dir / run_id, ignore_errors=True)
         self._status_cache.pop(run_id, None)
+        self._view_cache.pop(run_id, None)
 
     def _check_storage(self, visitor: str | None, adding_bytes: int = 0) -> None:
         """Refuse new work when the disk is nearly full or the visitor keeps their quota (`keeping`)."""
@@ -682,9 +686,27 @@ class GradingService:
 
     # ---- what a page or a script reads ----
     def view(self, run_id: str, *, evidence_for: str | None = None) -> RunView | None:
+        """A run as pages show it. Without `evidence_for`, one view per change of the run is read and shared by
+        every page that shows it (a crowd of share-link viewers reads the run once per change, not once each);
+        treat it as read-only."""
         if self.jobs._unsaved:
             self.jobs.retry_unsaved()
-        view = load_run_view(self.store, run_id, evidence_for=evidence_for) if run_id else None
+        if not run_id:
+            return None
+        if evidence_for is not None:
+            view = load_run_view(self.store, run_id, evidence_for=evidence_for)
+        else:
+            stamp = self.store.change_stamp(run_id)
+            hit = self._view_cache.get(run_id)
+            if stamp is not None and hit is not None and hit[0] == stamp:
+                view = hit[1]
+            else:
+                view = load_run_view(self.store, run_id) if stamp is not None else None
+                self._view_cache.pop(run_id, None)
+                if view is not None:
+                    if len(self._view_cache) >= VIEW_CACHE_SIZE:
+                        self._view_cache.pop(next(iter(self._view_cache)))
+                    self._view_cache[run_id] = (stamp, view)
         if view is not None:
             self.keeper.opened(run_id)
         return view

@@ -185,3 +185,15 @@ def test_a_write_fault_is_named_and_the_row_on_disk_ends_failed(svc, tmp_path, m
     svc.status(rid)
     on_disk = Store(svc.store.path).get_run(rid)
     assert on_disk.status == "failed" and "disk holding the database is full" in on_disk.message
+
+
+def test_pages_share_one_view_per_change_of_the_run(svc):
+    rid = svc.open_grade_file(str(GRADES / "llava-v1.5-13b_gpt-4-grade-3runs.json"), ALL, "me", "v")
+    first = svc.view(rid)
+    assert svc.view(rid) is first                                    # fifty viewers: one read
+    svc.override(rid, "me", "v1_0", 0.0, "wrong")
+    changed = svc.view(rid)
+    assert changed is not first and changed.overrides == {"v1_0": (0.0, "wrong")}
+    assert svc.view(rid, evidence_for="v1_0").grades[("v1_0", 0)].attempts     # evidence is never shared
+    svc.delete(rid, "me")
+    assert svc.view(rid) is None
