@@ -590,12 +590,8 @@ class GradingService:
 
         self.check_size(path)
         self._check_storage(visitor)
-        try:
-            self.gate.check_rows(path)        # rows and cells counted before any reader runs
-        except ResultsError as e:
-            raise ServiceError(f"Grade file: {e}") from None
         benchmark, spec, _ = self.resolve_benchmark(bench)
-        try:
+        try:       # rows and cells counted before any reader runs, then read in the bounded worker
             grades = self.gate.read_grade_file(path, benchmark, max_bytes=self.settings.max_upload_mb * 1024 * 1024)
         except (GradeFileError, ResultsError) as e:
             raise ServiceError(f"Grade file: {e}") from None
