@@ -263,6 +263,7 @@ class GradingService:
         self._start_lock = threading.Lock()
         self._status_cache: dict[str, tuple[tuple, float, dict]] = {}   # run -> (change key, computed at, status)
         self._view_cache: dict[str, tuple[tuple, RunView]] = {}           # run -> (change stamp, view)
+        self._versions: dict[str, tuple[float, str | None]] = {}          # run -> (read at, run_version)
         self._checks: dict[str, dict] = {}       # judge-check task -> {"done", "total"}
         self.keeper = RunKeeper(self.store, settings.storage, settings.data_dir, on_expire=self._forget_files)
         self.keeper.expire(self._running_ids())
@@ -814,6 +815,22 @@ class GradingService:
             self.store.set_total(view.run.id, view.scores.total.mean, _total_stamp(view.run))
         except StoreError:
             pass
+
+    def run_version(self, run_id: str, max_age: float = 0.5) -> str | None:
+        """A short text that changes whenever the run does (its change stamp, and whether its job runs), read at
+        most once every `max_age` seconds however many open pages follow the run (None: no such run)."""
+        now = time.monotonic()
+        hit = self._versions.get(run_id)
+        if hit is not None and now - hit[0] < max_age:
+            return hit[1]
+        stamp = self.store.change_stamp(run_id) if run_id else None
+        running = self.jobs.is_running(run_id)
+        version = None if stamp is None else \
+            f"{stamp[0]}:{stamp[1]!r}:{stamp[3]}:{stamp[4]!r}:{int(running)}:{int(bool(self.jobs.failure(run_id)))}"
+        if len(self._versions) > 10_000:
+            self._versions.clear()
+        self._versions[run_id] = (now, version)
+        return version
 
     def with_failure(self, view: RunView) -> RunView:
         """`view` with the failure a full disk kept from the stored status (which may still say running)."""

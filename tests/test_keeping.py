@@ -197,3 +197,15 @@ def test_pages_share_one_view_per_change_of_the_run(svc):
     assert svc.view(rid, evidence_for="v1_0").grades[("v1_0", 0)].attempts     # evidence is never shared
     svc.delete(rid, "me")
     assert svc.view(rid) is None
+
+
+def test_the_version_open_pages_follow_changes_with_the_run_and_is_read_once_for_all(svc, monkeypatch):
+    rid = svc.open_grade_file(str(GRADES / "llava-v1.5-13b_gpt-4-grade-3runs.json"), ALL, "me", "v")
+    reads = []
+    real = svc.store.change_stamp
+    monkeypatch.setattr(svc.store, "change_stamp", lambda r: reads.append(r) or real(r))
+    first = svc.run_version(rid, max_age=0)
+    assert {svc.run_version(rid, max_age=60) for _ in range(50)} == {first} and len(reads) == 1
+    svc.rename(rid, "me", "another name")
+    assert svc.run_version(rid, max_age=0) != first
+    assert svc.run_version("no-such-run") is None
