@@ -268,8 +268,8 @@ def run_choices(store: Store, owner: str, limit: int = 50) -> list[tuple[str, st
     """(label, run id) of a visitor's own runs, newest first, for the app's Compare picker."""
     if not owner:
         return []
-    return [(f"{r.model_name} · {r.judge.get('model', 'judge')} · {r.status} ({r.id[:6]})", r.id)
-            for r in store.list_runs(owner)[:limit]]
+    return [(f"{r['model_name']} · {r['judge_model'] or 'judge'} · {r['status']} ({r['id'][:6]})", r["id"])
+            for r in store.run_summaries(owner, limit)]       # one light query: no run's samples decoded
 
 
 def compare_for_app(store: Store, owner: str, run_ids: list[str], files: list[str], out_dir: str | Path, *,
