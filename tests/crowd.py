@@ -3,8 +3,8 @@
 `StatusClient` asks /status through Gradio's plain REST API (``POST /gradio_api/call/status``, then the SSE answer)
 with one session, as a script does. ``python -m tests.crowd URL RUN_ID VIEWERS SECONDS`` runs `VIEWERS` viewers in
 this (separate) process, each from its own address (``X-Forwarded-For: 198.51.100.N``; the app trusts one proxy
-hop), each polling the run once a second for `SECONDS` seconds, and prints one JSON line: calls, errors and their
-latencies. A separate process, so that the crowd's own client work does not share the app's interpreter.
+hop); once each has opened its session it prints ``ready``, then they poll the run once a second for `SECONDS`
+seconds, and it prints one JSON line: calls, errors and their latencies. A separate process, so that the crowd's own client work does not share the app's interpreter.
 """
 from __future__ import annotations
 
@@ -63,18 +63,26 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[max(0, min(len(ordered) - 1, int(round(q / 100 * len(ordered) + 0.5)) - 1))]
 
 
-def run_crowd(url: str, run_id: str, viewers: int, seconds: float) -> dict:
-    """`viewers` threads, each polling `run_id` once a second for `seconds`; their latencies and errors."""
+def run_crowd(url: str, run_id: str, viewers: int, seconds: float, on_ready=None) -> dict:
+    """`viewers` threads, each polling `run_id` once a second. A viewer's first call opens its session (the costly
+    part of a new visitor); once every viewer has made it, ``on_ready()`` is called and they poll on for
+    `seconds`. Returns the latencies (of the steady polling) and errors."""
     latencies: list[float] = []
     errors: list[str] = []
     lock = threading.Lock()
-    end = time.monotonic() + seconds
+    joined = threading.Barrier(viewers + 1)
+    end = [float("inf")]
 
     def viewer(i: int) -> None:
         client = StatusClient(url, ip=f"198.51.100.{i % 250 + 1}")
-        next_at = time.monotonic() + (i / max(1, viewers))      # spread over the first second
         try:
-            while time.monotonic() < end:
+            try:
+                client.status(run_id)
+            except Exception as e:  # noqa: BLE001 — counted and reported
+                errors.append(f"{type(e).__name__}: {e}"[:200])
+            joined.wait()
+            next_at = time.monotonic() + (i / max(1, viewers))      # spread over a second
+            while time.monotonic() < end[0]:
                 time.sleep(max(0.0, next_at - time.monotonic()))
                 next_at += 1.0
                 try:
@@ -90,6 +98,11 @@ def run_crowd(url: str, run_id: str, viewers: int, seconds: float) -> dict:
     threads = [threading.Thread(target=viewer, args=(i,), daemon=True) for i in range(viewers)]
     for t in threads:
         t.start()
+    end[0] = time.monotonic() + 600
+    joined.wait(300)
+    end[0] = time.monotonic() + seconds
+    if on_ready is not None:
+        on_ready()
     for t in threads:
         t.join(seconds + 120)
     return {"calls": len(latencies), "errors": errors[:5], "n_errors": len(errors),
@@ -98,4 +111,5 @@ def run_crowd(url: str, run_id: str, viewers: int, seconds: float) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(run_crowd(sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))), flush=True)
+    print(json.dumps(run_crowd(sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]),
+                               on_ready=lambda: print("ready", flush=True))), flush=True)

@@ -208,7 +208,7 @@ def test_fifty_viewers_of_a_running_run_do_not_slow_another_visitor(app, judge, 
     tagged = tmp_path / "crowd.json"
     tagged.write_text(json.dumps({k: f"{v} [crowd]" for k, v in preds.items()}), encoding="utf-8")
     mine = open_grades(client(app, "203.0.113.77"), GRADES, "owner-f")
-    judge.state.latency = 0.7                     # the run grades for ~40 s: 218 calls, 4 at a time
+    judge.state.latency = 1.0                     # the run grades for ~55 s: 218 calls, 4 at a time
     running = grade(client(app, "203.0.113.55"), tagged, JUDGE_HOST, "owner-g")
     me = StatusClient(app.url, ip="203.0.113.77")
     try:
@@ -222,9 +222,10 @@ def test_fifty_viewers_of_a_running_run_do_not_slow_another_visitor(app, judge, 
             return out
 
         alone = sample(15)
-        crowd = subprocess.Popen([sys.executable, "-m", "tests.crowd", app.url, running, "50", "12"], cwd=ROOT,
+        crowd = subprocess.Popen([sys.executable, "-m", "tests.crowd", app.url, running, "50", "10"], cwd=ROOT,
                                  stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-        time.sleep(3)                              # every viewer polling
+        assert crowd.stdout.readline().strip() == "ready"          # every viewer has its session
+        time.sleep(1)                                              # ... and polls once a second
         crowded = sample(30)
         out, _ = crowd.communicate(timeout=120)
         viewers = json.loads(out.strip().splitlines()[-1])
@@ -236,6 +237,6 @@ def test_fifty_viewers_of_a_running_run_do_not_slow_another_visitor(app, judge, 
         me.close()
     p50_alone, p50_crowd = percentile(alone, 50), percentile(crowded, 50)
     print(f"status p50 alone {p50_alone:.3f} s, with 50 viewers {p50_crowd:.3f} s; viewers {viewers}")
-    assert viewers["n_errors"] == 0 and viewers["calls"] >= 50 * 10, viewers
+    assert viewers["n_errors"] == 0 and viewers["calls"] >= 50 * 10 * 0.8, viewers     # they were served
     assert p50_crowd < 1.0 and p50_crowd <= 2 * p50_alone, (p50_alone, p50_crowd, viewers)
     app.wait_idle(30)

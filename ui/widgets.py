@@ -27,6 +27,8 @@ def card_html(card: dict) -> str:
             ("Run id", card["run_id"])]
     if card["metric_note"]:
         rows.insert(1, ("Note", card["metric_note"]))
+    if card.get("predictions_cut"):       # the storage cap: how many were cut, and their original length
+        rows.insert(3, ("Predictions", card["predictions_cut"]))
     items = "".join(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in rows)
     return f'<div class="card"><h3 id="card-model">{e(card["model"])}</h3><dl>{items}</dl></div>'
 
