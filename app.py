@@ -75,9 +75,23 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
     return demo
 
 
+def request_limit_middleware(settings: AppSettings):
+    """The per-client request limit on the API routes (`mmvet_core.requestlimit`; README "Storage, parsing and
+    crowds"), as FastAPI middleware: a client is its address as `MMVET_TRUSTED_PROXY_HOPS` says."""
+    from starlette.middleware import Middleware
+
+    from mmvet_core.budget import client_address
+    from mmvet_core.requestlimit import RequestLimiter, RequestLimitMiddleware
+
+    hops = settings.trusted_proxy_hops
+    return Middleware(RequestLimitMiddleware, limiter=RequestLimiter(settings.requests),
+                      identify=lambda peer, forwarded: client_address(peer, forwarded, hops))
+
+
 def launch_options(settings: AppSettings) -> dict:
     """`demo.launch` keyword arguments (shared by `python app.py` and the tests)."""
     return dict(ssr_mode=False, css=CSS, max_file_size=f"{settings.max_upload_mb}mb",
+                app_kwargs={"middleware": [request_limit_middleware(settings)]},   # requests per client
                 # only our own exports (.json/.csv/.zip we write): never the uploads folder, whose files come from
                 # visitors (an HTML page there would be served inline on the app's origin)
                 allowed_paths=[str(settings.data_dir / "exports")],

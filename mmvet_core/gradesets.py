@@ -255,8 +255,10 @@ MAX_APP_SETS = 6
 
 
 def sets_for_owner(store: Store, owner: str, run_ids: list[str], files: list[str],
-                   max_sets: int = MAX_APP_SETS) -> list[ScoreSet]:
-    """The grade sets a visitor picked in the app: their own runs (in the order given) then uploaded grade files.
+                   max_sets: int = MAX_APP_SETS, read_file=None) -> list[ScoreSet]:
+    """The grade sets a visitor picked in the app: their own runs (in the order given) then uploaded grade files,
+    each read by ``read_file(path, name)`` (default `set_from_grade_file`; the app passes its bounded worker's,
+    `hosting.UploadGate.read_grade_set`, as a visitor's file is never parsed in the server process).
 
     Raises `CompareError` for a run that is not theirs (or does not exist: the same message, so ids cannot be
     probed), for fewer than two or more than `max_sets` sets, and `GradeFileError` for an unreadable file."""
@@ -272,8 +274,9 @@ def sets_for_owner(store: Store, owner: str, run_ids: list[str], files: list[str
             raise CompareError("one of the picked runs is not one of your runs")
         sets.append(set_from_run(store, run_id, name=f"{run.model_name} · {run.judge.get('model', 'judge')} "
                                                       f"({run_id[:6]})"))
+    read = read_file or set_from_grade_file
     for path in files:
-        sets.append(set_from_grade_file(path, name=Path(path).name.removesuffix(".json")))
+        sets.append(read(path, Path(path).name.removesuffix(".json")))
     return sets
 
 
@@ -281,17 +284,18 @@ def run_choices(store: Store, owner: str, limit: int = 50) -> list[tuple[str, st
     """(label, run id) of a visitor's own runs, newest first, for the app's Compare picker."""
     if not owner:
         return []
-    return [(f"{r.model_name} · {r.judge.get('model', 'judge')} · {r.status} ({r.id[:6]})", r.id)
-            for r in store.list_runs(owner)[:limit]]
+    return [(f"{r['model_name']} · {r['judge_model'] or 'judge'} · {r['status']} ({r['id'][:6]})", r["id"])
+            for r in store.run_summaries(owner, limit)]       # one light query: no run's samples decoded
 
 
 def compare_for_app(store: Store, owner: str, run_ids: list[str], files: list[str], out_dir: str | Path, *,
-                    resamples: int = 10_000) -> tuple[Comparison, dict[str, Path]]:
-    """The app's Compare: the visitor's runs and uploaded grade files compared on the bundled benchmark of the
-    first run (else MM-Vet v1), exported under `out_dir`. Raises `CompareError` / `GradeFileError`."""
+                    resamples: int = 10_000, read_file=None) -> tuple[Comparison, dict[str, Path]]:
+    """The app's Compare: the visitor's runs and uploaded grade files (read by `read_file`, see `sets_for_owner`)
+    compared on the bundled benchmark of the first run (else MM-Vet v1), exported under `out_dir`. Raises
+    `CompareError` / `GradeFileError` (`ResultsError` when the bounded reader refuses a file)."""
     from .compare import compare_sets
 
-    sets = sets_for_owner(store, owner, run_ids, files)
+    sets = sets_for_owner(store, owner, run_ids, files, read_file=read_file)
     benchmark = benchmark_for(sets, store, load_bundled_v1())
     cmp = compare_sets(benchmark, sets, resamples=resamples)
     return cmp, write_comparison(cmp, out_dir)

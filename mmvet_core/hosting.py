@@ -41,6 +41,7 @@ class HostingLimits:
     exports_max_mb: int = 500             # MMVET_EXPORTS_MAX_MB: all download files together
     exports_max_age_h: float = 24.0       # MMVET_EXPORTS_MAX_AGE_H: download files are rebuilt on demand after
     gradio_cache_max_age_h: float = 2.0   # MMVET_GRADIO_CACHE_MAX_AGE_H: Gradio's upload/output cache
+    gradio_cache_max_mb: int = 2000       # MMVET_GRADIO_CACHE_MAX_MB: ... and its size (oldest uploads go first)
     hub_max_mb: int = 500                 # MMVET_HUB_MAX_MB: largest hub dataset (size asked before download)
     max_samples: int = 2000               # MMVET_MAX_SAMPLES: largest benchmark (v1: 218, v2: 517)
     max_rows: int = 20_000                # MMVET_MAX_ROWS: rows/lines of a results table
@@ -59,6 +60,7 @@ class HostingLimits:
             exports_max_mb=int(_num(env, "MMVET_EXPORTS_MAX_MB", d.exports_max_mb)),
             exports_max_age_h=_num(env, "MMVET_EXPORTS_MAX_AGE_H", d.exports_max_age_h),
             gradio_cache_max_age_h=_num(env, "MMVET_GRADIO_CACHE_MAX_AGE_H", d.gradio_cache_max_age_h),
+            gradio_cache_max_mb=int(_num(env, "MMVET_GRADIO_CACHE_MAX_MB", d.gradio_cache_max_mb)),
             hub_max_mb=int(_num(env, "MMVET_HUB_MAX_MB", d.hub_max_mb)),
             max_samples=int(_num(env, "MMVET_MAX_SAMPLES", d.max_samples)),
             max_rows=int(_num(env, "MMVET_MAX_ROWS", d.max_rows)),
@@ -74,6 +76,12 @@ class HostingLimits:
     @property
     def exports_policy(self) -> FolderPolicy:
         return FolderPolicy(max_age_s=self.exports_max_age_h * 3600, max_bytes=self.exports_max_mb * MB)
+
+    @property
+    def gradio_cache_policy(self) -> FolderPolicy:
+        """Gradio's upload cache by size (its age is `gradio_delete_cache`'s); an upload is kept at least ten
+        minutes, the longest a handler may still be reading it."""
+        return FolderPolicy(max_bytes=self.gradio_cache_max_mb * MB, min_age_s=600.0)
 
     def load_limits(self) -> LoadLimits:
         """Bounds for a visitor's benchmark (archive, extraction folder, hub size, sample count)."""
@@ -115,18 +123,22 @@ class Housekeeper:
 class UploadGate:
     """Where a visitor's files are read: results files and benchmarks, within `HostingLimits`.
 
-    Results files are row-counted (`parsebox.prescan`) and parsed in the bounded worker; an uploaded benchmark
+    Results files and grade files (opened as runs or uploaded to Compare) are row- and cell-counted
+    (`parsebox.prescan`) and parsed in the bounded worker; an uploaded benchmark
     is loaded in the worker too, extracted under ``uploads_dir`` (`sources.LoadLimits`: archive cap, folder cap,
     once per content); a hub id is checked (hub ids only, size asked first) and loaded in this process (the
     ``datasets`` library does not run under an address-space limit). Every call gives the housekeeper a chance
     to prune the folders."""
 
-    def __init__(self, limits: HostingLimits, uploads_dir: Path, exports_dir: Path):
+    def __init__(self, limits: HostingLimits, uploads_dir: Path, exports_dir: Path,
+                 gradio_cache: Path | None = None):
         self.limits = limits
         self.uploads_dir = Path(uploads_dir)
         self.box = ParseBox(limits.parse_limits())
-        self.housekeeper = Housekeeper({self.uploads_dir: limits.uploads_policy,
-                                        Path(exports_dir): limits.exports_policy})
+        folders = {self.uploads_dir: limits.uploads_policy, Path(exports_dir): limits.exports_policy}
+        if gradio_cache is not None:           # where Gradio keeps every visitor's upload (GRADIO_TEMP_DIR)
+            folders[Path(gradio_cache)] = limits.gradio_cache_policy
+        self.housekeeper = Housekeeper(folders, every_s=60.0)
 
     def read_results(self, path: str | Path, *, max_bytes: int, original_name: str | None = None):
         """`results.read_results`, bounded; `ResultsError` (with the reason) when refused. `original_name`: the
@@ -139,9 +151,27 @@ class UploadGate:
                              what="the results file")
 
     def check_rows(self, path: str | Path) -> None:
-        """`parsebox.prescan` with this host's limits (for files read in this process, e.g. grade files)."""
+        """`parsebox.prescan` with this host's limits."""
         self.housekeeper.maybe_run()
         prescan(path, self.box.limits)
+
+    def read_grade_file(self, path: str | Path, benchmark, *, max_bytes: int):
+        """`graded.read_grade_file` (a grade file to open as a run), row- and cell-counted, then parsed in the
+        bounded worker; `GradeFileError` / `ResultsError` with the reason when refused."""
+        from .export import GradeFileError
+        from .graded import read_grade_file
+
+        self.check_rows(path)
+        return self.box.call(read_grade_file, str(path), benchmark, max_bytes=max_bytes, error=GradeFileError,
+                             what="the grade file")
+
+    def read_grade_set(self, path: str | Path, name: str | None = None):
+        """`gradesets.set_from_grade_file` (a grade file uploaded to Compare), bounded as `read_grade_file`."""
+        from .export import GradeFileError
+        from .gradesets import set_from_grade_file
+
+        self.check_rows(path)
+        return self.box.call(set_from_grade_file, str(path), name, error=GradeFileError, what="the grade file")
 
     def load_upload(self, path: str | Path):
         """An uploaded benchmark file (zip or metadata JSON), bounded; `BenchmarkError` when refused."""

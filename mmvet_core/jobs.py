@@ -10,7 +10,9 @@ cannot hold a run (their cost, if the endpoint bills them, is the run owner's). 
 
 Run slots are bounded: at most `max_active` jobs at once and `per_visitor` per visitor, for new runs and resumed
 ones alike (`TooManyRuns`). A job that fails on the database (`StoreError`, e.g. a full disk) ends ``failed`` with
-the reason; when even that status cannot be written, `JobManager.failure` still reports it.
+the reason; when even that status cannot be written, `JobManager.failure` still reports it and the status is
+written as soon as the database takes writes again (`JobManager.retry_unsaved`), so the row on disk never keeps
+saying ``running`` for a run that ended.
 """
 from __future__ import annotations
 
@@ -59,6 +61,7 @@ class JobManager:
         self._thread.start()
         self._jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
+        self._unsaved: dict[str, tuple[str, str]] = {}   # run -> (status, message) the database refused
 
     def is_running(self, run_id: str) -> bool:
         job = self._jobs.get(run_id)
@@ -150,8 +153,28 @@ class JobManager:
     def _set_status(self, job: Job, status: str, message: str) -> None:
         try:
             self.store.set_status(job.run_id, status, message)
+            self._unsaved.pop(job.run_id, None)
         except StoreError:      # the database cannot even take the status (a full disk): `failure` keeps it
-            pass
+            self._unsaved[job.run_id] = (status, message)
+
+    def retry_unsaved(self) -> int:
+        """Write the end statuses the database refused earlier (a full disk since freed); returns how many are
+        still unsaved. Cheap when there are none (call it from requests)."""
+        for run_id, (status, message) in list(self._unsaved.items()):
+            try:
+                self.store.set_status(run_id, status, message)
+            except StoreError:
+                return len(self._unsaved)
+            self._unsaved.pop(run_id, None)
+        return 0
+
+    def on_end(self, run_id: str, fn: Callable[[str], None]) -> None:
+        """Call ``fn(run_id)`` (on the jobs' thread) when the job of `run_id` ends; at once when it is not running."""
+        job = self._jobs.get(run_id)
+        if job is None or job.future is None:
+            fn(run_id)
+            return
+        job.future.add_done_callback(lambda _f: fn(run_id))
 
     def waiting_until(self, run_id: str) -> float | None:
         """While a running job's calls wait out the judge account's rate limit (a 429's retry-after): until when

@@ -4,8 +4,10 @@ A results file or benchmark is small on disk but can be huge once parsed: a 1.5 
 (254 s of CPU, 3.4 GB), six 50 MB CSVs at once reached 12 GB. So, for files from visitors:
 
 1. `prescan` counts rows before any parser runs, from the raw bytes: lines of a text file, and for a
-   workbook the ``<dimension>`` it declares and the ``<row>`` elements its sheets really hold (streamed from the
-   zip, stopping at the cap). Too many rows is refused at once with a clear message.
+   workbook the ``<dimension>`` it declares, the ``<row>`` and ``<c>`` (cell) elements its sheets really hold and
+   the uncompressed bytes of its XML parts (streamed from the zip, stopping at the cap). Too many rows, cells or
+   bytes is refused at once with a clear message (a 2-row workbook of a million cells, 53 KB, took 170 s and
+   2.9 GB to parse before it was refused by a row count).
 2. `ParseBox.call` runs the parser (the unchanged readers of `results` / `sources`) in a fresh worker process
    (a new interpreter; not a fork of the multi-threaded server), with an address-space limit (``RLIMIT_AS``: the worker's memory at
    start plus ``memory_bytes``), a CPU-time limit and a wall-clock timeout after which it is killed; at most
@@ -32,8 +34,12 @@ from .results import ResultsError
 __all__ = ["ParseLimits", "ParseBox", "ParseRefused", "prescan"]
 
 _PASSED = {"ResultsError": ResultsError, "BenchmarkError": BenchmarkError}
+#: Other errors meant for the user that a reader may raise, passed back as they were (module, class name): imported
+#: by name, so the worker loads only the modules its reader needs.
+_USER_ERRORS = {("mmvet_core.export", "GradeFileError"), ("mmvet_core.compare", "CompareError")}
 _DIMENSION = re.compile(rb'<(?:\w+:)?dimension\s+ref="[A-Z]+\d+:([A-Z]+)(\d+)"')
 _ROW = re.compile(rb"<(?:\w+:)?row[\s>/]")
+_CELL = re.compile(rb"<(?:\w+:)?c[\s>/]")
 _CHUNK = 1 << 20
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
 
@@ -46,6 +52,8 @@ class ParseRefused(ResultsError):
 class ParseLimits:
     max_rows: int = 20_000                # table rows (xlsx rows, csv/tsv/jsonl lines); MM-Vet has 218 or 517
     max_lines: int = 500_000              # lines of any text file (JSON with indentation included)
+    max_cells: int = 300_000              # cells of a workbook (MM-Vet v2's 517 rows x ~15 columns: ~8,000)
+    max_xml_bytes: int = 100_000_000      # uncompressed XML of a workbook, all parts (sheets, shared strings)
     memory_bytes: int = 1_500_000_000     # address space a parse may add to the worker
     cpu_seconds: int = 60                 # CPU time of one parse
     timeout_s: float = 90.0               # wall clock of one parse, waiting for its turn excluded
@@ -60,47 +68,77 @@ def _column_number(letters: bytes) -> int:
     return n
 
 
+def _refuse_declared(path: Path, data: bytes, limits: ParseLimits) -> None:
+    dim = _DIMENSION.search(data[:4096])
+    if not dim:
+        return
+    declared, columns = int(dim.group(2)), _column_number(dim.group(1))
+    if declared > limits.max_rows + 1:
+        raise ParseRefused(f"{path.name}: the workbook declares {declared:,} rows; at most {limits.max_rows:,} are "
+                           "accepted (MM-Vet has 218 or 517 samples)")
+    if declared * columns > limits.max_cells:
+        raise ParseRefused(f"{path.name}: the workbook declares {declared * columns:,} cells; at most "
+                           f"{limits.max_cells:,} are accepted (an MM-Vet results table has a few thousand)")
+
+
 def _scan_workbook(path: Path, limits: ParseLimits) -> None:
     try:
         zf = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError) as exc:
         raise ParseRefused(f"{path.name}: not a readable .xlsx workbook ({exc})") from None
     with zf:
-        sheets = [i for i in zf.infolist() if re.fullmatch(r"xl/worksheets/[^/]+\.xml", i.filename)]
-        rows = 0
-        for info in sheets:
+        parts = [i for i in zf.infolist() if i.filename.endswith((".xml", ".rels")) or
+                 re.fullmatch(r"xl/worksheets/[^/]+\.xml", i.filename)]
+        declared_bytes = sum(i.file_size for i in parts)
+        if declared_bytes > limits.max_xml_bytes:
+            raise ParseRefused(f"{path.name}: the workbook declares {declared_bytes:,} bytes of XML; at most "
+                               f"{limits.max_xml_bytes:,} are accepted")
+        rows = cells = xml_bytes = 0
+        for info in parts:
+            sheet = re.fullmatch(r"xl/worksheets/[^/]+\.xml", info.filename) is not None
             tail = b""
             try:
                 with zf.open(info) as fh:
                     first = True
                     while chunk := fh.read(_CHUNK):
+                        xml_bytes += len(chunk)       # counted as inflated: declared sizes can lie
+                        if xml_bytes > limits.max_xml_bytes:
+                            raise ParseRefused(f"{path.name}: the workbook holds more than "
+                                               f"{limits.max_xml_bytes:,} bytes of XML once uncompressed")
+                        if not sheet:
+                            continue
                         data = tail + chunk
                         if first:
                             first = False
-                            dim = _DIMENSION.search(data[:4096])
-                            if dim:
-                                declared = int(dim.group(2))
-                                if declared > limits.max_rows + 1:
-                                    raise ParseRefused(
-                                        f"{path.name}: the workbook declares {declared:,} rows; at most "
-                                        f"{limits.max_rows:,} are accepted (MM-Vet has 218 or 517 samples)")
-                        rows += len(_ROW.findall(data[:len(data) - 8])) if len(data) > 8 else 0
+                            _refuse_declared(path, data, limits)
+                        body = data[:len(data) - 8] if len(data) > 8 else b""
+                        rows += len(_ROW.findall(body))
+                        cells += len(_CELL.findall(body))
                         tail = data[len(data) - 8:] if len(data) > 8 else data
                         if rows > limits.max_rows + 1:
                             raise ParseRefused(f"{path.name}: the workbook holds more than {limits.max_rows:,} "
                                                "rows; MM-Vet has 218 or 517 samples")
-                rows += len(_ROW.findall(tail))
+                        if cells > limits.max_cells:
+                            raise ParseRefused(f"{path.name}: the workbook holds more than {limits.max_cells:,} "
+                                               "cells; an MM-Vet results table has a few thousand")
+                if sheet:
+                    rows += len(_ROW.findall(tail))
+                    cells += len(_CELL.findall(tail))
             except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError, RuntimeError) as exc:
                 raise ParseRefused(f"{path.name}: the workbook is corrupt ({exc})") from None
         if rows > limits.max_rows + 1:
             raise ParseRefused(f"{path.name}: the workbook holds {rows:,} rows; at most {limits.max_rows:,} are "
                                "accepted")
+        if cells > limits.max_cells:
+            raise ParseRefused(f"{path.name}: the workbook holds {cells:,} cells; at most {limits.max_cells:,} are "
+                               "accepted")
 
 
 def prescan(path: str | Path, limits: ParseLimits = ParseLimits()) -> None:
     """Refuse `path` (`ParseRefused`) when it holds more rows than `limits` allow, before any parser runs:
-    a workbook (any zip) by its declared dimension and its sheets' ``<row>`` elements, streamed; a text file
-    by its lines (``max_lines``; ``max_rows`` for tables and JSON Lines)."""
+    a workbook (any zip) by its declared dimension, its sheets' ``<row>`` and ``<c>`` elements and its XML parts'
+    uncompressed bytes, streamed; a text file by its lines (``max_lines``; ``max_rows`` for tables and JSON
+    Lines)."""
     path = Path(path)
     try:
         with path.open("rb") as fh:
@@ -169,7 +207,9 @@ def _worker_main() -> None:
     except (ResultsError, BenchmarkError) as exc:
         result = ("ResultsError" if isinstance(exc, ResultsError) else "BenchmarkError", str(exc))
     except Exception as exc:  # a reader's unexpected failure: reported, never crashes the app
-        result = ("error", f"{type(exc).__name__}: {exc}"[:500])
+        user = next(((c.__module__, c.__name__) for c in type(exc).__mro__
+                     if (c.__module__, c.__name__) in _USER_ERRORS), None)
+        result = ("user", (user, str(exc))) if user else ("error", f"{type(exc).__name__}: {exc}"[:500])
     try:
         data = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
     except MemoryError:
@@ -232,6 +272,10 @@ class ParseBox:
             return value
         if kind in _PASSED:
             raise _PASSED[kind](value)
+        if kind == "user" and tuple(value[0]) in _USER_ERRORS:
+            import importlib
+            (module, name), message = value
+            raise getattr(importlib.import_module(module), name)(message)
         if kind == "memory" or (kind == "died" and proc.returncode == 1):
             raise error(f"Reading {what} needed more than {lim.memory_bytes / 1e9:.1f} GB of memory and was "
                         "stopped; it is far larger than an MM-Vet results file should be.")

@@ -406,13 +406,15 @@ def import_official_grades(store: Store, run_id: str, grades: OfficialGrades) ->
 
 
 def create_grade_view(store: Store, grades: GradeSet, *, benchmark: Benchmark, spec: str, owner: str = "",
-                      model_name: str | None = None) -> str:
+                      model_name: str | None = None, judge_info: dict | None = None) -> str:
     """A finished run holding a grade file's grades (no judge call): totals, capabilities, integrations, radars
-    and every sample then show like any run, with the file's judges and metric note recorded. Returns its id."""
+    and every sample then show like any run, with the file's judges and metric note recorded (and `judge_info`
+    beside them). Returns its id."""
     settings = JudgeSettings(model=grades.judge_name or "judge", provider="imported")
     run_id = create_run(store, benchmark=benchmark, spec=spec, predictions=dict(grades.predictions),
                         n_runs=grades.n_runs, settings=settings, model_name=model_name or grades.model_name,
-                        results_format=grades.source, owner=owner, judge_info=grades.judge_info())
+                        results_format=grades.source, owner=owner,
+                        judge_info={**grades.judge_info(), **(judge_info or {})})
     for sid, row in grades.scores.items():
         for r, score in enumerate(row):
             if score is None:

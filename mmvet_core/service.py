@@ -32,12 +32,14 @@ from .graded import OFFICIAL_JUDGES
 from .grading import GRADED
 from .hosting import HostingLimits, UploadGate
 from .jobs import JobManager, TooManyRuns
+from .requestlimit import RequestLimits
+from .keeping import RunKeeper, StorageLimits, StorageRefused, cap_predictions, cut_note
 from .judge import BASELINE_NAME, DEFAULT_JUDGE_MODEL, JudgeSettings, make_judge
 from .results import ResultsError, select_predictions, validate_results
 from .runs import RunView, create_run, export_run, load_run_view, open_grade_file, run_fingerprint, \
     benchmark_to_stored
 from .sources import load_benchmark, load_subset
-from .store import RunRecord, Store
+from .store import RunRecord, Store, StoreError
 from .ratelimit import account_key
 from .transport import BlockedDestination, EndpointPolicy, check_endpoint_url
 
@@ -57,12 +59,14 @@ MODE_LIVE = "live"
 MODE_BATCH = "batch"
 #: How old (seconds) the scores in `status` of a running run may be when it is polled often (progress is exact).
 STATUS_TTL = 2.0
-#: How many finished runs' `status` answers are kept (each is a few KB).
+#: How many runs' `status` answers are kept (each is a few KB).
 FINISHED_CACHE_SIZE = 256
 #: Results files read by `validate` kept for `start` (Grade right after the check makes no second parse, so the
 #: run and its ``?run=`` address come at once): how many, and up to which file size.
 READ_CACHE_SIZE, READ_CACHE_MAX_BYTES = 16, 5_000_000
 MAX_NAME = 100
+#: How many runs' views pages share (`GradingService.view`; a v1 run's view is well under a megabyte).
+VIEW_CACHE_SIZE = 32
 
 
 class ServiceError(Exception):
@@ -116,6 +120,8 @@ class ServiceSettings:
     limits: BudgetLimits = field(default_factory=BudgetLimits)
     public_url: str | None = None
     hosting: HostingLimits = field(default_factory=HostingLimits)   # uploads, parsing, folders (MMVET_* variables)
+    storage: StorageLimits = field(default_factory=StorageLimits)   # quotas, expiry, free-disk floor (keeping.py)
+    requests: RequestLimits = field(default_factory=RequestLimits)  # API requests per client (requestlimit.py)
     trusted_proxy_hops: int = 0            # proxies in front of the app that append to X-Forwarded-For
     allow_private_endpoints: bool = False  # let visitors' endpoints be loopback / private addresses
     call_deadline: float = 120.0           # seconds per judge call, retries included
@@ -144,6 +150,8 @@ class ServiceSettings:
                                 max_prediction_chars=_int_env(env, "MMVET_MAX_PREDICTION_CHARS", 8000)),
             public_url=env.get("MMVET_PUBLIC_URL") or (f"https://{space_host}" if space_host else None),
             hosting=HostingLimits.from_env(env),
+            storage=StorageLimits.from_env(env),
+            requests=RequestLimits.from_env(env),
             # on Spaces the app sits behind Hugging Face's proxy, which appends the client's address
             trusted_proxy_hops=_int_env(env, "MMVET_TRUSTED_PROXY_HOPS", 1 if env.get("SPACE_ID") else 0),
             allow_private_endpoints=env.get("MMVET_ALLOW_PRIVATE_ENDPOINTS", "").strip().lower()
@@ -251,6 +259,21 @@ def endpoint_host(judge: dict) -> str:
     return urlsplit(url).hostname or "?"
 
 
+def _gradio_cache_dir() -> Path:
+    """Where Gradio stores uploads (its ``GRADIO_TEMP_DIR``, else ``<tmp>/gradio``), bounded by the housekeeper."""
+    import tempfile
+    return Path(os.environ.get("GRADIO_TEMP_DIR") or Path(tempfile.gettempdir()) / "gradio")
+
+
+def _stamp_of(updated_at: float, status: str) -> str:
+    return f"{updated_at!r}:{status}"
+
+
+def _total_stamp(run: RunRecord) -> str:
+    """What a kept total belongs to: a rename, an override, a resume or a status change makes it stale."""
+    return _stamp_of(run.updated_at, run.status)
+
+
 # --- the service -----------------------------------------------------------------------------------------
 class GradingService:
     """The app's long-lived objects and every rule of the app (no module-level mutable state)."""
@@ -266,20 +289,41 @@ class GradingService:
         self.work_dir.mkdir(exist_ok=True)
         self.exports_dir = settings.data_dir / "exports"
         limits = replace(settings.hosting, upload_mb=settings.max_upload_mb)
-        self.gate = UploadGate(limits, self.work_dir, self.exports_dir)
+        self.gate = UploadGate(limits, self.work_dir, self.exports_dir, gradio_cache=_gradio_cache_dir())
         self.gate.housekeeper.run()
         self.jobs = JobManager(self.store, max_active=settings.max_active_runs,
                                per_visitor=settings.max_runs_per_visitor)
         self.budget = HostBudget(self.store, settings.limits)
         self.salt = private_salt(settings.data_dir)   # of visitor ids: never the browser-state secret
         self._start_lock = threading.Lock()
-        self._status_cache: dict[str, tuple[float, dict]] = {}
-        self._finished_cache: dict[str, tuple[tuple, dict]] = {}
+        self._status_cache: dict[str, tuple[tuple, float, dict]] = {}   # run -> (change key, computed at, status)
+        self._view_cache: dict[str, tuple[tuple, RunView]] = {}           # run -> (change stamp, view)
+        self._versions: dict[str, tuple[float, str | None]] = {}          # run -> (read at, run_version)
         self._checks: dict[str, dict] = {}       # judge-check task -> {"done", "total"}
         self._model_lists: dict[str, tuple[float, ModelList]] = {}   # account -> (when read, list)
         self._equivalence_cache: dict[str, tuple[tuple, object]] = {}   # run id -> (stamp, Equivalence)
         self._read_cache: dict[tuple, object] = {}    # (path, size, mtime, name) -> ResultsFile, oldest first
         self._read_lock = threading.Lock()
+        self.keeper = RunKeeper(self.store, settings.storage, settings.data_dir, on_expire=self._forget_files)
+        self.keeper.expire(self._running_ids())
+
+    def _running_ids(self) -> list[str]:
+        return [rid for rid in list(self.jobs._jobs) if self.jobs.is_running(rid)]
+
+    def _forget_files(self, run_id: str) -> None:
+        shutil.rmtree(self.exports_dir / run_id, ignore_errors=True)
+        self._status_cache.pop(run_id, None)
+        self._view_cache.pop(run_id, None)
+
+    def _check_storage(self, visitor: str | None, adding_bytes: int = 0) -> None:
+        """Refuse new work when the disk is nearly full or the visitor keeps their quota (`keeping`)."""
+        self.keeper.maybe_expire(self._running_ids)
+        try:
+            self.keeper.check_new_run(visitor, adding_bytes)
+        except StorageRefused as e:
+            raise ServiceError(str(e)) from None
+        except StoreError as e:
+            raise ServiceError(f"The server's storage failed: {e}. Nothing was started.") from None
 
     # ---- who is asking ----
     def visitor(self, peer: str | None, forwarded_for: str | None) -> str:
@@ -488,11 +532,15 @@ class GradingService:
             raise ServiceError(str(e)) from None
         jset, key, host = self.judge_for(judge)
         mode = self._mode(judge.mode, jset)
+        cap = self.settings.limits.max_prediction_chars
         if host:
-            too_long = check_prediction_lengths(preds, self.settings.limits.max_prediction_chars)
+            too_long = check_prediction_lengths(preds, cap)
             if too_long:
                 raise ServiceError(too_long)
         jset = self.check_judge_served(jset, key, host)
+        # every run's predictions are capped (storage); the card keeps their original lengths
+        preds, cut = cap_predictions(preds, cap)
+        self._check_storage(visitor, sum(len(p.encode("utf-8")) for p in preds.values()))
         # a name typed by the visitor is kept as typed (shown as text everywhere); one taken from the file is
         # made file-safe as the official file names need it ("org/model" in lmms-eval logs)
         name = clean_model_name(model_name) or file_safe(rf.model_name or Path(original_name or path).stem)
@@ -505,9 +553,14 @@ class GradingService:
                 self.jobs.check_capacity(visitor)
             except TooManyRuns as e:
                 raise ServiceError(str(e)) from None
-            run_id = create_run(self.store, benchmark=benchmark, spec=spec, predictions=preds, n_runs=n_runs,
-                                settings=jset, model_name=name, results_format=rf.format, owner=owner,
-                                judge_info={"mode": mode} if mode == MODE_BATCH else None)
+            info = {**({"mode": mode} if mode == MODE_BATCH else {}), **({"predictions_cut": cut} if cut else {})}
+            try:
+                run_id = create_run(self.store, benchmark=benchmark, spec=spec, predictions=preds, n_runs=n_runs,
+                                    settings=jset, model_name=name, results_format=rf.format, owner=owner,
+                                    judge_info=info or None)
+                self.keeper.stored(run_id, visitor, host=host)
+            except StoreError as e:        # a write fault (a full disk): named, never a generic error
+                raise ServiceError(f"The run could not be stored: {e}. Nothing was graded or paid.") from None
             self._launch(run_id, benchmark, jset, key, host, visitor, mode)
         return run_id, True
 
@@ -527,9 +580,22 @@ class GradingService:
                             concurrency=self.settings.run_concurrency, budget=budget, visitor=visitor,
                             batch=mode == MODE_BATCH, batch_poll=self.settings.batch_poll)
         except TooManyRuns as e:      # a slot went to someone else since the check
-            if self.store.get_run(run_id).status == "created":
-                self.store.set_status(run_id, "stopped", str(e))
+            try:
+                if self.store.get_run(run_id).status == "created":
+                    self.store.set_status(run_id, "stopped", str(e))
+            except StoreError:
+                pass
             raise ServiceError(str(e)) from None
+        self.jobs.on_end(run_id, self._remember_total_of)
+
+    def _remember_total_of(self, run_id: str) -> None:
+        """Keep an ended run's total for My runs (a failure here must never touch the run)."""
+        try:
+            view = load_run_view(self.store, run_id)
+            if view is not None:
+                self._remember_total(view)
+        except Exception:  # noqa: BLE001 — My runs computes it again when it is missing
+            log.exception("keeping the total of run %s", run_id)
 
     def owned(self, run_id: str, owner: str) -> RunRecord:
         """The run, when `owner` owns it; else `ServiceError`."""
@@ -588,6 +654,12 @@ class GradingService:
                                  base_url=own_url or OPENAI_PUBLIC_URL, deadline=settings.call_deadline), False
         mode = MODE_BATCH if run.judge.get("mode") == MODE_BATCH and jset.provider == "openai" else MODE_LIVE
         self.check_judge_served(jset, key, host)
+        self._check_storage(None)
+        try:
+            if host:
+                self.keeper.stored(run_id, visitor, host=True)
+        except StoreError as e:
+            raise ServiceError(f"The run could not be resumed: {e}.") from None
         self._launch(run_id, view.benchmark, jset, key, host, visitor, mode)
         return "Resumed: only what is missing is graded (stored grades are not paid again)."
 
@@ -631,25 +703,46 @@ class GradingService:
         run = self.owned(run_id, owner)
         if self.jobs.is_running(run_id):
             raise ServiceError("Stop the run before deleting it.")
-        self.store.delete_run(run_id)
-        shutil.rmtree(self.exports_dir / run_id, ignore_errors=True)
-        self._finished_cache.pop(run_id, None)
+        self.store.forget_run(run_id)
+        self._forget_files(run_id)
         return f"Deleted the run of {run.model_name}."
 
-    def open_grade_file(self, path: str, bench: BenchmarkChoice, owner: str) -> str:
+    def open_grade_file(self, path: str, bench: BenchmarkChoice, owner: str, visitor: str | None = None) -> str:
         """Store a grade file (official grade JSON, VLMEvalKit graded table, graded lmms-eval log) as a finished
-        run of `owner`, with no judge call."""
+        run of `owner` (stored for `visitor`'s quota), with no judge call. The file is row- and cell-counted,
+        then parsed in the bounded worker (never in this process); its predictions are capped as a run's."""
+        from .runs import create_grade_view
+
         self.check_size(path)
-        try:
-            self.gate.check_rows(path)        # rows counted before any reader runs
-        except ResultsError as e:
-            raise ServiceError(f"Grade file: {e}") from None
+        self._check_storage(visitor)
         benchmark, spec, _ = self.resolve_benchmark(bench)
-        try:
-            return open_grade_file(self.store, path, benchmark=benchmark, spec=spec, owner=owner,
-                                   max_bytes=self.settings.max_upload_mb * 1024 * 1024)
-        except GradeFileError as e:
+        try:       # rows and cells counted before any reader runs, then read in the bounded worker
+            grades = self.gate.read_grade_file(path, benchmark, max_bytes=self.settings.max_upload_mb * 1024 * 1024)
+        except (GradeFileError, ResultsError) as e:
             raise ServiceError(f"Grade file: {e}") from None
+        grades.predictions, cut = cap_predictions(grades.predictions, self.settings.limits.max_prediction_chars)
+        self._check_storage(visitor, sum(len(p.encode("utf-8")) for p in grades.predictions.values()))
+        try:
+            run_id = create_grade_view(self.store, grades, benchmark=benchmark, spec=spec, owner=owner,
+                                       judge_info={"predictions_cut": cut} if cut else None)
+            self.keeper.stored(run_id, visitor)
+        except StoreError as e:
+            raise ServiceError(f"The grade file could not be stored: {e}.") from None
+        self._remember_total_of(run_id)
+        return run_id
+
+    def compare(self, owner: str, run_ids: list[str], files: list[str], out_dir: Path):
+        """The app's Compare (`gradesets.compare_for_app`), every uploaded grade file parsed in the bounded worker.
+        Returns (comparison, written files)."""
+        from .compare import CompareError
+        from .gradesets import compare_for_app
+
+        for p in files:
+            self.check_size(p)
+        try:
+            return compare_for_app(self.store, owner, run_ids, files, out_dir, read_file=self.gate.read_grade_set)
+        except (CompareError, GradeFileError, ResultsError, OSError) as e:
+            raise ServiceError(str(e)) from None
 
     # ---- judge check ----
     def _check_key(self, jset: JudgeSettings, owner: str) -> str:
@@ -809,24 +902,53 @@ class GradingService:
 
     # ---- what a page or a script reads ----
     def view(self, run_id: str, *, evidence_for: str | None = None) -> RunView | None:
-        return load_run_view(self.store, run_id, evidence_for=evidence_for) if run_id else None
+        """A run as pages show it. Without `evidence_for`, one view per change of the run is read and shared by
+        every page that shows it (a crowd of share-link viewers reads the run once per change, not once each);
+        treat it as read-only."""
+        if self.jobs._unsaved:
+            self.jobs.retry_unsaved()
+        if not run_id:
+            return None
+        if evidence_for is not None:
+            view = load_run_view(self.store, run_id, evidence_for=evidence_for)
+        else:
+            stamp = self.store.change_stamp(run_id)
+            hit = self._view_cache.get(run_id)
+            if stamp is not None and hit is not None and hit[0] == stamp:
+                view = hit[1]
+            else:
+                view = load_run_view(self.store, run_id) if stamp is not None else None
+                self._view_cache.pop(run_id, None)
+                if view is not None:
+                    if len(self._view_cache) >= VIEW_CACHE_SIZE:
+                        self._view_cache.pop(next(iter(self._view_cache)))
+                    self._view_cache[run_id] = (stamp, view)
+        if view is not None:
+            self.keeper.opened(run_id)
+        return view
 
     def runs_of(self, owner: str, limit: int = 100) -> list[RunSummary]:
-        """The visitor's own runs, newest first (no page lists other visitors' runs)."""
+        """The visitor's own runs, newest first (no page lists other visitors' runs). Read from one light query
+        (no run's predictions or samples decoded) with each ended run's total kept since it was last computed:
+        1,000 runs open as fast as 10."""
         if not owner:
             return []
         out = []
-        for run in self.store.list_runs(owner)[:limit]:
-            bench = run.benchmark
-            label = f"{bench.get('name', '?')}" + (f" · {bench['subset']} set" if bench.get("subset") else "")
+        for r in self.store.run_summaries(owner, limit):
+            label = f"{r['bench_name'] or '?'}" + (f" · {r['subset']} set" if r["subset"] else "")
             total, complete = None, True
-            if run.status == "done" or run.judge.get("provider") == "imported":
-                view = load_run_view(self.store, run.id)
-                total = view.scores.total.mean if view else None
-                complete = view.scores.complete if view else True
-            status = "running" if self.jobs.is_running(run.id) else run.status
-            out.append(RunSummary(run.id, run.model_name, run.judge.get("model", "?"), label, run.n_runs,
-                                  run.created_at, status, total, complete))
+            if r["status"] == "done" or r["provider"] == "imported":
+                if r["total_stamp"] == _stamp_of(r["updated_at"], r["status"]):
+                    total = r["total"]             # kept for complete runs only (`_remember_total`)
+                else:
+                    view = load_run_view(self.store, r["id"])
+                    total = view.scores.total.mean if view else None
+                    complete = view.scores.complete if view else True
+                    if view is not None:
+                        self._remember_total(view)
+            status = "running" if self.jobs.is_running(r["id"]) else r["status"]
+            out.append(RunSummary(r["id"], r["model_name"], r["judge_model"] or "?", label, r["n_runs"],
+                                  r["created_at"], status, total, complete))
         return out
 
     def card(self, view: RunView) -> dict:
@@ -860,7 +982,8 @@ class GradingService:
                 "n_overrides": view.n_overrides, "judge_only_total": view.scores.judge_only_total,
                 "complete": view.scores.complete, "graded": view.n_graded, "expected": view.n_expected,
                 "judge_shutdown_date": judge.get("shutdown_date"),
-                "judge_shutdown_note": _shutdown_note(judge), **usage, **self._equivalence_fields(view)}
+                "judge_shutdown_note": _shutdown_note(judge),
+                "predictions_cut": cut_note(judge.get("predictions_cut")), **usage, **self._equivalence_fields(view)}
 
     def _equivalence_fields(self, view: RunView) -> dict:
         """The card's official-equivalent estimate: the labelled line and the numbers (never the official
@@ -878,47 +1001,79 @@ class GradingService:
                 "official_equivalent_estimate": eq.to_dict()}
 
     def status(self, run_id: str) -> dict:
-        """Progress and scores of a run (what a script polls after grade). While a run is grading its scores are
-        recomputed at most every STATUS_TTL seconds however often it is polled (its progress is always exact);
-        a run that has ended is computed once per change."""
-        from . import views
-        now = time.monotonic()
-        hit = self._status_cache.get(run_id or "")
-        if hit is not None and now - hit[0] < STATUS_TTL and self.jobs.is_running(run_id):
-            counts = self.store.count_grades(run_id)
-            return {**hit[1], "done": sum(n for st, n in counts.items() if st in GRADED),
-                    "errored": counts.get("error", 0), "waiting_until": self.jobs.waiting_until(run_id)}
-        record = self.store.get_run(run_id or "") if run_id else None
-        if record is None:
+        """Progress and scores of a run (what a script polls after grade). Computed once per change of the run
+        (its stored status, grades, overrides: `Store.change_stamp`, one cheap query) and served from memory to
+        every viewer until the next change; while a run grades, its scores are recomputed at most every
+        STATUS_TTL seconds however fast grades arrive (its progress is always exact)."""
+        if self.jobs._unsaved:
+            self.jobs.retry_unsaved()
+        stamp = self.store.change_stamp(run_id) if run_id else None
+        if stamp is None:
             raise ServiceError("No such run.")
-        ended = self._finished_cache.get(record.id)
-        if ended is not None and ended[0] == (record.status, record.updated_at) \
-                and not self.jobs.is_running(record.id):
-            return dict(ended[1])
+        self.keeper.opened(run_id)
+        running = self.jobs.is_running(run_id)
+        key = (stamp, running, self.jobs.failure(run_id))
+        now = time.monotonic()
+        hit = self._status_cache.get(run_id)
+        if hit is not None and hit[0] == key:
+            out = hit[2]
+        elif hit is not None and running and hit[0][1] and now - hit[1] < STATUS_TTL:
+            counts = self.store.count_grades(run_id)
+            out = {**hit[2], "done": sum(n for st, n in counts.items() if st in GRADED),
+                   "errored": counts.get("error", 0)}
+            self._cache_status(run_id, (key, hit[1], out))
+        else:
+            out = self._compute_status(run_id)
+            self._cache_status(run_id, (key, now, out))
+        return {**out, "waiting_until": self.jobs.waiting_until(run_id)}
+
+    def _cache_status(self, run_id: str, entry: tuple) -> None:
+        self._status_cache.pop(run_id, None)
+        if len(self._status_cache) >= FINISHED_CACHE_SIZE:
+            self._status_cache.pop(next(iter(self._status_cache)))       # the least recently changed
+        self._status_cache[run_id] = entry
+
+    def _compute_status(self, run_id: str) -> dict:
+        from . import views
         view = load_run_view(self.store, run_id)
         if view is None:
             raise ServiceError("No such run.")
         view = self.with_failure(view)
         p = views.progress_of(view)
-        out = {"run_id": run_id, "status": view.run.status, "message": view.run.message, "done": p.done,
-               "errored": p.errored, "total": p.total, "total_score": view.scores.total.mean,
-               "total_std": view.scores.total.std if view.scores.complete else None,
-               "complete": view.scores.complete, "scores": view.scores.to_dict(), "flags": view.flag_counts(),
-               "judge": view.judge_text, "metric_note": view.metric_note, "metric_label": view.metric_label,
-               "n_overrides": view.n_overrides, "judge_only_total": view.scores.judge_only_total,
-               "judge_only_std": view.scores.judge_only_std, "total_text": views.total_text(view),
-               "waiting_until": self.jobs.waiting_until(run_id), "card": self.card(view)}
-        for rid in [r for r, (t, _) in list(self._status_cache.items()) if now - t >= STATUS_TTL]:
-            self._status_cache.pop(rid, None)
-        if out["status"] == "running" and self.jobs.is_running(run_id):
-            self._status_cache[run_id] = (now, out)
-        else:
-            self._status_cache.pop(run_id, None)
-            if out["status"] != "running" and not self.jobs.is_running(run_id):
-                if len(self._finished_cache) >= FINISHED_CACHE_SIZE:
-                    self._finished_cache.pop(next(iter(self._finished_cache)))       # the oldest entry
-                self._finished_cache[record.id] = ((view.run.status, view.run.updated_at), out)
-        return dict(out)
+        self._remember_total(view)
+        return {"run_id": run_id, "status": view.run.status, "message": view.run.message, "done": p.done,
+                "errored": p.errored, "total": p.total, "total_score": view.scores.total.mean,
+                "total_std": view.scores.total.std if view.scores.complete else None,
+                "complete": view.scores.complete, "scores": view.scores.to_dict(), "flags": view.flag_counts(),
+                "judge": view.judge_text, "metric_note": view.metric_note, "metric_label": view.metric_label,
+                "n_overrides": view.n_overrides, "judge_only_total": view.scores.judge_only_total,
+                "judge_only_std": view.scores.judge_only_std, "total_text": views.total_text(view),
+                "card": self.card(view)}
+
+    def _remember_total(self, view: RunView) -> None:
+        """Keep the total of an ended run for My runs (so listing 1,000 runs never aggregates them again)."""
+        if view.run.status == "running" or self.jobs.is_running(view.run.id) or not view.scores.complete:
+            return                       # (a partial total is recomputed, so My runs can say "partial")
+        try:
+            self.store.set_total(view.run.id, view.scores.total.mean, _total_stamp(view.run))
+        except StoreError:
+            pass
+
+    def run_version(self, run_id: str, max_age: float = 0.5) -> str | None:
+        """A short text that changes whenever the run does (its change stamp, and whether its job runs), read at
+        most once every `max_age` seconds however many open pages follow the run (None: no such run)."""
+        now = time.monotonic()
+        hit = self._versions.get(run_id)
+        if hit is not None and now - hit[0] < max_age:
+            return hit[1]
+        stamp = self.store.change_stamp(run_id) if run_id else None
+        running = self.jobs.is_running(run_id)
+        version = None if stamp is None else \
+            f"{stamp[0]}:{stamp[1]!r}:{stamp[3]}:{stamp[4]!r}:{int(running)}:{int(bool(self.jobs.failure(run_id)))}"
+        if len(self._versions) > 10_000:
+            self._versions.clear()
+        self._versions[run_id] = (now, version)
+        return version
 
     def with_failure(self, view: RunView) -> RunView:
         """`view` with the failure a full disk kept from the stored status (which may still say running)."""

@@ -108,6 +108,26 @@ CREATE TABLE IF NOT EXISTS usage (
     PRIMARY KEY (day, visitor)
 );
 """
+#: What keeps storage bounded (`mmvet_core/keeping.py`): who stored each app run (quota), whether it was graded
+#: with the host's key, when anyone last opened it (expiry), its cached total (My runs); and runs that never
+#: expire (``run_pins``: e.g. a published leaderboard entry, reason ``published``).
+KEEPING_SCHEMA = """
+CREATE TABLE IF NOT EXISTS run_keeping (
+    run_id TEXT PRIMARY KEY,
+    visitor TEXT NOT NULL DEFAULT '',
+    host INTEGER NOT NULL DEFAULT 0,
+    opened_at REAL NOT NULL,
+    total REAL,
+    total_stamp TEXT
+);
+CREATE INDEX IF NOT EXISTS run_keeping_visitor ON run_keeping (visitor);
+CREATE TABLE IF NOT EXISTS run_pins (
+    run_id TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    PRIMARY KEY (run_id, reason)
+);
+CREATE INDEX IF NOT EXISTS runs_owner ON runs (owner, created_at);
+"""
 #: Columns added after a table was first released: (table, column, definition), added to older databases.
 MIGRATIONS = [("usage", "tokens", "INTEGER NOT NULL DEFAULT 0"),
               # a judge check is stored per (endpoint, judge model, prompt) and reference sets
@@ -199,6 +219,7 @@ class Store:
                 self._conn.execute("PRAGMA synchronous=NORMAL")
                 self._conn.execute("PRAGMA busy_timeout=30000")
                 self._conn.executescript(SCHEMA)
+                self._conn.executescript(KEEPING_SCHEMA)
                 for table, column, definition in MIGRATIONS:
                     have = {r[1] for r in self._conn.execute(f"PRAGMA table_info({table})")}
                     if column not in have:
@@ -487,6 +508,80 @@ class Store:
         else:
             rows = self._query("SELECT calls AS n FROM usage WHERE day = ? AND visitor = ?", (day, visitor))
         return int(rows[0]["n"]) if rows else 0
+
+    # --- keeping storage bounded (keeping.py) ------------------------------------------------------------
+    def change_stamp(self, run_id: str) -> tuple | None:
+        """What changes whenever a run's status, name, overrides or grades change (None: no such run): one cheap
+        query, so a status asked by many viewers is recomputed only when this differs."""
+        rows = self._query(
+            "SELECT r.status, r.updated_at, r.message, (SELECT COUNT(*) FROM grades WHERE run_id = r.id) AS n,"
+            " (SELECT MAX(updated_at) FROM grades WHERE run_id = r.id) AS last FROM runs AS r WHERE r.id = ?",
+            (run_id,))
+        return tuple(rows[0]) if rows else None
+
+    def run_summaries(self, owner: str, limit: int = 100) -> list[dict]:
+        """An owner's runs, newest first, with only what a list shows (no predictions or samples decoded)."""
+        rows = self._query(
+            "SELECT r.id, r.model_name, r.n_runs, r.created_at, r.updated_at, r.status,"
+            " json_extract(r.judge, '$.model') AS judge_model, json_extract(r.judge, '$.provider') AS provider,"
+            " json_extract(r.benchmark, '$.name') AS bench_name, json_extract(r.benchmark, '$.subset') AS subset,"
+            " k.total, k.total_stamp FROM runs AS r LEFT JOIN run_keeping AS k ON k.run_id = r.id"
+            " WHERE r.owner = ? ORDER BY r.created_at DESC LIMIT ?", (owner, limit))
+        return [dict(r) for r in rows]
+
+    def keep_run(self, run_id: str, visitor: str, *, host: bool = False) -> None:
+        """Record who stored a run (its visitor's quota) and whether the host's key graded it (never expires)."""
+        self._exec("INSERT INTO run_keeping (run_id, visitor, host, opened_at) VALUES (?,?,?,?)"
+                   " ON CONFLICT(run_id) DO UPDATE SET host = MAX(host, excluded.host)",
+                   (run_id, visitor, int(host), time.time()))
+
+    def touch_run(self, run_id: str, when: float | None = None) -> None:
+        """Someone opened the run now (it does not expire before the expiry time has passed again)."""
+        self._exec("INSERT INTO run_keeping (run_id, opened_at) VALUES (?, ?)"
+                   " ON CONFLICT(run_id) DO UPDATE SET opened_at = excluded.opened_at",
+                   (run_id, time.time() if when is None else when))
+
+    def set_total(self, run_id: str, total: float | None, stamp: str) -> None:
+        self._exec("INSERT INTO run_keeping (run_id, opened_at, total, total_stamp) VALUES (?,?,?,?)"
+                   " ON CONFLICT(run_id) DO UPDATE SET total = excluded.total, total_stamp = excluded.total_stamp",
+                   (run_id, time.time(), total, stamp))
+
+    def visitor_storage(self, visitor: str) -> tuple[int, int]:
+        """(runs, bytes) a visitor stores: predictions, samples, grades with their judge answers."""
+        rows = self._query(
+            "SELECT COUNT(*) AS n, COALESCE(SUM(LENGTH(CAST(r.predictions AS BLOB)) + LENGTH(CAST(r.benchmark AS BLOB))"
+            " + COALESCE((SELECT SUM(LENGTH(CAST(g.attempts AS BLOB)) + COALESCE(LENGTH(CAST(g.content AS BLOB)), 0))"
+            " FROM grades AS g WHERE g.run_id = r.id), 0)), 0) AS bytes"
+            " FROM run_keeping AS k JOIN runs AS r ON r.id = k.run_id WHERE k.visitor = ?", (visitor,))
+        return int(rows[0]["n"]), int(rows[0]["bytes"])
+
+    def pin_run(self, run_id: str, reason: str) -> None:
+        """Keep a run whoever opens it or not (`protected_run_ids`); `reason` names why (``published``)."""
+        self._exec("INSERT OR IGNORE INTO run_pins (run_id, reason) VALUES (?, ?)", (run_id, reason))
+
+    def unpin_run(self, run_id: str, reason: str) -> None:
+        self._exec("DELETE FROM run_pins WHERE run_id = ? AND reason = ?", (run_id, reason))
+
+    def protected_run_ids(self) -> set[str]:
+        """Runs that never expire: pinned ones (`pin_run`) and those graded with the host's key."""
+        rows = self._query("SELECT run_id FROM run_pins UNION SELECT run_id FROM run_keeping WHERE host = 1")
+        return {r["run_id"] for r in rows}
+
+    def unopened_runs(self, before: float, limit: int = 500) -> list[str]:
+        """App runs (an owner, not the CLI's) nobody opened since `before` (never-opened ones count from their last
+        change), pinned and host-key runs excepted, oldest first."""
+        rows = self._query(
+            "SELECT r.id FROM runs AS r LEFT JOIN run_keeping AS k ON k.run_id = r.id"
+            " WHERE r.owner != '' AND r.status != 'running' AND COALESCE(k.host, 0) = 0"
+            " AND COALESCE(k.opened_at, r.updated_at) < ? AND r.id NOT IN (SELECT run_id FROM run_pins)"
+            " ORDER BY COALESCE(k.opened_at, r.updated_at) LIMIT ?", (before, limit))
+        return [r["id"] for r in rows]
+
+    def forget_run(self, run_id: str) -> None:
+        """`delete_run` and the run's keeping rows."""
+        self.delete_run(run_id)
+        self._exec("DELETE FROM run_keeping WHERE run_id = ?", (run_id,))
+        self._exec("DELETE FROM run_pins WHERE run_id = ?", (run_id,))
 
     def iter_tables(self) -> Iterator[tuple[str, list[dict[str, Any]]]]:
         """Every table's rows (used by tests that check no secret was written)."""

@@ -1,4 +1,4 @@
-"""Files a hostile visitor uploads (issue 9), shared by the tests and bench/attack_uploads.py."""
+"""Files a hostile visitor uploads (issues 9 and 20), shared by the tests and the bench/ scripts."""
 from __future__ import annotations
 
 import zipfile
@@ -41,6 +41,49 @@ def write_raw_xlsx(path: Path, rows: int, *, declare: int | None = None, answer:
                                  ).encode())
             fh.write(b"</sheetData></worksheet>")
     return path
+
+
+def write_wide_xlsx(path: Path, cells: int, rows: int = 2, *, declare: bool = False) -> Path:
+    """The audit's 53 KB workbook (issue 20): a header row of (index, prediction) and then `rows` - 1 rows holding
+    `cells` cells in all (``<c><v>1</v></c>`` without references, as openpyxl writes none either: each is
+    a new column). Passed a row count, it took 170 s and 2.9 GB to parse. `declare` gives it a truthful
+    ``<dimension>``; without one only the cells themselves say how wide it is."""
+    per_row = max(1, cells // max(1, rows - 1))
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
+        _write_parts(zf)
+        with zf.open("xl/worksheets/sheet1.xml", "w") as fh:
+            dim = f'<dimension ref="A1:XFD{rows}"/>' if declare else ""
+            fh.write(f'<?xml version="1.0" encoding="UTF-8"?><worksheet xmlns="{_MAIN}">{dim}<sheetData>'
+                     '<row r="1"><c r="A1" t="inlineStr"><is><t>index</t></is></c><c r="B1" t="inlineStr"><is>'
+                     '<t>prediction</t></is></c></row>'.encode())
+            cell = b"<c><v>1</v></c>"
+            for r in range(2, rows + 1):
+                fh.write(f'<row r="{r}">'.encode())
+                for _ in range(0, per_row, 10_000):
+                    fh.write(cell * min(10_000, per_row))
+                fh.write(b"</row>")
+            fh.write(b"</sheetData></worksheet>")
+    return path
+
+
+def _write_parts(zf: zipfile.ZipFile) -> None:
+    """The parts of a one-sheet workbook other than the sheet."""
+    zf.writestr("[Content_Types].xml",
+                '<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/package/'
+                '2006/content-types"><Default Extension="rels" ContentType="application/vnd.openxmlformats-'
+                'package.relationships+xml"/><Default Extension="xml" ContentType="application/xml"/>'
+                '<Override PartName="/xl/workbook.xml" ContentType="application/vnd.openxmlformats-'
+                'officedocument.spreadsheetml.sheet.main+xml"/><Override PartName="/xl/worksheets/sheet1.xml" '
+                'ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/>'
+                "</Types>")
+    zf.writestr("_rels/.rels", f'<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="{_PKG}">'
+                f'<Relationship Id="rId1" Type="{_REL}/officeDocument" Target="xl/workbook.xml"/>'
+                "</Relationships>")
+    zf.writestr("xl/workbook.xml", f'<?xml version="1.0" encoding="UTF-8"?><workbook xmlns="{_MAIN}" '
+                f'xmlns:r="{_REL}"><sheets><sheet name="Sheet1" sheetId="1" r:id="rId1"/></sheets></workbook>')
+    zf.writestr("xl/_rels/workbook.xml.rels", f'<?xml version="1.0" encoding="UTF-8"?><Relationships '
+                f'xmlns="{_PKG}"><Relationship Id="rId1" Type="{_REL}/worksheet" Target="worksheets/sheet1.xml"/>'
+                "</Relationships>")
 
 
 def write_zero_bomb(path: Path, metadata: Path, entries: int, size: int = 1_000_000) -> Path:

@@ -111,3 +111,38 @@ def test_the_worker_gets_no_secrets(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-host-secret")
     box = ParseBox()
     assert box.call(os.getenv, "OPENAI_API_KEY") is None and box.call(os.getenv, "PATH")
+
+
+@pytest.mark.parametrize("declare", [False, True], ids=["cells-counted", "dimension-declared"])
+def test_a_workbook_of_a_million_cells_in_two_rows_is_refused_before_parsing(tmp_path, declare):
+    """Issue 20: 2 rows passed the row count, then the parse took 170 s and 2.9 GB."""
+    from tests.hostile_files import write_wide_xlsx
+
+    path = write_wide_xlsx(tmp_path / "m_MMVet_gpt-4.xlsx", 1_000_000, declare=declare)
+    start = time.monotonic()
+    with pytest.raises(ParseRefused, match="more than 300,000 cells"):
+        prescan(path)
+    assert time.monotonic() - start < 5
+
+
+def test_a_workbook_of_too_much_xml_is_refused(tmp_path):
+    path = write_xlsx(tmp_path / "m_MMVet.xlsx", 218)
+    with pytest.raises(ParseRefused, match="bytes of XML"):
+        prescan(path, ParseLimits(max_xml_bytes=10_000))
+    prescan(path)
+
+
+def test_grade_files_are_read_in_the_worker_and_their_errors_come_back(tmp_path):
+    from mmvet_core.benchmark import load_bundled_v1
+    from mmvet_core.export import GradeFileError
+    from mmvet_core.gradesets import set_from_grade_file
+    from mmvet_core.graded import read_grade_file
+
+    grades = Path(__file__).resolve().parent / "data" / "official-grades" / "llava-v1.5-13b_gpt-4-grade-3runs.json"
+    box, bench = ParseBox(), load_bundled_v1()
+    assert box.call(read_grade_file, str(grades), bench).scores == read_grade_file(grades, bench).scores
+    assert box.call(set_from_grade_file, str(grades), "x").scores == set_from_grade_file(grades, "x").scores
+    bad = tmp_path / "none.json"
+    bad.write_text(json.dumps({"q1": {"score": 1.0}}))
+    with pytest.raises(GradeFileError, match="must be a list"):
+        box.call(set_from_grade_file, str(bad), "x")

@@ -66,7 +66,8 @@ def register_api(svc: GradingService) -> None:
     def view_grades(f: FileData, bench_c: str = BENCH_BUNDLED, bench_f: FileData | None = None, hub: str = "",
                     sub: str = "All samples", owner_tok: str = "", request: gr.Request = None) -> dict:
         """Store a grade file as a finished run (no judge call)."""
-        run_id = svc.open_grade_file(file_path(f), bench(bench_c, bench_f, hub, sub), owner_tok)
+        run_id = svc.open_grade_file(file_path(f), bench(bench_c, bench_f, hub, sub), owner_tok,
+                                     visitor(svc, request))
         return {"run_id": run_id, "share_url": svc.share_url(run_id, base_url(request))}
 
     @api_errors

@@ -1,5 +1,5 @@
 """The Compare view: two or more of the visitor's runs or uploaded grade files, against the first (thin: the
-rules are `mmvet_core.gradesets.compare_for_app` and `mmvet_core.compare`)."""
+rules are `GradingService.compare`, `mmvet_core.gradesets.compare_for_app` and `mmvet_core.compare`)."""
 from __future__ import annotations
 
 import secrets
@@ -7,10 +7,9 @@ import secrets
 import gradio as gr
 
 from mmvet_core.charts import make_compare_figures
-from mmvet_core.compare import (DISAGREEMENT_COLUMNS, PAIR_COLUMNS, SUMMARY_COLUMNS, CompareError,
-                                disagreement_rows, format_report, pair_rows, summary_rows)
-from mmvet_core.export import GradeFileError
-from mmvet_core.gradesets import compare_for_app, run_choices
+from mmvet_core.compare import (DISAGREEMENT_COLUMNS, PAIR_COLUMNS, SUMMARY_COLUMNS, disagreement_rows,
+                                format_report, pair_rows, summary_rows)
+from mmvet_core.gradesets import run_choices
 from mmvet_core.service import ServiceError
 
 from .common import Page, esc, file_path
@@ -54,16 +53,10 @@ def build_compare(page: Page) -> None:
 
     def compare(run_ids, files, owner_tok):
         paths = [p for p in (file_path(f) for f in (files or [])) if p]
-        try:
-            for p in paths:
-                svc.check_size(p)
-        except ServiceError as e:
-            gr.Warning(esc(e))
-            return (gr.skip(),) * 8
         out = svc.exports_dir / f"compare-{secrets.token_urlsafe(12)}"
-        try:
-            cmp, written = compare_for_app(svc.store, owner_tok, list(run_ids or []), paths, out)
-        except (CompareError, GradeFileError, OSError) as e:
+        try:       # every uploaded grade file is read in the bounded worker, never in this process
+            cmp, written = svc.compare(owner_tok, list(run_ids or []), paths, out)
+        except ServiceError as e:
             gr.Warning(esc(e))
             return (gr.skip(),) * 8
         scatter, radar = make_compare_figures(cmp)

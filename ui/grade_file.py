@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import gradio as gr
 
-from .common import Page, bench_of, file_path, toasts
+from .common import Page, bench_of, file_path, toasts, visitor
 
 if TYPE_CHECKING:
     from .grade import GradeView
@@ -32,11 +32,11 @@ def wire_grade_file(page: Page, gf: GradeFileView, g: GradeView) -> None:
     svc = page.svc
 
     @toasts(1)
-    def view_grade_file(f, bench_c, bench_f, hub, sub, owner_tok):
+    def view_grade_file(f, bench_c, bench_f, hub, sub, owner_tok, request: gr.Request):
         path = file_path(f)
         if not path:
             return gr.skip()
-        return svc.open_grade_file(path, bench_of(bench_c, bench_f, hub, sub), owner_tok)
+        return svc.open_grade_file(path, bench_of(bench_c, bench_f, hub, sub), owner_tok, visitor(svc, request))
 
     gf.grade_json_file.upload(view_grade_file, [gf.grade_json_file, *g.bench_inputs, page.owner], page.run_state,
                               api_visibility="private")

@@ -29,6 +29,8 @@ def card_html(card: dict) -> str:
         rows.insert(1, ("Judge shutdown", card["judge_shutdown_note"]))
     if card["metric_note"]:
         rows.insert(1, ("Note", card["metric_note"]))
+    if card.get("predictions_cut"):       # the storage cap: how many were cut, and their original length
+        rows.insert(3, ("Predictions", card["predictions_cut"]))
     items = "".join(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in rows)
     if card.get("official_equivalent_shown"):
         # the estimate, labelled as one (never the official metric), right under the judge

@@ -1,0 +1,242 @@
+"""Issue 20's three holes, each performed against the running app in the README's host configuration (the server's
+own judge key, visitors told apart by the one trusted proxy's X-Forwarded-For entry, private endpoints refused):
+
+1. a grade file of a million cells (53 KB before; here 31 KB) is refused within 30 s, the app's memory rises by under
+   1 GB and another visitor's status call never waits more than 3 s;
+2. a free run of 218 predictions of 200 KB grows the data folder by under 15 MB (163 MB before), and a visitor's
+   quota of stored runs is enforced through the API;
+3. with 50 viewers polling a running run once a second (a separate process, `tests/crowd.py`), another visitor's
+   status call p50 stays within 2x of its value without them and under 1 s.
+
+One app for the module (its start is the slow part).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.app_fixtures import start_app, stop_app
+from tests.crowd import StatusClient, percentile
+from tests.fake_judge import FakeJudgeServer
+from tests.hostile_files import write_wide_xlsx
+
+gradio_client = pytest.importorskip("gradio_client")
+from gradio_client import Client, handle_file  # noqa: E402
+from gradio_client.exceptions import AppError  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "tests" / "data" / "results" / "llava-v1.5-13b.json"
+GRADES = ROOT / "tests" / "data" / "official-grades" / "llava-v1.5-13b_gpt-4-grade-3runs.json"
+HOST_KEY = "sk-host-hostile"
+TERMINAL = {"done", "stopped", "failed", "incomplete"}
+
+
+@pytest.fixture(scope="module")
+def judge():
+    with FakeJudgeServer() as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def app(judge, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("hostile")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("GRADIO_TEMP_DIR", str(tmp / "gradio-tmp"))
+    a = start_app(tmp / "data", host_key=HOST_KEY, host_base_url=judge.url, run_concurrency=4,
+                  trusted_proxy_hops=1, allow_private_endpoints=False)
+    try:
+        yield a
+    finally:
+        stop_app(a)
+        mp.undo()
+
+
+def client(app, ip: str) -> Client:
+    return Client(app.url, headers={"X-Forwarded-For": ip}, verbose=False, download_files=False)
+
+
+def open_grades(c: Client, path: Path, owner: str) -> str:
+    from app import BENCH_BUNDLED
+    return c.predict(handle_file(str(path)), BENCH_BUNDLED, None, "", "All samples", owner,
+                     api_name="/view_grades")["run_id"]
+
+
+def grade(c: Client, path: Path, judge: str, owner: str) -> str:
+    from app import BENCH_BUNDLED
+    return c.predict(handle_file(str(path)), BENCH_BUNDLED, None, "", "All samples", 1, judge, "", "", "", owner,
+                     api_name="/grade")["run_id"]
+
+
+def wait_end(c: StatusClient, run_id: str, timeout: float = 120) -> dict:
+    deadline = time.time() + timeout
+    while True:
+        st = c.status(run_id)
+        if st["status"] in TERMINAL:
+            return st
+        assert time.time() < deadline, st["status"]
+        time.sleep(0.2)
+
+
+def data_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+class Sampler:
+    """Peak resident memory of this process (the app runs in it) and its children (parse workers)."""
+
+    def __init__(self):
+        self.proc, self.peak, self._stop = psutil.Process(), 0, threading.Event()
+        self.base = self.rss()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def rss(self) -> int:
+        total = self.proc.memory_info().rss
+        for child in self.proc.children(recursive=True):
+            try:
+                total += child.memory_info().rss
+            except psutil.Error:
+                pass
+        return total
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.rss())
+            time.sleep(0.05)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self.thread.join()
+
+
+class Poller:
+    """Another visitor asking their own run's status back to back; the longest wait."""
+
+    def __init__(self, app, run_id: str):
+        self.client, self.run_id = StatusClient(app.url, ip="203.0.113.77"), run_id
+        self.waits: list[float] = []
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.waits.append(self.client.timed(self.run_id))
+            time.sleep(0.1)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self.thread.join(30)
+        self.client.close()
+
+
+# --- hole 1: visitors' files are parsed outside the server process ----------------------------------------------
+def test_a_million_cell_workbook_as_a_grade_file_is_refused_fast_and_costs_nobody(app, tmp_path):
+    other = open_grades(client(app, "203.0.113.77"), GRADES, "owner-b")
+    bomb = write_wide_xlsx(tmp_path / "model_MMVet_gpt-4-turbo.xlsx", 1_000_000)
+    attacker = client(app, "203.0.113.66")
+    with Poller(app, other) as poller, Sampler() as mem:
+        t0 = time.monotonic()
+        with pytest.raises(AppError, match="more than 300,000 cells"):
+            open_grades(attacker, bomb, "owner-a")
+        took = time.monotonic() - t0
+        time.sleep(0.5)
+    assert took < 30, took
+    assert mem.peak - mem.base < 1e9, (mem.peak - mem.base) / 1e6
+    assert poller.waits and max(poller.waits) < 3, max(poller.waits)
+    assert app.svc.runs_of("owner-a") == []                    # nothing stored for the attacker
+
+
+# --- hole 2: storage is bounded -----------------------------------------------------------------------------------
+def test_a_free_run_of_huge_predictions_grows_the_data_folder_by_under_15_mb(app, tmp_path):
+    from app import JUDGE_BASELINE
+
+    preds = json.loads(RESULTS.read_text(encoding="utf-8"))
+    huge = tmp_path / "padded.json"
+    huge.write_text(json.dumps({k: v + " " + "y" * 200_000 for k, v in preds.items()}), encoding="utf-8")
+    assert huge.stat().st_size > 43_000_000
+    before = data_bytes(app.settings.data_dir)
+    run_id = grade(client(app, "203.0.113.88"), huge, JUDGE_BASELINE, "owner-c")
+    st = wait_end(StatusClient(app.url, ip="203.0.113.88"), run_id)
+    grown = data_bytes(app.settings.data_dir) - before
+    print(f"a free run of 218 x 200 KB predictions grew the data folder by {grown / 1e6:.1f} MB")
+    assert st["status"] == "done" and st["done"] == 218
+    assert grown < 15_000_000, grown / 1e6
+    assert re.match(r"218 predictions cut to 8,000 characters for storage \(longest 20\d,\d{3}\)",
+                    st["card"]["predictions_cut"]), st["card"]["predictions_cut"]
+
+
+def test_a_visitors_quota_of_stored_runs_holds_through_the_api(app):
+    from app import JUDGE_BASELINE
+
+    svc = app.svc
+    limits = svc.keeper.limits
+    svc.keeper.limits = replace(limits, runs_per_visitor=2)
+    try:
+        c = client(app, "203.0.113.99")
+        for _ in range(2):
+            wait_end(StatusClient(app.url), grade(c, RESULTS, JUDGE_BASELINE, "owner-d"))
+        with pytest.raises(AppError, match="You keep 2 runs here, the most allowed per visitor"):
+            grade(c, RESULTS, JUDGE_BASELINE, "owner-d-other-token")     # a new owner token changes nothing
+        grade(client(app, "203.0.113.100"), RESULTS, JUDGE_BASELINE, "owner-e")   # another visitor is not held
+    finally:
+        svc.keeper.limits = limits
+        app.wait_idle()
+
+
+# --- hole 3: a crowd of viewers costs nobody ---------------------------------------------------------------------
+def test_fifty_viewers_of_a_running_run_do_not_slow_another_visitor(app, judge, tmp_path):
+    from app import JUDGE_HOST
+
+    preds = json.loads(RESULTS.read_text(encoding="utf-8"))
+    tagged = tmp_path / "crowd.json"
+    tagged.write_text(json.dumps({k: f"{v} [crowd]" for k, v in preds.items()}), encoding="utf-8")
+    mine = open_grades(client(app, "203.0.113.77"), GRADES, "owner-f")
+    judge.state.latency = 1.0                     # the run grades for ~55 s: 218 calls, 4 at a time
+    running = grade(client(app, "203.0.113.55"), tagged, JUDGE_HOST, "owner-g")
+    me = StatusClient(app.url, ip="203.0.113.77")
+    try:
+        me.status(mine)
+
+        def sample(n: int) -> list[float]:
+            out = []
+            for _ in range(n):
+                out.append(me.timed(mine))
+                time.sleep(0.2)
+            return out
+
+        alone = sample(15)
+        crowd = subprocess.Popen([sys.executable, "-m", "tests.crowd", app.url, running, "50", "10"], cwd=ROOT,
+                                 stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert crowd.stdout.readline().strip() == "ready"          # every viewer has its session
+        time.sleep(1)                                              # ... and polls once a second
+        crowded = sample(30)
+        out, _ = crowd.communicate(timeout=120)
+        viewers = json.loads(out.strip().splitlines()[-1])
+        alone += sample(15)                        # "without them": before and after (the machine is shared)
+        assert me.status(running)["status"] == "running"      # the crowd watched a running run throughout
+    finally:
+        judge.state.latency = 0.0
+        app.svc.jobs.stop(running)
+        me.close()
+    p50_alone, p50_crowd = percentile(alone, 50), percentile(crowded, 50)
+    print(f"status p50 alone {p50_alone:.3f} s, with 50 viewers {p50_crowd:.3f} s; viewers {viewers}")
+    assert viewers["n_errors"] == 0 and viewers["calls"] >= 50 * 10 * 0.8, viewers     # they were served
+    assert p50_crowd < 1.0 and p50_crowd <= 2 * p50_alone, (p50_alone, p50_crowd, viewers)
+    app.wait_idle(30)
