@@ -247,6 +247,8 @@ class GradingService:
         self._checks: dict[str, dict] = {}       # judge-check task -> {"done", "total"}
         self._board: tuple[tuple, list] | None = None     # (store.board_stamp(), rows): ranks are costly
         self._board_lock = threading.Lock()
+        self._board_entries: dict[tuple[str, int], object] = {}    # decoded frozen versions
+        self._rank_cache: dict = {}                                   # ranks per rank group (members, versions)
 
     # ---- who is asking ----
     def visitor(self, peer: str | None, forwarded_for: str | None) -> str:
@@ -815,8 +817,17 @@ class GradingService:
         with self._board_lock:
             if self._board is not None and self._board[0] == stamp:
                 return self._board[1]
-            entries = lb.load_entries(self.store)
-            rows = lb.board_rows(entries, lb.rank_groups(entries)) + lb.paper_rows()
+            entries = []
+            for row in self.store.board_entries():
+                known = self._board_entries.get((row["id"], row["version"]))
+                if known is None:                       # decode each frozen version once
+                    known = lb.entry_from_row(row)
+                else:                                   # names, links and flags change without a new version
+                    known = replace(known, name=row["name"], link=row["link"], published=bool(row["published"]),
+                                    hidden=bool(row["hidden"]))
+                entries.append(known)
+            self._board_entries = {(e.id, e.version): e for e in entries}
+            rows = lb.board_rows(entries, lb.rank_groups(entries, cache=self._rank_cache)) + lb.paper_rows()
             self._board = (stamp, rows)
             return rows
 

@@ -360,3 +360,15 @@ def test_import_refuses_a_tampered_file_and_writes_nothing(svc, tmp_path, tamper
         assert other.store.board_entries(include_withdrawn=True) == []
     finally:
         other.store.close()
+
+
+@pytest.mark.parametrize("seed, shared", [(0, True), (1, True), (2, False), (3, False)],
+                         ids=["shared-difficulty-0", "shared-difficulty-1", "independent-2", "independent-3"])
+def test_pruned_ranks_equal_counting_every_draw(seed, shared):
+    """Cantelli's inequality only skips pairs whose answer it proves: the ranks equal those of the plain count,
+    ties (duplicated entries) included."""
+    rng = np.random.default_rng(seed)
+    level = rng.random(60)[None, :] if shared else 0.5
+    table = np.clip(np.round(level * rng.uniform(0.2, 1.6, (40, 1)) + rng.normal(0, 0.3, (40, 60)), 1), 0, 1)
+    table = np.vstack([table, table[:5]])
+    assert lb.rank_bounds(table, resamples=400) == lb.rank_bounds(table, resamples=400, prune=False)
