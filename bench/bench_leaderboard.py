@@ -1,6 +1,6 @@
 """How fast the leaderboard is with many entries (run by hand; prints its figures).
 
-    python bench/bench_leaderboard.py [--entries 1000] [--groups 1]
+    python bench/bench_leaderboard.py [--entries 1000] [--groups 1] [--browser]
 
 Fills a fresh store with N synthetic entries (the frozen copy of a real published run, llava-v1.5-13b's official
 grades, with per-sample scores redrawn per entry so that totals spread from weak to strong), split over
@@ -11,6 +11,11 @@ grades, with per-sample scores redrawn per entry so that totals spread from weak
 - filtering and sorting by several columns;
 - the CSV and JSON downloads;
 - publishing one more entry, then reading the board again (ranks recomputed).
+
+With ``--browser`` it also starts ``python app.py`` on that database (a subprocess, as a host runs it) and, in
+headless Chromium, times opening ``/?board=…`` until every row is in the table (the page's first load, the
+board's cold ranks included, then a second visit with the ranks cached), and sorting: clicking the ``total``
+header (the table's own sort) and choosing "total" in "Sort by" (a server round trip).
 """
 from __future__ import annotations
 
@@ -61,10 +66,57 @@ def fill(svc: GradingService, n: int, groups: int) -> None:
                                     name=f"model-{i:04d}", link="", meta=meta, scores=scores)
 
 
+def browser_figures(data_dir: Path, n_rows: int) -> None:
+    import os
+    import subprocess
+
+    from playwright.sync_api import expect, sync_playwright
+
+    from tests.app_fixtures import CHROMIUM, CHROMIUM_ARGS, wait_http
+    from tests.fake_judge import free_port
+
+    port = free_port()
+    env = {**os.environ, "MMVET_DATA_DIR": str(data_dir), "GRADIO_SERVER_NAME": "127.0.0.1",
+           "GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
+    env = {k: v for k, v in env.items() if not k.startswith(("OPENAI_", "AZURE_OPENAI_"))}
+    app = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        wait_http(url + "gradio_api/info", timeout=120)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            grid = page.locator("#board-table [role=grid]")
+            for visit in ("first visit (cold ranks)", "second visit (ranks cached)"):
+                t0 = time.perf_counter()
+                page.goto(url + "?board=all")
+                expect(grid).to_have_attribute("aria-rowcount", str(n_rows + 1), timeout=120_000)
+                print(f"browser, {visit}: page open to {n_rows} rows in the table: "
+                      f"{time.perf_counter() - t0:.2f} s")
+            first = page.locator('#board-table [data-testid="cell-0-1"]')
+            before = first.inner_text()
+            t0 = time.perf_counter()
+            page.locator("#board-table").get_by_role("columnheader", name="total").first.click()
+            expect(first).not_to_have_text(before, timeout=30_000)
+            print(f"browser: click the 'total' header until the first row changes: {time.perf_counter() - t0:.2f} s")
+            before = first.inner_text()
+            t0 = time.perf_counter()
+            page.locator("#board-sort input").click()
+            page.get_by_role("option", name="name", exact=True).click()
+            expect(first).not_to_have_text(before, timeout=30_000)
+            print(f"browser: 'Sort by' name until the first row changes: {time.perf_counter() - t0:.2f} s")
+            browser.close()
+    finally:
+        app.terminate()
+        app.wait(20)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--entries", type=int, default=1000)
     ap.add_argument("--groups", type=int, default=1, help="rank groups (judges) the entries are split over")
+    ap.add_argument("--browser", action="store_true", help="also time the view in headless Chromium (app.py)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         svc = GradingService(ServiceSettings(data_dir=Path(tmp), publish_per_hour=10**6))
@@ -90,8 +142,11 @@ def main() -> None:
         t_after, _ = timed(svc.board_rows)
         print(f"publish one more entry: {t_pub * 1000:.0f} ms; next read of the board (ranks recomputed): "
               f"{t_after * 1000:.0f} ms")
+        n_rows = len(svc.board_rows())
         svc.jobs.shutdown()
         svc.store.close()
+        if args.browser:
+            browser_figures(Path(tmp), n_rows)
 
 
 if __name__ == "__main__":
