@@ -1,5 +1,5 @@
 """The app's rules, without the UI: who owns a run, what a start, stop, resume or override may do, which key goes
-to which endpoint, when the host's budget applies. `app.py` maps each event to one call here and shows a
+to which endpoint, when the host's budget applies. The `ui/` view modules map each event to one call here and show a
 `ServiceError` as a toast (its message is for the user; the UI escapes it).
 
 Everything a visitor gives (files, URLs, keys, names, scores) is checked here before it touches the store or a

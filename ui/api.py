@@ -1,0 +1,95 @@
+"""The named endpoints scripts call (gradio_client): the same service calls as the page; an error is an error
+answer (a page's mistakes are toasts instead). Register them first in the Blocks, so they keep their plain names
+(the page's events are private)."""
+from __future__ import annotations
+
+import gradio as gr
+from gradio.data_classes import FileData
+
+from mmvet_core.service import (BENCH_BUNDLED, JUDGE_BASELINE, JUDGE_HOST, MODE_LIVE, RUN_LIST_COLUMNS,
+                                GradingService, JudgeChoice)
+
+from .common import api_errors, base_url, bench_of, file_path, visitor
+
+
+def register_api(svc: GradingService) -> None:
+    """Register the named `gr.api` endpoints (validate, grade, stop, resume, override, clear_override,
+    view_grades, status, sample, my_runs, rename, delete) in the Blocks being built."""
+    bench = bench_of
+
+    @api_errors
+    def validate(results: FileData, bench_c: str = BENCH_BUNDLED, bench_f: FileData | None = None, hub: str = "",
+                 sub: str = "All samples", n_runs: int = 1, judge_c: str = JUDGE_BASELINE, model: str = "",
+                 mode: str = MODE_LIVE) -> dict:
+        """What a results file holds against the benchmark, and what grading it would cost."""
+        v = svc.validate(file_path(results), bench(bench_c, bench_f, hub, sub), int(n_runs),
+                         JudgeChoice(judge_c, model=model, mode=mode))
+        return {"report": v.report, "estimate": v.estimate, "model_name": v.model_name}
+
+    @api_errors
+    def grade(results: FileData, bench_c: str = BENCH_BUNDLED, bench_f: FileData | None = None, hub: str = "",
+              sub: str = "All samples", n_runs: int = 1, judge_c: str = JUDGE_BASELINE, url: str = "",
+              model: str = "", key: str = "", owner_tok: str = "", model_name: str = "", mode: str = MODE_LIVE,
+              request: gr.Request = None) -> dict:
+        """Start grading (in the background); poll `status`. The same job started again while it runs returns
+        the running run (``started: false``)."""
+        run_id, started = svc.start(file_path(results), bench(bench_c, bench_f, hub, sub), int(n_runs),
+                                    JudgeChoice(judge_c, url, model, key, mode), owner=owner_tok,
+                                    visitor=visitor(svc, request), model_name=model_name)
+        return {"run_id": run_id, "share_url": svc.share_url(run_id, base_url(request)), "started": started}
+
+    @api_errors
+    def stop(run_id: str, owner_tok: str) -> str:
+        """Stop a running run of yours (answers already paid for are stored)."""
+        return svc.stop(run_id, owner_tok)
+
+    @api_errors
+    def resume(run_id: str, judge_c: str = JUDGE_HOST, url: str = "", model: str = "", key: str = "",
+               owner_tok: str = "", request: gr.Request = None) -> str:
+        """Grade what is missing of a run of yours."""
+        return svc.resume(run_id, owner_tok, visitor(svc, request), JudgeChoice(judge_c, url, model, key))
+
+    @api_errors
+    def override(run_id: str, sample_id: str, score: float, reason: str, owner_tok: str) -> dict:
+        """Replace a sample's score by yours (with a reason); returns the run's status."""
+        svc.override(run_id, owner_tok, sample_id, score, reason)
+        return svc.status(run_id)
+
+    @api_errors
+    def clear_override(run_id: str, sample_id: str, owner_tok: str) -> dict:
+        svc.clear_override(run_id, owner_tok, sample_id)
+        return svc.status(run_id)
+
+    @api_errors
+    def view_grades(f: FileData, bench_c: str = BENCH_BUNDLED, bench_f: FileData | None = None, hub: str = "",
+                    sub: str = "All samples", owner_tok: str = "", request: gr.Request = None) -> dict:
+        """Store a grade file as a finished run (no judge call)."""
+        run_id = svc.open_grade_file(file_path(f), bench(bench_c, bench_f, hub, sub), owner_tok)
+        return {"run_id": run_id, "share_url": svc.share_url(run_id, base_url(request))}
+
+    @api_errors
+    def status(run_id: str) -> dict:
+        """Progress, scores and run card of a run (what a script polls after grade)."""
+        return svc.status(run_id)
+
+    @api_errors
+    def sample(run_id: str, sample_id: str) -> dict:
+        """Everything about one sample of a run: texts, every judge attempt, flags, override."""
+        return svc.sample(run_id, sample_id)
+
+    @api_errors
+    def my_runs(owner_tok: str) -> list:
+        """Your runs, newest first."""
+        return [dict(zip(RUN_LIST_COLUMNS, r.row())) for r in svc.runs_of(owner_tok)]
+
+    @api_errors
+    def rename(run_id: str, name: str, owner_tok: str) -> str:
+        return svc.rename(run_id, owner_tok, name)
+
+    @api_errors
+    def delete(run_id: str, owner_tok: str) -> str:
+        return svc.delete(run_id, owner_tok)
+
+    for fn in (validate, grade, stop, resume, override, clear_override, view_grades, status, sample, my_runs,
+               rename, delete):
+        gr.api(fn, api_name=fn.__name__)

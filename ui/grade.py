@@ -1,0 +1,348 @@
+"""The Grade view: the results file, what was found, the settings, Grade / Stop / Resume (left column); progress,
+score, run card, radars, capability tables and downloads of the open run (right column).
+
+`build_grade` lays it out (the judge-check section sits in its setup column); `wire_grade` registers its handlers
+and returns the `RunDisplay` (refresh of everything shown of the open run) that the samples view reuses after an
+override.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import gradio as gr
+
+from mmvet_core import views
+from mmvet_core.benchmark import ASSETS_DIR
+from mmvet_core.service import BENCH_BUNDLED, BENCH_HUB, BENCH_UPLOAD, JUDGE_BASELINE, JUDGE_OWN, SUBSETS
+
+from .common import MODES, Page, base_url, bench_of, file_path, judge_of, runs_rows, toasts, visitor
+from .judge_check import JudgeCheckView, build_judge_check, wire_judge_check
+from .my_runs import MyRunsView
+from .samples import SamplesView
+from .widgets import (card_html, count_text, overlay_choices, overlay_warning, progress_html, radar_figures,
+                      sample_filter)
+
+EXAMPLE_RESULTS = ASSETS_DIR / "examples" / "llava_llama2_13b_chat.json"
+RADAR_EVERY_S = 5.0   # while a run streams in, the radar charts are redrawn at most this often per page
+EMPTY_RESULTS = ("**No run open yet.** Drop a results file on the left (or load the official example) and click "
+                 "**Grade**; progress and the score appear here. You can also reopen one of **My runs** below, "
+                 "or open a grade file without any judge call.")
+# the address carries the open run, so a reload or a server restart brings it back
+SET_ADDRESS_JS = """(run) => { const u = new URL(window.location.href);
+  if (run) { u.searchParams.set('run', run); } else { u.searchParams.delete('run'); }
+  window.history.replaceState(null, '', u.toString()); return []; }"""
+
+
+@dataclass
+class GradeView:
+    """The Grade view's components (other views read the settings and update the run panel)."""
+    setup_col: gr.Column
+    results_file: gr.File
+    example_btn: gr.Button
+    report: gr.Textbox
+    model_name: gr.Textbox
+    runs: gr.Number
+    mode: gr.Dropdown
+    judge_choice: gr.Radio
+    base_url: gr.Textbox
+    judge_model: gr.Textbox
+    api_key: gr.Textbox
+    bench_acc: gr.Accordion
+    bench_choice: gr.Radio
+    bench_file: gr.File
+    hub_id: gr.Textbox
+    subset: gr.Radio
+    estimate: gr.Textbox
+    grade_btn: gr.Button
+    stop_btn: gr.Button
+    resume_btn: gr.Button
+    judge_check: JudgeCheckView
+    progress: gr.HTML
+    total: gr.Textbox
+    empty_note: gr.Markdown
+    run_panel: gr.Column
+    run_card: gr.HTML
+    owner_tools: gr.Row
+    rename_box: gr.Textbox
+    rename_btn: gr.Button
+    delete_btn: gr.Button
+    share: gr.Textbox
+    flags_box: gr.Textbox
+    overlays: gr.Dropdown
+    overlay_note: gr.Markdown
+    radar_caps: gr.Plot
+    radar_ints: gr.Plot
+    cap_table: gr.Dataframe
+    int_table: gr.Dataframe
+    downloads: gr.File
+
+    @property
+    def bench_inputs(self) -> list:
+        """The benchmark fields, in `bench_of`'s order."""
+        return [self.bench_choice, self.bench_file, self.hub_id, self.subset]
+
+
+@dataclass
+class RunDisplay:
+    """What shows the open run: `refresh(run_id, overlays, cap, lo, hi, flagged, order, owner, sample_id)` returns
+    the values of `live_outputs` + the run-opening outputs + the timer; `live_outputs` are the components a
+    change to the run (an override) updates."""
+    refresh: Callable[..., tuple]
+    live_outputs: list
+
+
+def build_grade(page: Page) -> GradeView:
+    """Lay out the setup column (with the judge-check section) and the results column, side by side."""
+    settings, default_judge = page.settings, page.default_judge
+    with gr.Row():
+        with gr.Column(scale=5, elem_id="setup-column") as setup_col:
+            results_file = gr.File(label="1 · Results file (official JSON, LLaVA JSONL, lmms-eval logs, "
+                                         "VLMEvalKit xlsx/tsv/csv)", elem_id="results-file", height=100,
+                                   file_types=[".json", ".jsonl", ".xlsx", ".tsv", ".csv"])
+            example_btn = gr.Button("…or load the official example (LLaVA-13B, LLaMA-2)", size="sm",
+                                    elem_id="example-button")
+            report = gr.Textbox(label="2 · What was found", lines=2, max_lines=8, interactive=False,
+                                elem_id="validation-report",
+                                placeholder="Drop a results file: its format and coverage show here.")
+            with gr.Row(equal_height=True):
+                model_name = gr.Textbox(label="3 · Model name", elem_id="model-name", max_length=100,
+                                        placeholder="taken from the file", scale=4)
+                # no minimum/maximum (Gradio would answer 9 with an error on every output): the service checks
+                runs = gr.Number(1, step=1, precision=0,
+                                 label="Judge runs (paper: 5)", elem_id="runs", scale=2, min_width=100)
+                mode = gr.Dropdown(list(MODES), value=list(MODES)[0], label="Judge calls", elem_id="mode",
+                                   visible=default_judge != JUDGE_BASELINE, scale=3, min_width=120)
+            judge_choice = gr.Radio(page.judge_choices, value=default_judge, label="Judge", elem_id="judge-choice")
+            own = default_judge == JUDGE_OWN      # these fields only apply to "My own key / endpoint"
+            base_url_box = gr.Textbox(label="Base URL (OpenAI-compatible; empty = OpenAI)",
+                                      placeholder="http://localhost:8000/v1", elem_id="base-url", visible=own)
+            judge_model = gr.Textbox(value=settings.judge_model, label="Judge model",
+                                     elem_id="judge-model", visible=own)
+            api_key = gr.Textbox(label="API key (used for this run only, never stored)", type="password",
+                                 elem_id="api-key", visible=own)
+            with gr.Accordion("Benchmark: MM-Vet v1 (bundled), all samples", open=False,
+                              elem_id="benchmark-accordion") as bench_acc:
+                bench_choice = gr.Radio([BENCH_BUNDLED, BENCH_UPLOAD, BENCH_HUB], value=BENCH_BUNDLED,
+                                        label="Benchmark", elem_id="benchmark-choice")
+                bench_file = gr.File(label="Official mm-vet.zip or metadata JSON", elem_id="benchmark-file",
+                                     file_types=[".zip", ".json"], height=90)
+                hub_id = gr.Textbox(label="Hub dataset id", placeholder="whyu/mm-vet", elem_id="hub-id")
+                subset = gr.Radio(list(SUBSETS), value="All samples", label="Subset", elem_id="subset")
+            estimate = gr.Textbox(label="Before you spend", interactive=False, lines=1, max_lines=3,
+                                  elem_id="estimate", container=False, placeholder="Cost estimate")
+            with gr.Row():
+                grade_btn = gr.Button("Grade", variant="primary", elem_id="grade-button", min_width=80)
+                stop_btn = gr.Button("Stop", variant="stop", elem_id="stop-button", min_width=80, interactive=False)
+                resume_btn = gr.Button("Resume", elem_id="resume-button", min_width=80, interactive=False)
+            # after Grade: an optional step, and Grade stays in the first viewport
+            judge_check = build_judge_check(page)
+        with gr.Column(scale=7, elem_id="results-column"):
+            progress = gr.HTML(elem_id="progress")
+            total = gr.Textbox(label="Score", interactive=False, elem_id="total-score",
+                               placeholder="The total appears here while the run grades.")
+            empty_note = gr.Markdown(EMPTY_RESULTS, elem_id="empty-state")
+            with gr.Column(visible=False, elem_id="run-panel") as run_panel:
+                run_card = gr.HTML(elem_id="run-card")
+                with gr.Row(visible=False, elem_id="owner-tools") as owner_tools:
+                    rename_box = gr.Textbox(label="Rename this run's model", elem_id="rename-box",
+                                            max_length=100, scale=3)
+                    rename_btn = gr.Button("Rename", size="sm", elem_id="rename-button", scale=1)
+                    delete_btn = gr.Button("Delete run", size="sm", variant="stop", elem_id="delete-button",
+                                           scale=1)
+                share = gr.Textbox(label="Share link (read-only view for anyone who opens it)",
+                                   interactive=False, elem_id="share-link", buttons=["copy"])
+                flags_box = gr.Textbox(label="Flags", interactive=False, elem_id="flag-counts")
+                overlays = gr.Dropdown(choices=[], multiselect=True, value=[],
+                                       label="Overlay the paper's models (same benchmark and subset) or your "
+                                             "other runs", elem_id="overlays")
+                overlay_note = gr.Markdown("", elem_id="overlay-note")
+                with gr.Row():
+                    # the 16 integration axes have long labels: that chart gets the wider share
+                    radar_caps = gr.Plot(label="Core capabilities", show_label=False,
+                                         elem_id="radar-capabilities", scale=2, min_width=300)
+                    radar_ints = gr.Plot(label="Capability integrations", show_label=False,
+                                         elem_id="radar-integrations", scale=3, min_width=340)
+                cap_table = gr.Dataframe(headers=views.CAPABILITY_COLUMNS, label="Capabilities",
+                                         interactive=False, elem_id="capabilities-table", type="array",
+                                         wrap=True)
+                int_table = gr.Dataframe(headers=views.INTEGRATION_COLUMNS, label="Capability integrations",
+                                         interactive=False, elem_id="integrations-table", type="array",
+                                         wrap=True)
+                downloads = gr.File(label="Downloads: official grade JSON, both CSVs, the run card (run.json) "
+                                          "and a zip of all", file_count="multiple", interactive=False,
+                                    elem_id="downloads", visible=False)
+    return GradeView(setup_col, results_file, example_btn, report, model_name, runs, mode, judge_choice,
+                     base_url_box, judge_model, api_key, bench_acc, bench_choice, bench_file, hub_id, subset,
+                     estimate, grade_btn, stop_btn, resume_btn, judge_check, progress, total, empty_note, run_panel,
+                     run_card, owner_tools, rename_box, rename_btn, delete_btn, share, flags_box, overlays,
+                     overlay_note, radar_caps, radar_ints, cap_table, int_table, downloads)
+
+
+def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunDisplay:
+    """Register the Grade view's handlers: validation and estimate as the settings change, the judge check's,
+    Grade / Stop / Resume, and the open run's display (on opening, every second while it grades, on overlay changes)."""
+    svc, run_state, owner = page.svc, page.run_state, page.owner
+    timer = gr.Timer(1.0, active=False)
+
+    # ---- setup ----
+    @toasts(3)
+    def check(results, bench_c, bench_f, hub, sub, n_runs, judge_c, model, mode_label, name_now):
+        v = svc.validate(file_path(results), bench_of(bench_c, bench_f, hub, sub), n_runs,
+                         judge_of(judge_c, model=model, mode_label=mode_label))
+        return v.report, v.estimate, (name_now or v.model_name) if v.model_name else gr.skip()
+
+    check_inputs = [g.results_file, *g.bench_inputs, g.runs, g.judge_choice, g.judge_model, g.mode, g.model_name]
+    check_outputs = [g.report, g.estimate, g.model_name]
+
+    def new_file(results):
+        """A new file: the previous file's report and name must not stay shown (the name comes from it)."""
+        return "", "", ""
+
+    g.results_file.upload(new_file, g.results_file, check_outputs, queue=False, api_visibility="private",
+                          show_progress="hidden").then(check, check_inputs, check_outputs,
+                                                       api_visibility="private")
+    g.results_file.clear(new_file, g.results_file, check_outputs, queue=False, api_visibility="private")
+    for comp in (g.bench_choice, g.bench_file, g.subset, g.runs, g.judge_choice, g.mode):
+        comp.change(check, check_inputs, check_outputs, api_visibility="private")
+
+    def bench_label(bench_c, sub):
+        kind = {BENCH_BUNDLED: "MM-Vet v1 (bundled)", BENCH_UPLOAD: "uploaded", BENCH_HUB: "hub dataset"}
+        return gr.Accordion(label=f"Benchmark: {kind.get(bench_c, bench_c)}, {sub.lower()}")
+
+    for comp in (g.bench_choice, g.subset):
+        comp.change(bench_label, [g.bench_choice, g.subset], g.bench_acc, api_visibility="private", queue=False)
+
+    def own_judge_fields(choice):
+        shown = choice == JUDGE_OWN
+        return (gr.Textbox(visible=shown), gr.Textbox(visible=shown), gr.Textbox(visible=shown),
+                gr.Dropdown(visible=choice != JUDGE_BASELINE), gr.Accordion(visible=choice != JUDGE_BASELINE))
+
+    g.judge_choice.change(own_judge_fields, g.judge_choice,
+                          [g.base_url, g.judge_model, g.api_key, g.mode, g.judge_check.section],
+                          queue=False, api_visibility="private")
+
+    wire_judge_check(page, g.judge_check, g.judge_choice, g.base_url, g.judge_model, g.api_key)
+
+    g.example_btn.click(lambda: (str(EXAMPLE_RESULTS), "", "", ""), None, [g.results_file] + check_outputs,
+                        api_visibility="private").then(check, check_inputs, check_outputs,
+                                                       api_visibility="private")
+
+    # ---- runs ----
+    @toasts(2)
+    def start(results, bench_c, bench_f, hub, sub, n_runs, judge_c, url, model, key, mode_label, name,
+              owner_tok, request: gr.Request):
+        run_id, started = svc.start(file_path(results), bench_of(bench_c, bench_f, hub, sub), n_runs,
+                                    judge_of(judge_c, url, model, key, mode_label), owner=owner_tok,
+                                    visitor=visitor(svc, request), model_name=name or "")
+        if not started:
+            gr.Info("This job is already grading: showing its run (nothing is paid twice).")
+        return run_id, gr.Timer(active=True)
+
+    g.grade_btn.click(start, [g.results_file, *g.bench_inputs, g.runs, g.judge_choice, g.base_url, g.judge_model,
+                              g.api_key, g.mode, g.model_name, owner], [run_state, timer],
+                      api_visibility="private")
+
+    @toasts(0)
+    def stop(run_id, owner_tok):
+        gr.Info(svc.stop(run_id, owner_tok))
+
+    g.stop_btn.click(stop, [run_state, owner], None, api_visibility="private")
+
+    @toasts(1)
+    def resume(run_id, judge_c, url, model, key, owner_tok, request: gr.Request):
+        gr.Info(svc.resume(run_id, owner_tok, visitor(svc, request), judge_of(judge_c, url, model, key)))
+        return gr.Timer(active=True)
+
+    g.resume_btn.click(resume, [run_state, g.judge_choice, g.base_url, g.judge_model, g.api_key, owner], [timer],
+                       api_visibility="private")
+
+    # ---- the open run ----
+    radar_sent: dict[str, float] = {}   # per session and run: when the radars were last sent mid-run
+
+    def refresh(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id, radar_key=None,
+                opened=False):
+        """Everything shown of the open run. `opened`: the run was just opened (menus, visibility, share
+        link are set too); else a timer tick (those stay as they are)."""
+        # Ask whether the job runs BEFORE reading the run: a job that ends while we read then still gets
+        # one more tick, so the final state is always shown (else the timer stops on a stale "running").
+        running = bool(run_id) and svc.jobs.is_running(run_id)
+        view = svc.view(run_id) if run_id else None
+        if view is None:
+            return tuple(gr.skip() for _ in view_outputs[:-1]) + (gr.Timer(active=False),)
+        view = svc.with_failure(view)
+        # Mid-run timer ticks redraw the two plotly charts every RADAR_EVERY_S only: redrawing them every
+        # second cost the browser as much CPU as the grading itself (bench/bench_app_e2e.py).
+        now = time.monotonic()
+        if running and radar_key is not None and now - radar_sent.get(radar_key, 0.0) < RADAR_EVERY_S:
+            rc = ri = gr.skip()
+        else:
+            rc, ri = radar_figures(svc, view, overlay_sel, owner_tok)
+            if radar_key is not None:
+                if len(radar_sent) > 10_000:
+                    radar_sent.clear()
+                radar_sent[radar_key] = now
+        flags = view.flag_counts()
+        flag_text = ", ".join(f"{k}: {v}" for k, v in sorted(flags.items())) or "none"
+        files = svc.downloads(view) if not running and view.n_graded else None
+        perms = svc.permissions(run_id, owner_tok)
+        rows = views.sample_rows(view, sample_filter(cap_f, lo, hi, flagged, order))
+        shown = count_text(view, rows)
+        live = (progress_html(svc, view), views.total_text(view), card_html(svc.card(view)),
+                f"Flagged samples — {flag_text}", rc, ri,
+                {"data": views.capability_rows(view), "headers": views.table_columns(view, "capability")},
+                {"data": views.integration_rows(view), "headers": views.table_columns(view, "integration")},
+                rows, shown, gr.File(value=files, visible=bool(files)),
+                gr.Button(interactive=perms.can_stop), gr.Button(interactive=perms.can_resume),
+                gr.Button(interactive=perms.can_override and bool(sample_id)),
+                gr.Button(interactive=perms.can_override and bool(sample_id)),
+                gr.skip() if running and not opened else runs_rows(svc, owner_tok))
+        if opened:
+            extra = (gr.Column(visible=True), gr.Column(visible=True), gr.Markdown(visible=False),
+                     gr.Dropdown(choices=overlay_choices(svc, view, owner_tok), value=[]),
+                     gr.Dropdown(choices=views.filter_choices(view.benchmark), value="all"),
+                     gr.Row(visible=perms.owner),
+                     gr.Textbox(value=view.run.model_name), gr.Row(visible=perms.owner),
+                     gr.Column(visible=perms.owner), gr.Markdown(visible=not perms.owner),
+                     # the detail of another run's sample must not stay shown beside this run
+                     "", gr.Image(value=None, visible=False), "", "", "", "", "", [])
+        else:
+            extra = tuple(gr.skip() for _ in open_outputs)
+        return live + extra + (gr.Timer(active=running),)
+
+    live_outputs = [g.progress, g.total, g.run_card, g.flags_box, g.radar_caps, g.radar_ints, g.cap_table,
+                    g.int_table, s.samples, s.sample_count, g.downloads, g.stop_btn, g.resume_btn, s.o_btn,
+                    s.o_clear, my.runs_table]
+    open_outputs = [g.run_panel, s.section, g.empty_note, g.overlays, s.f_cap, g.owner_tools, g.rename_box,
+                    s.override_row, g.setup_col, page.ro_note, s.d_id, s.d_image, s.d_question, s.d_truth,
+                    s.d_image_note, s.d_pred, s.d_flags, s.d_attempts]
+    view_outputs = live_outputs + open_outputs + [timer]
+    view_inputs = [run_state, g.overlays, s.f_cap, s.f_min, s.f_max, s.f_flag, s.f_sort, owner, s.d_id]
+
+    def tick(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id, request: gr.Request):
+        key = f"{getattr(request, 'session_hash', None) or ''}:{run_id}"
+        return refresh(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id, radar_key=key)
+
+    def open_run(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id, request: gr.Request):
+        return refresh(run_id, [], "all", lo, hi, flagged, order, owner_tok, "", opened=True)
+
+    timer.tick(tick, view_inputs, view_outputs, api_visibility="private", show_progress="hidden")
+    run_state.change(open_run, view_inputs, view_outputs, api_visibility="private", show_progress="hidden")
+    run_state.change(None, run_state, None, js=SET_ADDRESS_JS, api_visibility="private")
+
+    def share_of(run_id, request: gr.Request):
+        return svc.share_url(run_id, base_url(request)) if run_id else ""
+
+    run_state.change(share_of, run_state, g.share, api_visibility="private", queue=False)
+
+    def on_overlays(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id):
+        view = svc.view(run_id) if run_id else None
+        if view is None:
+            return gr.skip(), gr.skip(), gr.skip()
+        rc, ri = radar_figures(svc, view, overlay_sel, owner_tok)
+        return rc, ri, overlay_warning(view, overlay_sel)
+
+    g.overlays.change(on_overlays, view_inputs, [g.radar_caps, g.radar_ints, g.overlay_note],
+                      api_visibility="private", show_progress="hidden")
+    return RunDisplay(refresh, live_outputs)

@@ -1,0 +1,42 @@
+"""The Open-a-grade-file view: an official grade JSON, a VLMEvalKit graded table or a graded lmms-eval log is
+stored as a finished run and opened, without any judge call (against the Grade view's benchmark choice)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import gradio as gr
+
+from .common import Page, bench_of, file_path, toasts
+
+if TYPE_CHECKING:
+    from .grade import GradeView
+
+
+@dataclass
+class GradeFileView:
+    grade_json_file: gr.File
+
+
+def build_grade_file(page: Page) -> GradeFileView:
+    """Lay out the (collapsed) accordion with its file drop."""
+    with gr.Accordion("Open a grade file (no judge call)", open=False, elem_id="grade-file-section"):
+        grade_json_file = gr.File(label="An official grade JSON, a VLMEvalKit graded table, a graded lmms-eval "
+                                        "log", elem_id="grade-json-file", height=90,
+                                  file_types=[".json", ".jsonl", ".xlsx", ".tsv", ".csv"])
+    return GradeFileView(grade_json_file)
+
+
+def wire_grade_file(page: Page, gf: GradeFileView, g: GradeView) -> None:
+    """An uploaded grade file becomes the open run (a bad file is a toast)."""
+    svc = page.svc
+
+    @toasts(1)
+    def view_grade_file(f, bench_c, bench_f, hub, sub, owner_tok):
+        path = file_path(f)
+        if not path:
+            return gr.skip()
+        return svc.open_grade_file(path, bench_of(bench_c, bench_f, hub, sub), owner_tok)
+
+    gf.grade_json_file.upload(view_grade_file, [gf.grade_json_file, *g.bench_inputs, page.owner], page.run_state,
+                              api_visibility="private")
