@@ -108,6 +108,13 @@ def test_publish_filter_and_overlay_two_radars(board_app, page):
     assert page.evaluate("window.__pwned") is None
     assert page.locator("#leaderboard-section img[src='x'], #leaderboard-section script").count() == 0
 
+    page.locator("#board-download-button").click()               # the filtered table, as CSV and JSON
+    files = page.locator("#board-downloads a")
+    expect(files).to_have_count(2)
+    csv_text = page.request.get(files.nth(0).get_attribute("href")).text()
+    assert csv_text.splitlines()[0].startswith("rank,name,judge,kind,benchmark,runs,total,95% CI,rec,")
+    assert [line.split(",")[1] for line in csv_text.splitlines()[1:]] == ["LLaVA-1.5 13B"]
+
 
 def test_the_entry_card_link_is_inert_https(board_app, page):
     open_board(page, board_app.url, "q=LLaVA-1.5 13B&refs=0")

@@ -5,8 +5,8 @@ JSON downloads, the host's hide control, its `gr.api` endpoints, and the publish
 `mmvet_core.leaderboard`'s; everything a visitor typed is shown as text (table cells, escaped HTML)."""
 from __future__ import annotations
 
+import hashlib
 import html
-import time
 from dataclasses import dataclass
 
 import gradio as gr
@@ -279,15 +279,18 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
 
     table.select(pick, overlays, [overlays, card, samples], api_visibility="private")
 
-    def download(*args, request: gr.Request = None):
+    def download(*args):
         f = _filter(*args)
         rows = svc.leaderboard(f)
-        out = svc.exports_dir / "leaderboard" / f"{int(time.time() * 1000)}"
+        csv_text, json_text = lb.rows_csv(rows), lb.rows_json(rows, f)
+        # one folder per distinct table (the exports folder's housekeeping bounds them by age and size)
+        digest = hashlib.sha256((csv_text + json_text).encode("utf-8")).hexdigest()[:16]
+        out = svc.exports_dir / f"leaderboard-{digest}"
         out.mkdir(parents=True, exist_ok=True)
-        (out / "mmvet-leaderboard.csv").write_text(lb.rows_csv(rows), encoding="utf-8")
-        (out / "mmvet-leaderboard.json").write_text(lb.rows_json(rows, f), encoding="utf-8")
-        return gr.File(value=[str(out / "mmvet-leaderboard.csv"), str(out / "mmvet-leaderboard.json")],
-                       visible=True)
+        paths = [out / "mmvet-leaderboard.csv", out / "mmvet-leaderboard.json"]
+        for path, text in zip(paths, (csv_text, json_text)):
+            path.write_text(text, encoding="utf-8")
+        return gr.File(value=[str(p) for p in paths], visible=True)
 
     dl_btn.click(download, filters, downloads, api_visibility="private")
 
