@@ -243,14 +243,17 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
 
     def on_load(request: gr.Request):
         params = dict(request.query_params) if request else {}
-        f = lb.filter_from_query(params.get("board")) if "board" in params else lb.BoardFilter()
+        if "board" not in params:          # filled when opened: a page load does not carry the whole board
+            return tuple(gr.skip() for _ in range(1 + len(filters) + len(refresh_outputs)))
+        f = lb.filter_from_query(params.get("board"))
         out = refresh(f.judge or ALL, f.benchmark or ALL, f.query, f.sort, f.descending, f.references, [],
                       request)
-        return (gr.Accordion(open="board" in params), gr.Dropdown(value=f.judge or ALL),
-                gr.Dropdown(value=f.benchmark or ALL), f.query, f.sort, f.descending, f.references, *out)
+        return (gr.Accordion(open=True), gr.Dropdown(value=f.judge or ALL), gr.Dropdown(value=f.benchmark or ALL),
+                f.query, f.sort, f.descending, f.references, *out)
 
-    # the page's own load marks it loaded; this one fills the board (and opens it for a ?board= link)
     demo.load(on_load, None, [section, *filters, *refresh_outputs], api_visibility="private")
+    section.expand(refresh, [*filters, overlays], refresh_outputs, api_visibility="private",
+                   show_progress="minimal")
 
     def overlay_radars(chosen):
         keys = {overlay_key(r): r for r in svc.board_rows()}
