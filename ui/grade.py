@@ -20,6 +20,7 @@ from mmvet_core.service import (BENCH_BUNDLED, BENCH_HUB, BENCH_UPLOAD, JUDGE_BA
 
 from .common import MODES, Page, base_url, bench_of, esc, file_path, judge_of, runs_rows, toasts, visitor
 from .judge_check import JudgeCheckView, build_judge_check, wire_judge_check
+from .leaderboard import build_publish_control
 from .my_runs import MyRunsView
 from .samples import SamplesView
 from .widgets import (card_html, count_text, judge_note_html, overlay_choices, overlay_warning, progress_html,
@@ -164,6 +165,7 @@ def build_grade(page: Page) -> GradeView:
                                            scale=1)
                 share = gr.Textbox(label="Share link (read-only view for anyone who opens it)",
                                    interactive=False, elem_id="share-link", buttons=["copy"])
+                build_publish_control(page)    # the owner's leaderboard entry (wired to the open run itself)
                 flags_box = gr.Textbox(label="Flags", interactive=False, elem_id="flag-counts")
                 overlays = gr.Dropdown(choices=[], multiselect=True, value=[],
                                        label="Overlay the paper's models (same benchmark and subset) or your "
