@@ -1,4 +1,4 @@
-"""Command line: ``python -m mmvet_core grade|aggregate|validate|compare|combine|prompt ...``.
+"""Command line: ``python -m mmvet_core grade|aggregate|validate|compare|combine|prompt|leaderboard ...``.
 
 Exit codes: 0 success; 1 grading finished incomplete or failed (grades so far are stored, rerun to resume);
 2 bad input (file, benchmark, options, missing key); 130 interrupted (rerun to resume).
@@ -126,6 +126,32 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--rate-limit-wait", type=float, default=1800.0, help="as for grade")
     j.add_argument("--db", default=None, help=f"SQLite database (default {DEFAULT_DB}, or $MMVET_DATA_DIR)")
     j.add_argument("--out", default=None, help="folder for judge-check.json (the full result)")
+
+    lb = sub.add_parser("leaderboard", help="the server's leaderboard: publish a run, show, hide, export, import")
+    lsub = lb.add_subparsers(dest="board_command", required=True)
+    lp = lsub.add_parser("publish", help="publish a finished run (a frozen copy of its scores) under a display name")
+    lp.add_argument("run", metavar="RUN", help="the run id (printed by grade: 'Run <id>: ...')")
+    lp.add_argument("--name", required=True, help="display name (plain text, at most 80 characters)")
+    lp.add_argument("--link", default="", help="optional https link (paper, model card)")
+    lp.add_argument("--republish", action="store_true",
+                    help="the run is on the board already: store its current scores as a new version")
+    ls = lsub.add_parser("show", help="the board with ranks (paired bootstrap within each judge and benchmark)")
+    ls.add_argument("--json", action="store_true", help="print JSON: each entry with name, total, ci [lo, hi], "
+                                                         "rank [best, worst], judge, benchmark, runs, ...")
+    ls.add_argument("--judge", default="", help="only this judge (a name, or official / successor / baseline)")
+    ls.add_argument("--benchmark", default="", help="only this benchmark (v1, v1-bard, v2, ...)")
+    ls.add_argument("--query", default="", help="only names containing this text")
+    ls.add_argument("--references", action="store_true", help="include the paper's models (unranked)")
+    lh = lsub.add_parser("hide", help="hide an entry from the board (host); --show shows it again")
+    lh.add_argument("entry", metavar="ENTRY")
+    lh.add_argument("--show", action="store_true", help="show a hidden entry again")
+    le = lsub.add_parser("export", help="write the board (every entry and version) to a folder that "
+                                        "datasets.load_dataset reads (board.jsonl + README.md card)")
+    le.add_argument("dir", metavar="DIR")
+    li = lsub.add_parser("import", help="restore entries from an export folder")
+    li.add_argument("dir", metavar="DIR")
+    for p_ in (lp, ls, lh, le, li):
+        p_.add_argument("--db", default=None, help=f"SQLite database (default {DEFAULT_DB}, or $MMVET_DATA_DIR)")
 
     pr = sub.add_parser("prompt", help="print the judge prompt that will be sent")
     pr.add_argument("--benchmark", default="mmvet-v1", help="mmvet-v1, mmvet-v2 or a benchmark as for grade")
@@ -506,11 +532,57 @@ def cmd_validate(args) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_leaderboard(args) -> int:
+    """The host's leaderboard commands (whoever runs the CLI on the database is the host)."""
+    from . import __version__
+    from . import leaderboard as lb
+
+    store = Store(args.db or _default_db())
+    try:
+        if args.board_command == "publish":
+            view = load_run_view(store, args.run)
+            if view is None:
+                raise UsageError(f"no run {args.run!r} in {store.path}")
+            entry = lb.publish_view(store, view, name=args.name, link=args.link, owner=view.run.owner,
+                                    republish=args.republish, tool_version=__version__)
+            print(f"Published {entry.name} as entry {entry.id} (version {entry.version}): total "
+                  f"{entry.meta['total']:.1f}, judge {entry.meta['judge']} ({entry.meta['judge_kind']}), "
+                  f"{entry.meta['benchmark_label']}")
+        elif args.board_command == "show":
+            entries = lb.load_entries(store)
+            rows = lb.board_rows(entries, lb.rank_groups(entries)) + (lb.paper_rows() if args.references else [])
+            f = lb.BoardFilter(judge=args.judge, benchmark=args.benchmark, query=args.query,
+                               references=args.references)
+            rows = lb.filter_rows(rows, f)
+            if args.json:
+                print(lb.rows_json(rows, f))
+            else:
+                print(lb.describe_entries(rows))
+                print(f"\n{lb.RANK_NOTE}")
+        elif args.board_command == "hide":
+            if lb.load_entry(store, args.entry) is None:
+                raise UsageError(f"no leaderboard entry {args.entry!r}")
+            store.update_board_entry(args.entry, hidden=0 if args.show else 1)
+            print(f"Entry {args.entry} is {'shown' if args.show else 'hidden'}.")
+        elif args.board_command == "export":
+            path = lb.export_board(store, args.dir)
+            print(f"wrote {path} and {Path(args.dir) / 'README.md'} (load with datasets.load_dataset({args.dir!r}))")
+        elif args.board_command == "import":
+            n = lb.import_board(store, args.dir)
+            print(f"imported {n} entry versions from {args.dir}")
+    except lb.BoardError as e:
+        raise UsageError(str(e)) from e
+    finally:
+        store.close()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return {"grade": cmd_grade, "aggregate": cmd_aggregate, "validate": cmd_validate, "compare": cmd_compare,
-                "combine": cmd_combine, "prompt": cmd_prompt, "judge-check": cmd_judge_check}[args.command](args)
+                "combine": cmd_combine, "prompt": cmd_prompt, "judge-check": cmd_judge_check,
+                "leaderboard": cmd_leaderboard}[args.command](args)
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -99,6 +99,30 @@ CREATE TABLE IF NOT EXISTS judge_checks (
     judge TEXT NOT NULL,              -- JSON JudgeSettings (never a key)
     result TEXT NOT NULL              -- JSON judgecheck.JudgeCheckResult
 );
+CREATE TABLE IF NOT EXISTS board_entries (
+    id TEXT PRIMARY KEY,              -- the entry (stable across versions)
+    run_id TEXT NOT NULL,             -- the run it was published from (may since be deleted)
+    owner_hash TEXT NOT NULL,         -- leaderboard.owner_hash(owner token): who may rename / unpublish
+    name TEXT NOT NULL,               -- display name: bounded plain text
+    link TEXT NOT NULL DEFAULT '',    -- optional https link (validated)
+    version INTEGER NOT NULL,         -- the current version (board_versions)
+    published INTEGER NOT NULL DEFAULT 1,   -- 0: unpublished by its owner
+    hidden INTEGER NOT NULL DEFAULT 0,      -- 1: hidden by the host
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS board_versions (
+    entry_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    published_at REAL NOT NULL,
+    meta TEXT NOT NULL,               -- JSON: frozen run metadata (judge, benchmark, runs, totals, date, ...)
+    scores TEXT NOT NULL,             -- JSON: frozen per-sample scores {sample id: [score per judge run]}
+    PRIMARY KEY (entry_id, version)
+);
+CREATE TABLE IF NOT EXISTS board_publishes (
+    visitor TEXT NOT NULL,            -- hashed visitor id (rate limit of publishing)
+    at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS usage (
     day TEXT NOT NULL,
     visitor TEXT NOT NULL,
@@ -449,6 +473,84 @@ class Store:
         else:
             rows = self._query("SELECT calls AS n FROM usage WHERE day = ? AND visitor = ?", (day, visitor))
         return int(rows[0]["n"]) if rows else 0
+
+    # --- leaderboard (leaderboard.py) -----------------------------------------------------------------
+    def add_board_version(self, entry_id: str, *, run_id: str, owner_hash: str, name: str, link: str,
+                          meta: dict, scores: dict, published_at: float | None = None,
+                          version: int | None = None, published: bool = True, hidden: bool = False) -> int:
+        """Store a new frozen version of an entry (creating the entry when new) and make it current; returns its
+        version number (1 for a new entry; `version` forces one, for an import)."""
+        now = time.time() if published_at is None else published_at
+        with self._lock:
+            rows = self._query("SELECT version FROM board_entries WHERE id = ?", (entry_id,))
+            if version is None:
+                have = self._query("SELECT COALESCE(MAX(version), 0) AS v FROM board_versions WHERE entry_id = ?",
+                                   (entry_id,))
+                version = int(have[0]["v"]) + 1
+            self._exec("INSERT OR REPLACE INTO board_versions (entry_id, version, published_at, meta, scores)"
+                       " VALUES (?,?,?,?,?)", (entry_id, version, now, json.dumps(meta, ensure_ascii=False),
+                                               json.dumps(scores)))
+            if rows:
+                self._exec("UPDATE board_entries SET version = MAX(version, ?), name = ?, link = ?, published = ?,"
+                           " updated_at = ? WHERE id = ?", (version, name, link, int(published), now, entry_id))
+            else:
+                self._exec("INSERT INTO board_entries (id, run_id, owner_hash, name, link, version, published,"
+                           " hidden, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                           (entry_id, run_id, owner_hash, name, link, version, int(published), int(hidden), now,
+                            now))
+        return version
+
+    def board_entry(self, entry_id: str) -> dict | None:
+        rows = self._query("SELECT * FROM board_entries WHERE id = ?", (entry_id,))
+        return dict(rows[0]) if rows else None
+
+    def board_entry_for_run(self, run_id: str) -> dict | None:
+        """The entry published from `run_id` (the latest one when several), or None."""
+        rows = self._query("SELECT * FROM board_entries WHERE run_id = ? ORDER BY created_at DESC LIMIT 1",
+                           (run_id,))
+        return dict(rows[0]) if rows else None
+
+    def board_entries(self, *, include_withdrawn: bool = False) -> list[dict]:
+        """Every entry with its current version's frozen meta and scores (JSON text, decoded by the caller):
+        published and not hidden ones only unless `include_withdrawn`."""
+        where = "" if include_withdrawn else "WHERE e.published = 1 AND e.hidden = 0"
+        rows = self._query("SELECT e.*, v.published_at, v.meta, v.scores FROM board_entries AS e"
+                           " JOIN board_versions AS v ON v.entry_id = e.id AND v.version = e.version"
+                           f" {where} ORDER BY e.created_at")
+        return [dict(r) for r in rows]
+
+    def board_versions(self, entry_id: str) -> list[dict]:
+        rows = self._query("SELECT * FROM board_versions WHERE entry_id = ? ORDER BY version", (entry_id,))
+        return [dict(r) for r in rows]
+
+    def update_board_entry(self, entry_id: str, **fields) -> None:
+        allowed = {"name", "link", "published", "hidden"}
+        assert fields and set(fields) <= allowed, fields
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        self._exec(f"UPDATE board_entries SET {sets}, updated_at = ? WHERE id = ?",
+                   (*fields.values(), time.time(), entry_id))
+
+    def set_board_current(self, entry_id: str, version: int, *, published: bool, hidden: bool, name: str,
+                          link: str) -> None:
+        """Make `version` the entry's current one with these flags (an import restores them as exported)."""
+        self._exec("UPDATE board_entries SET version = ?, published = ?, hidden = ?, name = ?, link = ?,"
+                   " updated_at = ? WHERE id = ?", (version, int(published), int(hidden), name, link, time.time(),
+                                                    entry_id))
+
+    def board_stamp(self) -> tuple:
+        """Changes whenever anything on the board changes (a cache key for ranks and tables)."""
+        r = self._query("SELECT COUNT(*) AS n, COALESCE(MAX(updated_at), 0) AS t,"
+                        " COALESCE(SUM(version * 7 + published * 3 + hidden), 0) AS s FROM board_entries")[0]
+        return (r["n"], r["t"], r["s"])
+
+    def log_publish(self, visitor: str, at: float | None = None) -> None:
+        self._exec("INSERT INTO board_publishes (visitor, at) VALUES (?, ?)",
+                   (visitor, time.time() if at is None else at))
+
+    def count_publishes(self, visitor: str, since: float) -> int:
+        self._exec("DELETE FROM board_publishes WHERE at < ?", (since - 86400,))     # keep the table small
+        return int(self._query("SELECT COUNT(*) AS n FROM board_publishes WHERE visitor = ? AND at >= ?",
+                               (visitor, since))[0]["n"])
 
     def iter_tables(self) -> Iterator[tuple[str, list[dict[str, Any]]]]:
         """Every table's rows (used by tests that check no secret was written)."""

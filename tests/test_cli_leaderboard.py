@@ -1,0 +1,114 @@
+"""`python -m mmvet_core leaderboard ...` as a host runs it (real subprocesses, a real judge over HTTP: the fake one,
+answering the official GPT-4-0613 grades of the bundled LLaVA-1.5 references)."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, cli_env
+from tests.fake_judge import FakeJudgeServer, FakeState, official_grades_answer
+
+REFERENCE = ROOT / "assets" / "reference"
+
+
+def run_cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "mmvet_core", *map(str, args)], capture_output=True, text=True,
+                          env=env or cli_env(), cwd=ROOT, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def board(tmp_path_factory):
+    """Four runs graded from the CLI and published: llava-v1.5-13b twice (two runs of the same predictions), 7b,
+    and a weak model (7b's answers on every third sample, "I am not sure." elsewhere). The judge answers each
+    reference answer's official per-sample grade (sample-dependent, realistic) and 0 to anything else."""
+    tmp = tmp_path_factory.mktemp("board")
+    preds_7b = json.loads((REFERENCE / "llava-v1.5-7b.json").read_text(encoding="utf-8"))
+    weak = tmp / "weak-model.json"
+    weak.write_text(json.dumps({sid: p if i % 3 == 0 else "I am not sure." for i, (sid, p) in
+                                enumerate(preds_7b.items())}), encoding="utf-8")
+    db = tmp / "board.db"
+    entries, runs = {}, {}
+    with FakeJudgeServer(FakeState(answer_fn=official_grades_answer())) as judge:
+        env = cli_env(OPENAI_API_KEY="sk-test")
+        for name, path in [("llava-v1.5-13b", REFERENCE / "llava-v1.5-13b.json"),
+                           ("llava-v1.5-13b (again)", REFERENCE / "llava-v1.5-13b.json"),
+                           ("llava-v1.5-7b", REFERENCE / "llava-v1.5-7b.json"), ("weak model", weak)]:
+            graded = run_cli("grade", path, "--base-url", judge.url, "--judge-model", "gpt-4-0613", "--db", db,
+                             "--out", tmp / "out", "--model-name", name.replace(" ", "_"), env=env)
+            assert graded.returncode == 0, graded.stderr[-2000:]
+            run_id = runs[name] = re.search(r"^Run (\S+):", graded.stdout, re.M).group(1)
+            published = run_cli("leaderboard", "publish", run_id, "--name", name, "--db", db)
+            assert published.returncode == 0, published.stderr
+            entries[name] = re.search(r"as entry (\S+) \(version 1\)", published.stdout).group(1)
+    return db, entries, tmp, runs
+
+
+def test_show_json_ranks_13b_above_7b_and_two_runs_of_the_same_predictions_together(board):
+    db, entries, _, _ = board
+    shown = run_cli("leaderboard", "show", "--json", "--db", db)
+    assert shown.returncode == 0, shown.stderr
+    rows = {e["name"]: e for e in json.loads(shown.stdout)["entries"]}
+    assert set(rows) == set(entries)
+    for e in rows.values():
+        assert isinstance(e["total"], float) and len(e["ci"]) == 2 and e["ci"][0] < e["total"] < e["ci"][1]
+        assert (e["judge"], e["judge_kind"], e["benchmark"], e["runs"]) == ("gpt-4-0613", "official", "v1", 1)
+        assert set(e["capabilities"]) == {"rec", "ocr", "know", "gen", "spat", "math"}
+        assert len(e["integrations"]) == 16 and e["date"]
+    # the official grades of the references: 13b 36.3, 7b 31.1 (their paired difference is significant)
+    assert (rows["llava-v1.5-13b"]["total"], rows["llava-v1.5-7b"]["total"]) == (36.3, 31.1)
+    assert rows["llava-v1.5-13b"]["rank"] == rows["llava-v1.5-13b (again)"]["rank"] == [1, 2]
+    assert rows["llava-v1.5-7b"]["rank"] == [3, 3]
+    assert rows["weak model"]["rank"] == [4, 4]
+    # the two 13b intervals overlap the 7b's widely: only the paired test separates them
+    assert rows["llava-v1.5-7b"]["ci"][1] > rows["llava-v1.5-13b"]["ci"][0]
+
+
+def test_show_prints_a_table_with_its_reading_rule_and_filters(board):
+    db, _, _, _ = board
+    shown = run_cli("leaderboard", "show", "--query", "13b", "--db", db)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0].split()[:3] == ["rank", "total", "95%"]
+    assert [ln.split()[0] for ln in lines[1:3]] == ["1–2", "1–2"] and "llava-v1.5-7b" not in shown.stdout
+    assert "paired bootstrap" in shown.stdout
+    refs = json.loads(run_cli("leaderboard", "show", "--json", "--references", "--db", db).stdout)["entries"]
+    assert any(e["reference"] and e["rank"] is None for e in refs)
+
+
+def test_hide_export_import(board):
+    db, entries, tmp, _ = board
+    hidden = run_cli("leaderboard", "hide", entries["weak model"], "--db", db)
+    assert hidden.returncode == 0, hidden.stderr
+    names = [e["name"] for e in json.loads(run_cli("leaderboard", "show", "--json", "--db", db).stdout)["entries"]]
+    assert "weak model" not in names and len(names) == 3
+    assert run_cli("leaderboard", "hide", "no-such-entry", "--db", db).returncode == 2
+
+    out = tmp / "export"
+    assert run_cli("leaderboard", "export", out, "--db", db).returncode == 0
+    restored = tmp / "restored.db"
+    imported = run_cli("leaderboard", "import", out, "--db", restored)
+    assert imported.returncode == 0 and "imported 4 entry versions" in imported.stdout
+    before = json.loads(run_cli("leaderboard", "show", "--json", "--db", db).stdout)
+    after = json.loads(run_cli("leaderboard", "show", "--json", "--db", restored).stdout)
+    assert after == before
+    assert run_cli("leaderboard", "hide", entries["weak model"], "--show", "--db", db).returncode == 0
+
+
+def test_publish_refuses_bad_input_with_exit_code_2(board):
+    db, _, _, runs = board
+    run = runs["llava-v1.5-7b"]
+    for args, message in [(["no-such-run", "--name", "x"], "no run"),
+                          ([run, "--name", "y", "--link", "javascript:alert(1)"], "https"),
+                          ([run, "--name", "   "], "display name"),
+                          ([run, "--name", "7b again"], "already on the board")]:
+        proc = run_cli("leaderboard", "publish", *args, "--db", db)
+        assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+    again = run_cli("leaderboard", "publish", run, "--name", "llava-v1.5-7b", "--republish", "--db", db)
+    assert again.returncode == 0 and "(version 2)" in again.stdout
+    missing = run_cli("leaderboard", "import", Path(db).parent / "nothing-here", "--db", db)
+    assert missing.returncode == 2 and "board.jsonl" in missing.stderr
