@@ -221,12 +221,23 @@ def test_an_agent_cannot_exceed_the_visitor_budget_even_with_new_owner_tokens(ap
             again = await ok(s, "start_grading", results_file=data_uri(RESULTS_OTHER), file_name="other.json")
             assert again["owner_token"] != first["owner_token"]          # a fresh token: same visitor
             st2 = await poll_to_end(s, again["run_id"], again["owner_token"])
-            return st1, st2, spent, len(judge.state.calls) - before - spent
-    st1, st2, spent, spent_again = asyncio.run(main())
+            spent_again = len(judge.state.calls) - before - spent
+            # a judge check (436 calls when nothing is stored) obeys the same budget
+            check = await ok(s, "check_judge", start=True)
+            assert "436" in check["message"] or "654" in check["message"], check
+            for _ in range(300):
+                if not check["running"]:
+                    break
+                await asyncio.sleep(0.1)
+                check = await ok(s, "check_judge", owner_token=check["owner_token"])
+            return st1, st2, spent, spent_again, check, len(judge.state.calls) - before - spent - spent_again
+    st1, st2, spent, spent_again, check, spent_check = asyncio.run(main())
     assert st1["status"] == "stopped" and "own API key" in st1["message"], st1
     assert 0 < spent <= 20 and 0 < st1["done"] < st1["total"]            # what was graded is kept
     assert st2["status"] == "stopped" and "own API key" in st2["message"], st2
     assert spent_again == 0
+    assert not check["running"] and spent_check == 0, check
+    assert "daily limit" in check["report"], check
     assert app.svc.store.usage(today(), carol) <= BUDGET
 
 

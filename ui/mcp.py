@@ -22,6 +22,7 @@ import json
 import math
 import secrets
 import tempfile
+import threading
 
 import gradio as gr
 
@@ -44,6 +45,8 @@ HIDDEN = "api-only"
 JUDGES = {"server": JUDGE_HOST, "own": JUDGE_OWN, "baseline": JUDGE_BASELINE}
 SUBSETS = {"all": "All samples", "bard": "Bard set (168)"}
 MIN_TOKEN = 16
+FETCHES = 4            # agents' files being fetched or decoded at once
+FETCH_WAIT = 60.0      # seconds a call waits for a slot
 NOT_YOURS = "No run of yours has this id: pass the owner_token that start_grading returned with it."
 
 
@@ -80,12 +83,19 @@ def _own(svc: GradingService, run_id: str, owner_token: str):
     return run
 
 
-def _fetched(svc: GradingService, results_file: str, file_name: str, work: str) -> str:
+def _fetched(svc: GradingService, results_file: str, file_name: str, work: str,
+             slots: threading.BoundedSemaphore) -> str:
+    """The agent's file on disk (in `work`), fetched within the upload limit; at most `FETCHES` at once (each
+    may hold up to the upload limit in memory while it downloads)."""
+    if not slots.acquire(timeout=FETCH_WAIT):
+        raise ServiceError("The server is busy reading other files; try again in a minute.")
     try:
         return str(fetch_visitor_file(results_file, work, max_bytes=svc.settings.max_upload_mb * 1024 * 1024,
                                       block_private=not svc.settings.allow_private_endpoints, file_name=file_name))
     except RemoteFileError as e:
         raise ServiceError(f"results_file: {e}.") from None
+    finally:
+        slots.release()
 
 
 def _finite(obj):
@@ -119,6 +129,8 @@ def register_mcp_tools(svc: GradingService) -> None:
     queued: Gradio's MCP server then calls them in the MCP request itself, so the visitor (budget, run slots) is
     the agent's own address, not the server's loopback."""
 
+    slots = threading.BoundedSemaphore(FETCHES)
+
     def work_dir() -> tempfile.TemporaryDirectory:
         return tempfile.TemporaryDirectory(prefix="agent-", dir=svc.work_dir)
 
@@ -141,7 +153,7 @@ def register_mcp_tools(svc: GradingService) -> None:
             A JSON object: report: what the file holds against the benchmark (matched, missing, extra samples, format); estimate: judge calls, tokens and dollars grading would cost; model_name: the name taken from the file.
         """
         with work_dir() as work:
-            path = _fetched(svc, results_file, file_name, work)
+            path = _fetched(svc, results_file, file_name, work, slots)
             v = svc.validate(path, _bench(subset), int(judge_runs), _judge(judge, judge_model=judge_model))
         return _answer({"report": v.report, "estimate": v.estimate, "model_name": v.model_name})
 
@@ -176,7 +188,7 @@ def register_mcp_tools(svc: GradingService) -> None:
         """
         tok = _token(owner_token, issue=True)
         with work_dir() as work:
-            path = _fetched(svc, results_file, file_name, work)
+            path = _fetched(svc, results_file, file_name, work, slots)
             run_id, started = svc.start(path, _bench(subset), int(judge_runs),
                                         _judge(judge, base_url, judge_model, api_key), owner=tok,
                                         visitor=visitor(svc, request), model_name=model_name)
@@ -331,22 +343,22 @@ def register_mcp_tools(svc: GradingService) -> None:
         Args:
             judge: "server" (this server's judge) or "own" (your api_key, base_url, judge_model).
             start: Start a check now (costs judge calls, see above); false only reads the stored report.
-            owner_token: Your owner token (from start_grading); the check in progress is tracked per token.
+            owner_token: Your owner token (from start_grading; empty: a new one is returned); a check in progress is followed with the token that started it.
             base_url: With judge "own": an OpenAI-compatible base URL (empty: api.openai.com).
             judge_model: With judge "own": the judge model (default gpt-4-0613).
             api_key: With judge "own": your API key (used for the check's calls only, never shown).
 
         Returns:
-            A JSON object: report (how far the judge's grades are from the official ones, beside GPT-4's own run-to-run spread; empty when never checked); running; message (what starting did).
+            A JSON object: report (how far the judge's grades are from the official ones, beside GPT-4's own run-to-run spread; empty when never checked); running; message (what starting did); owner_token.
         """
-        tok = _token(owner_token)
+        tok = _token(owner_token, issue=True)
         choice = _judge(judge, base_url, judge_model, api_key)
         if choice.kind == JUDGE_BASELINE:
             raise ServiceError("The offline baseline is what a check compares a judge against: check the server's "
                                "judge or your own.")
         message = svc.check_judge(choice, tok, visitor(svc, request)) if start else ""
         report, running = svc.judge_check_text(choice, tok)
-        return _answer({"report": report, "running": running, "message": message})
+        return _answer({"report": report, "running": running, "message": message, "owner_token": tok})
 
     for fn in (validate_results, start_grading, poll_run, stop_run, run_scores, compare_runs, read_leaderboard,
                check_judge):
