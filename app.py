@@ -20,6 +20,7 @@ from ui.common import build_page, wire_load
 from ui.compare import build_compare
 from ui.grade import build_grade, wire_grade
 from ui.grade_file import build_grade_file, wire_grade_file
+from ui.leaderboard import build_leaderboard
 from ui.mcp import hide_other_endpoints, register_mcp_tools
 from ui.my_runs import build_my_runs, wire_my_runs
 from ui.samples import build_samples, wire_samples
@@ -65,6 +66,7 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
         my_runs = build_my_runs(page)          # the visitor's runs
         grade_file = build_grade_file(page)    # open a grade file (no judge call)
         build_compare(page)                    # compare runs and grade files (its own handlers)
+        build_leaderboard(demo, page)          # published runs, honest ranks (its own handlers and API)
         gr.Markdown(ATTRIBUTION)
 
         # ---- handlers that update other views' components ----

@@ -10,6 +10,8 @@
 - `my_runs`     the visitor's runs, reopen, rename, delete
 - `grade_file`  open a grade file without any judge call
 - `compare`     runs and grade files compared
+- `leaderboard` the server's leaderboard (filters, ranks, radars, entry cards, downloads, its API) and the
+                run card's publish control
 
 A view module has `build_<view>(page, ...)`, which lays out its components (in page order) and returns them as a
 small dataclass, and, when it has handlers that need other views' components, `wire_<view>(page, ...)`, which

@@ -19,6 +19,7 @@ from mmvet_core.service import BENCH_BUNDLED, BENCH_HUB, BENCH_UPLOAD, JUDGE_BAS
 
 from .common import MODES, Page, base_url, bench_of, file_path, judge_of, runs_rows, toasts, visitor
 from .judge_check import JudgeCheckView, build_judge_check, wire_judge_check
+from .leaderboard import build_publish_control
 from .my_runs import MyRunsView
 from .samples import SamplesView
 from .widgets import (card_html, count_text, overlay_choices, overlay_warning, progress_html, radar_figures,
@@ -153,6 +154,7 @@ def build_grade(page: Page) -> GradeView:
                                            scale=1)
                 share = gr.Textbox(label="Share link (read-only view for anyone who opens it)",
                                    interactive=False, elem_id="share-link", buttons=["copy"])
+                build_publish_control(page)    # the owner's leaderboard entry (wired to the open run itself)
                 flags_box = gr.Textbox(label="Flags", interactive=False, elem_id="flag-counts")
                 overlays = gr.Dropdown(choices=[], multiselect=True, value=[],
                                        label="Overlay the paper's models (same benchmark and subset) or your "

@@ -315,7 +315,7 @@ def register_mcp_tools(svc: GradingService) -> None:
             judge: Only rows of this judge (its name, or a kind: official, successor, baseline); empty for all.
             benchmark: Only rows of this benchmark (e.g. v1, v2, v1-bard); empty for all.
             query: Only rows whose name contains this text.
-            sort: The column to sort by: rank (default), name, total, date, or a capability (rec, ocr, know, gen, spat, math).
+            sort: The column to sort by: rank (default), name, judge, kind, benchmark, runs, total, ci_low, ci_high, date, or a capability (rec, ocr, know, gen, spat, math).
             descending: Sort in descending order.
             references: Include the paper's reference rows.
             limit: At most this many rows (1 to 500).

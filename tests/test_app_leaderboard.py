@@ -1,0 +1,189 @@
+"""The Leaderboard in the running app: a visitor publishes runs from their run card, filters the board, overlays two
+radars and opens an entry's card (headless Chromium); attacks through the page and through the HTTP API
+(gradio_client): publishing, renaming, unpublishing or hiding someone else's run, a script in a name, a
+``javascript:`` link. One app and one page for the module."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from gradio_client import Client, handle_file
+from gradio_client.exceptions import AppError
+from playwright.sync_api import expect
+
+from app import BENCH_BUNDLED
+from tests.app_fixtures import (  # noqa: F401  (fixtures)
+    HOST_KEY, browser, fake_server, new_page, open_grade_file, reopen, start_app, stop_app,
+)
+
+REFERENCE = Path(__file__).resolve().parents[1] / "assets" / "reference"
+GRADES_13B = REFERENCE / "llava-v1.5-13b_gpt-4-grade-3runs.json"
+GRADES_7B = REFERENCE / "llava-v1.5-7b_gpt-4-grade-3runs.json"
+GRADES_7B_1RUN = REFERENCE / "llava-v1.5-7b_gpt-4-grade-1runs.json"
+HOST_SECRET = "host-secret-for-tests"
+EVIL_NAME = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
+OWNER, INTRUDER = "api-owner-token-A", "api-intruder-token-B"
+
+expect.set_options(timeout=30_000)
+
+
+@pytest.fixture(scope="module")
+def board_app(fake_server, tmp_path_factory):
+    """The app with a host secret (the host's hide control exists) and the fake judge as its judge."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("OPENAI_API_KEY", HOST_KEY)
+    mp.setenv("OPENAI_BASE_URL", fake_server.url)
+    tmp = tmp_path_factory.mktemp("board-app")
+    mp.setenv("GRADIO_TEMP_DIR", str(tmp / "gradio-tmp"))
+    app = start_app(tmp / "data", host_key=HOST_KEY, host_base_url=fake_server.url, run_concurrency=4,
+                    host_secret=HOST_SECRET)
+    try:
+        yield app
+    finally:
+        stop_app(app)
+        mp.undo()
+
+
+@pytest.fixture(scope="module")
+def page(board_app, browser):
+    p = new_page(browser, board_app.url)
+    yield p
+    p.context.close()
+
+
+@pytest.fixture(scope="module")
+def client(board_app):
+    return Client(board_app.url, verbose=False, download_files=False)
+
+
+def publish_from_card(page, name: str, link: str = "") -> None:
+    control = page.locator("#publish-control")
+    expect(control).to_be_visible()
+    page.locator("#publish-name input, #publish-name textarea").first.fill(name)
+    page.locator("#publish-link input, #publish-link textarea").first.fill(link)
+    page.locator("#publish-button").click()
+    expect(page.locator("#publish-state")).to_contain_text("on the leaderboard")
+
+
+def open_board(page, url: str, board: str) -> None:
+    page.goto(f"{url}?board={quote(board, safe='')}")
+    expect(page.locator("#board-table [role=grid]")).to_be_visible()
+
+
+def row_count(page) -> int:
+    return int(page.locator("#board-table [role=grid]").get_attribute("aria-rowcount")) - 1
+
+
+def test_publish_filter_and_overlay_two_radars(board_app, page):
+    run13 = open_grade_file(page, GRADES_13B)
+    publish_from_card(page, "LLaVA-1.5 13B", "https://github.com/haotian-liu/LLaVA")
+    assert board_app.svc.entry_of_run(run13, board_app.store.get_run(run13).owner)["version"] == 1
+    open_grade_file(page, GRADES_7B)
+    publish_from_card(page, EVIL_NAME)                      # a script in a name: kept, shown as text
+
+    open_board(page, board_app.url, "judge=official&benchmark=v1&refs=0")
+    expect(page.locator("#leaderboard-section")).to_contain_text("paired bootstrap")
+    expect(page.locator("#board-table [role=grid]")).to_have_attribute("aria-rowcount", "3")
+    expect(page.locator('#board-table [data-testid="cell-0-1"]')).to_have_text("LLaVA-1.5 13B")
+    expect(page.locator('#board-table [data-testid="cell-1-1"]')).to_have_text(EVIL_NAME)
+    expect(page.locator('#board-table [data-testid="cell-0-0"]')).to_have_text("1")
+    expect(page.locator('#board-table [data-testid="cell-1-0"]')).to_have_text("2")
+    assert "board=" in page.locator("#board-link textarea").input_value()
+
+    page.locator('#board-table [data-testid="cell-0-1"]').click()
+    page.locator('#board-table [data-testid="cell-1-1"]').click()
+    legend = page.locator("#board-radar-caps .legendtext")
+    expect(legend).to_have_count(2)
+    assert legend.nth(0).text_content() == "LLaVA-1.5 13B (gpt-4)"
+    expect(page.locator("#board-radar-ints .legendtext")).to_have_count(2)
+    expect(page.locator("#board-card-name")).to_have_text(EVIL_NAME)
+    expect(page.locator("#board-samples [role=grid]")).to_have_attribute("aria-rowcount", "219")
+
+    page.locator("#board-query input, #board-query textarea").first.fill("13B")
+    page.locator("#board-query input, #board-query textarea").first.press("Enter")
+    expect(page.locator("#board-table [role=grid]")).to_have_attribute("aria-rowcount", "2")
+    expect(page.locator("#board-link textarea")).to_have_value(re.compile(r"q%3D13B"))
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("#leaderboard-section img[src='x'], #leaderboard-section script").count() == 0
+
+    page.locator("#board-download-button").click()               # the filtered table, as CSV and JSON
+    files = page.locator("#board-downloads a")
+    expect(files).to_have_count(2)
+    csv_text = page.request.get(files.nth(0).get_attribute("href")).text()
+    assert csv_text.splitlines()[0].startswith("rank,name,judge,kind,benchmark,runs,total,95% CI,rec,")
+    assert [line.split(",")[1] for line in csv_text.splitlines()[1:]] == ["LLaVA-1.5 13B"]
+
+
+def test_the_entry_card_link_is_inert_https(board_app, page):
+    open_board(page, board_app.url, "q=LLaVA-1.5 13B&refs=0")
+    page.locator('#board-table [data-testid="cell-0-1"]').click()
+    link = page.locator("#board-card-link")
+    expect(link).to_have_attribute("href", "https://github.com/haotian-liu/LLaVA")
+    assert "noopener" in link.get_attribute("rel") and "nofollow" in link.get_attribute("rel")
+
+
+def test_a_javascript_link_is_refused_in_the_page(board_app, page):
+    reopen(page, board_app.url)
+    open_grade_file(page, GRADES_7B_1RUN)
+    page.locator("#publish-name input, #publish-name textarea").first.fill("bad link")
+    page.locator("#publish-link input, #publish-link textarea").first.fill("javascript:window.__pwned=3")
+    page.locator("#publish-button").click()
+    expect(page.get_by_text("Only https:// links are accepted")).to_be_visible()
+    expect(page.locator("#publish-state")).to_have_text("Not on the leaderboard.")
+    assert not [r for r in board_app.svc.board_rows() if r.name == "bad link"]
+
+
+# --- through the HTTP API (gradio_client) -------------------------------------------------------------------
+def api_run(client, owner: str, grades=GRADES_13B) -> str:
+    return client.predict(handle_file(str(grades)), BENCH_BUNDLED, None, "", "All samples", owner,
+                          api_name="/view_grades")["run_id"]
+
+
+def test_api_attacks_on_someone_elses_run_and_entry(board_app, client):
+    run = api_run(client, OWNER)
+    for who in (INTRUDER, ""):
+        with pytest.raises(AppError, match="owner"):
+            client.predict(run, "stolen", "", who, False, api_name="/publish")
+    row = client.predict(run, "api entry", "", OWNER, False, api_name="/publish")
+    entry = row["entry"]
+    assert row["rank"][0] >= 1 and row["name"] == "api entry"
+    with pytest.raises(AppError, match="owner"):
+        client.predict(entry, "pwned", "", INTRUDER, api_name="/rename_entry")
+    with pytest.raises(AppError, match="owner"):
+        client.predict(entry, INTRUDER, api_name="/unpublish")
+    with pytest.raises(AppError, match="host"):
+        client.predict(entry, "guess", True, api_name="/hide_entry")
+    with pytest.raises(AppError, match="already on the board"):
+        client.predict(run, "twice", "", OWNER, False, api_name="/publish")
+    board = client.predict(board="q=api entry&refs=0", api_name="/leaderboard")["entries"]
+    assert [(e["entry"], e["name"]) for e in board] == [(entry, "api entry")]
+
+    assert client.predict(entry, HOST_SECRET, True, api_name="/hide_entry").endswith("hidden.")
+    assert client.predict(board="q=api entry", api_name="/leaderboard")["entries"] == []
+    client.predict(entry, HOST_SECRET, False, api_name="/hide_entry")
+    assert client.predict(entry, OWNER, api_name="/unpublish")
+    assert client.predict(board="q=api entry", api_name="/leaderboard")["entries"] == []
+
+
+def test_api_script_in_a_name_and_javascript_link(board_app, client):
+    run = api_run(client, OWNER, GRADES_7B_1RUN)
+    for link in ("javascript:alert(document.cookie)", "JAVASCRIPT:alert(1)", "data:text/html,<script>x</script>",
+                 'https://x.org/"><script>alert(1)</script>'):
+        with pytest.raises(AppError, match="link"):
+            client.predict(run, "name", link, OWNER, False, api_name="/publish")
+    row = client.predict(run, EVIL_NAME, "", OWNER, False, api_name="/publish")
+    assert row["name"] == EVIL_NAME and row["link"] == ""
+    with pytest.raises(AppError, match="https"):
+        client.predict(row["entry"], "x", "javascript:alert(1)", OWNER, api_name="/rename_entry")
+    got = client.predict(row["entry"], api_name="/leaderboard_entry")
+    assert got["row"]["name"] == EVIL_NAME and got["row"]["link"] == ""
+
+
+def test_api_leaderboard_is_the_table_of_the_view(board_app, client):
+    table = client.predict(board="judge=official&benchmark=v1", api_name="/leaderboard")
+    assert table["rank_note"].startswith("Rank “2–4” means")
+    assert table == board_app.svc.leaderboard_json("judge=official&benchmark=v1")
+    refs = [e for e in table["entries"] if e["reference"]]
+    assert refs and all(e["rank"] is None and e["judge"] == "gpt-4-0613 (paper)" for e in refs)

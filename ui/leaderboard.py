@@ -1,0 +1,384 @@
+"""The Leaderboard view: the server's published entries with honest rank ranges, filters, a deep link
+(``?board=…``), overlaid radars of chosen rows, a read-only entry card with its frozen per-sample grades, CSV and
+JSON downloads, the host's hide control, its `gr.api` endpoints, and the publish control of a run card
+(`build_publish_control`, placed by the grade view). The rules are `GradingService`'s and
+`mmvet_core.leaderboard`'s; everything a visitor typed is shown as text (table cells, escaped HTML)."""
+from __future__ import annotations
+
+import hashlib
+import html
+from dataclasses import dataclass
+
+import gradio as gr
+
+from mmvet_core import leaderboard as lb
+from mmvet_core.benchmark import CAPABILITY_ORDER
+from mmvet_core.charts import make_radar
+from mmvet_core.service import GradingService
+
+from .common import Page, api_errors, base_url, esc, toasts, visitor
+
+ALL = "all"
+#: Radars overlay at most this many rows (more is unreadable).
+MAX_OVERLAYS = 8
+DATATYPES = ["str", "str", "str", "str", "str", "number", "number", "str", *["number"] * 6, "str", "str", "str"]
+SAMPLE_COLUMNS = ["sample", "capabilities", "score per judge run", "mean"]
+
+
+@dataclass
+class LeaderboardView:
+    section: gr.Accordion
+    judge: gr.Dropdown
+    benchmark: gr.Dropdown
+    query: gr.Textbox
+    sort: gr.Dropdown
+    descending: gr.Checkbox
+    references: gr.Checkbox
+    table: gr.Dataframe
+    link: gr.Textbox
+    overlays: gr.Dropdown
+    radar_caps: gr.Plot
+    radar_ints: gr.Plot
+    card: gr.HTML
+    samples: gr.Dataframe
+    downloads: gr.File
+
+
+# ---- pure helpers (rows in, page values out) ----
+def table_cells(rows: list[lb.BoardRow]) -> list[list]:
+    return [["" if c is None and t == "str" else c for c, t in zip(r.cells(), DATATYPES)] for r in rows]
+
+
+def overlay_key(row: lb.BoardRow) -> str:
+    return f"entry:{row.entry}" if row.entry else f"paper:{row.benchmark}:{row.name}"
+
+
+def overlay_label(row: lb.BoardRow) -> str:
+    return f"{row.name} · {row.judge} · {row.benchmark_label}"
+
+
+def radars(rows: list[lb.BoardRow]):
+    """The capability and integration radars of `rows` overlaid (axes: the capabilities present, in the paper's
+    order; the integrations of the first row, then any other's)."""
+    if not rows:
+        return None, None
+    caps = [c for c in CAPABILITY_ORDER if any(r.capabilities.get(c) is not None for r in rows)]
+    ints: list[str] = []
+    for r in rows:
+        ints += [k for k in r.integrations if k not in ints]
+    label = lambda r: f"{r.name} ({r.judge})"     # noqa: E731  (make_radar keeps names inert)
+    cap_fig = make_radar([(label(r), r.capabilities) for r in rows], caps, "Core capabilities") if caps else None
+    int_fig = make_radar([(label(r), r.integrations) for r in rows], ints, "Capability integrations") \
+        if ints else None
+    return cap_fig, int_fig
+
+
+def card_html(entry: dict) -> str:
+    """The read-only card of an entry (every value escaped; the link is an https URL the service validated)."""
+    e = lambda v: html.escape(str(v), quote=True)     # noqa: E731
+    row, meta = entry["row"], entry["meta"]
+    ci = "" if None in row["ci"] else f" [{row['ci'][0]:.1f}, {row['ci'][1]:.1f}]"
+    rank = lb.format_rank(row["rank"])
+    items = [("Total", f"{row['total']:.1f}{ci} (95 % interval over samples)"),
+             ("Rank", f"{rank} of {row['rank_group_size']} ({row['judge']} · {row['benchmark_label']})"),
+             ("Judge", f"{row['judge']} ({row['judge_kind']})"),
+             ("Benchmark", f"{row['benchmark_label']} · {len(meta.get('sample_ids', []))} samples"),
+             ("Judge runs", row["runs"]), ("Graded", row["date"]),
+             ("Version", f"{row['version']} (versions: {', '.join(map(str, entry['versions']))})"),
+             ("Entry", row["entry"])]
+    if row.get("metric_note"):
+        items.insert(3, ("Note", row["metric_note"]))
+    if meta.get("overrides"):
+        items.insert(3, ("Overrides", f"{meta['overrides']} sample(s) graded by hand by the owner"))
+    link = (f'<p><a href="{e(row["link"])}" rel="nofollow noopener noreferrer" target="_blank" '
+            f'id="board-card-link">{e(row["link"])}</a></p>') if row.get("link") else ""
+    dl = "".join(f'<dt style="color:var(--body-text-color-subdued)">{e(k)}</dt><dd style="margin:0">{e(v)}</dd>'
+                 for k, v in items)
+    return (f'<div class="card" id="board-card" style="border:1px solid var(--border-color-primary);'
+            f'border-radius:8px;padding:8px 12px"><h3 id="board-card-name" style="margin:0 0 4px 0">'
+            f'{e(row["name"])}</h3>{link}<dl style="display:grid;grid-template-columns:max-content 1fr;'
+            f'gap:2px 12px;margin:0;font-size:0.9em">{dl}</dl></div>')
+
+
+def sample_cells(entry: dict) -> list[list]:
+    out = []
+    for s in entry["samples"]:
+        graded = [v for v in s["scores"] if v is not None]
+        out.append([s["id"], s["capabilities"], ", ".join("—" if v is None else f"{v:g}" for v in s["scores"]),
+                    round(sum(graded) / len(graded), 2) if graded else None])
+    return out
+
+
+def board_link(svc: GradingService, f: lb.BoardFilter, base: str | None) -> str:
+    root = svc.settings.public_url or base or "http://localhost:7860"
+    from urllib.parse import quote
+    return f"{root.rstrip('/')}/?board={quote(lb.filter_to_query(f), safe='')}"
+
+
+def _filter(judge, bench, query, sort, desc, refs) -> lb.BoardFilter:
+    return lb.BoardFilter(judge="" if judge in (None, ALL) else judge, benchmark="" if bench in (None, ALL) else bench,
+                          query=query or "", sort=sort or "rank", descending=bool(desc),
+                          references=bool(refs)).normalised()
+
+
+def filter_choices(rows: list[lb.BoardRow]) -> tuple[list, list]:
+    judges = [ALL, *lb.KINDS] + sorted({r.judge for r in rows if not r.reference})
+    benches = [ALL] + sorted({r.benchmark for r in rows})
+    return judges, benches
+
+
+# ---- the API ----
+def register_leaderboard_api(svc: GradingService) -> None:
+    """`leaderboard` (the table the view shows), `leaderboard_entry`, `publish`, `rename_entry`, `unpublish`,
+    `hide_entry`: the same service calls as the page."""
+
+    @api_errors
+    def leaderboard(board: str = "", judge: str = "", benchmark: str = "", query: str = "", sort: str = "rank",
+                    descending: bool = False, references: bool = True) -> dict:
+        """The leaderboard as the view shows it: {filter, rank_note, entries: [{entry, name, judge, judge_kind,
+        benchmark, runs, total, ci [lo, hi], rank [best, worst], capabilities, integrations, date, ...}]}.
+        `board` is a deep link's filter text (``judge=official&benchmark=v1``); else the named filters."""
+        filters = board if board else {"judge": judge, "benchmark": benchmark, "query": query, "sort": sort,
+                                       "descending": descending, "references": references}
+        return svc.leaderboard_json(filters)
+
+    @api_errors
+    def leaderboard_entry(entry_id: str) -> dict:
+        """One entry: its row, frozen metadata and frozen per-sample scores (read-only)."""
+        return svc.board_entry(entry_id)
+
+    @api_errors
+    def publish(run_id: str, name: str, link: str = "", owner_tok: str = "", republish: bool = False,
+                request: gr.Request = None) -> dict:
+        """Publish your finished run under a display name (republish: a new version of its entry)."""
+        return svc.publish(run_id, name, link, owner_tok, visitor=visitor(svc, request), republish=republish)
+
+    @api_errors
+    def rename_entry(entry_id: str, name: str, link: str = "", owner_tok: str = "") -> str:
+        """Rename your entry (and set or clear its link)."""
+        return svc.rename_entry(entry_id, owner_tok, name, link)
+
+    @api_errors
+    def unpublish(entry_id: str, owner_tok: str = "") -> str:
+        """Take your entry off the board."""
+        return svc.unpublish(entry_id, owner_tok)
+
+    @api_errors
+    def hide_entry(entry_id: str, secret: str = "", hidden: bool = True) -> str:
+        """The host hides (or shows) an entry; needs the host secret."""
+        return svc.hide_entry(entry_id, secret, hidden)
+
+    for fn in (leaderboard, leaderboard_entry, publish, rename_entry, unpublish, hide_entry):
+        gr.api(fn, api_name=fn.__name__)
+
+
+# ---- the view ----
+def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
+    """Lay out the Leaderboard section, wire its handlers (a `?board=` link opens it with its filters) and register
+    its `gr.api` endpoints (`register_leaderboard_api`)."""
+    svc = page.svc
+    register_leaderboard_api(svc)
+    with gr.Accordion("Leaderboard (published runs, honest ranks)", open=False,
+                      elem_id="leaderboard-section") as section:
+        gr.Markdown("Entries graded by the **same judge on the same benchmark and samples** are ranked against "
+                    "each other with paired bootstrap tests; other judges and benchmarks are never ranked together. "
+                    "The paper's models are reference rows. Click rows to overlay their radars and open their "
+                    "card.")
+        with gr.Row():
+            judge = gr.Dropdown(choices=[ALL, *lb.KINDS], value=ALL, label="Judge", elem_id="board-judge",
+                                allow_custom_value=True, scale=2)
+            bench = gr.Dropdown(choices=[ALL], value=ALL, label="Benchmark", elem_id="board-benchmark",
+                                allow_custom_value=True, scale=2)
+            query = gr.Textbox(label="Name contains", elem_id="board-query", scale=2, max_lines=1)
+            sort = gr.Dropdown(choices=list(lb.SORT_KEYS), value="rank", label="Sort by", elem_id="board-sort",
+                               scale=1)
+            desc = gr.Checkbox(label="Descending", value=False, elem_id="board-desc", scale=1)
+            refs = gr.Checkbox(label="Paper's models", value=True, elem_id="board-refs", scale=1)
+        table = gr.Dataframe(headers=lb.TABLE_COLUMNS, datatype=DATATYPES, interactive=False, type="array",
+                             label="Leaderboard", elem_id="board-table", max_height=520, show_search="filter",
+                             pinned_columns=2, wrap=False)
+        gr.Markdown(lb.RANK_NOTE, elem_id="board-note")
+        with gr.Row():
+            link = gr.Textbox(label="Link to this view (with its filters)", interactive=False, elem_id="board-link",
+                              buttons=["copy"], scale=4)
+            dl_btn = gr.Button("CSV + JSON", size="sm", elem_id="board-download-button", scale=0)
+        downloads = gr.File(label="Downloads", file_count="multiple", interactive=False, visible=False,
+                            elem_id="board-downloads")
+        overlays = gr.Dropdown(choices=[], value=[], multiselect=True, max_choices=MAX_OVERLAYS,
+                               label="Radars of (click rows to add)", elem_id="board-overlays")
+        with gr.Row():
+            radar_caps = gr.Plot(show_label=False, elem_id="board-radar-caps")
+            radar_ints = gr.Plot(show_label=False, elem_id="board-radar-ints")
+        card = gr.HTML("", elem_id="board-card-box")
+        samples = gr.Dataframe(headers=SAMPLE_COLUMNS, interactive=False, type="array", visible=False,
+                               label="Frozen per-sample grades (read-only)", elem_id="board-samples", max_height=360)
+        if svc.settings.host_secret:
+            with gr.Accordion("Host: hide an entry", open=False, elem_id="board-host"):
+                with gr.Row():
+                    host_entry = gr.Textbox(label="Entry id", elem_id="board-host-entry", max_lines=1)
+                    host_secret = gr.Textbox(label="Host secret", type="password", elem_id="board-host-secret",
+                                             max_lines=1)
+                    hide_btn = gr.Button("Hide", size="sm", elem_id="board-hide")
+                    show_btn = gr.Button("Show again", size="sm", elem_id="board-show")
+    view = LeaderboardView(section, judge, bench, query, sort, desc, refs, table, link, overlays, radar_caps,
+                           radar_ints, card, samples, downloads)
+    filters = [judge, bench, query, sort, desc, refs]
+
+    def refresh(judge_v, bench_v, query_v, sort_v, desc_v, refs_v, chosen, request: gr.Request):
+        f = _filter(judge_v, bench_v, query_v, sort_v, desc_v, refs_v)
+        every = svc.board_rows()
+        rows = svc.leaderboard(f)
+        judges, benches = filter_choices(every)
+        keys = {overlay_key(r): r for r in every}
+        choices = [(overlay_label(r), overlay_key(r)) for r in rows[:300]]
+        kept = [c for c in (chosen or []) if c in keys]
+        choices += [(overlay_label(keys[c]), c) for c in kept if c not in {k for _, k in choices}]
+        return (table_cells(rows), board_link(svc, f, base_url(request)),
+                gr.Dropdown(choices=judges), gr.Dropdown(choices=benches),
+                gr.Dropdown(choices=choices, value=kept))
+
+    refresh_outputs = [table, link, judge, bench, overlays]
+    gr.on([judge.change, bench.change, sort.change, desc.change, refs.change, query.submit], refresh,
+          [*filters, overlays], refresh_outputs, api_visibility="private", show_progress="minimal")
+
+    def on_load(request: gr.Request):
+        params = dict(request.query_params) if request else {}
+        f = lb.filter_from_query(params.get("board")) if "board" in params else lb.BoardFilter()
+        out = refresh(f.judge or ALL, f.benchmark or ALL, f.query, f.sort, f.descending, f.references, [],
+                      request)
+        return (gr.Accordion(open="board" in params), gr.Dropdown(value=f.judge or ALL),
+                gr.Dropdown(value=f.benchmark or ALL), f.query, f.sort, f.descending, f.references, *out)
+
+    # the page's own load marks it loaded; this one fills the board (and opens it for a ?board= link)
+    demo.load(on_load, None, [section, *filters, *refresh_outputs], api_visibility="private")
+
+    def overlay_radars(chosen):
+        keys = {overlay_key(r): r for r in svc.board_rows()}
+        return radars([keys[c] for c in chosen or [] if c in keys])
+
+    overlays.change(overlay_radars, overlays, [radar_caps, radar_ints], api_visibility="private",
+                    show_progress="hidden")
+
+    @toasts(3)
+    def pick(chosen, evt: gr.SelectData):
+        row = evt.row_value or []
+        entry_id = row[-1] if row else ""
+        keys = {overlay_key(r): r for r in svc.board_rows()}
+        match = next((k for k, r in keys.items()
+                      if (entry_id and r.entry == entry_id) or (not entry_id and r.reference
+                                                                and len(row) > 4 and r.name == row[1]
+                                                                and r.benchmark_label == row[4])), None)
+        chosen = list(chosen or [])
+        if match and match not in chosen and len(chosen) < MAX_OVERLAYS:
+            chosen.append(match)
+        if not entry_id:
+            return gr.Dropdown(value=chosen), gr.HTML(""), gr.Dataframe(visible=False)
+        entry = svc.board_entry(entry_id)
+        return (gr.Dropdown(value=chosen), card_html(entry),
+                gr.Dataframe(value=sample_cells(entry), visible=True))
+
+    table.select(pick, overlays, [overlays, card, samples], api_visibility="private")
+
+    def download(*args):
+        f = _filter(*args)
+        rows = svc.leaderboard(f)
+        csv_text, json_text = lb.rows_csv(rows), lb.rows_json(rows, f)
+        # one folder per distinct table (the exports folder's housekeeping bounds them by age and size)
+        digest = hashlib.sha256((csv_text + json_text).encode("utf-8")).hexdigest()[:16]
+        out = svc.exports_dir / f"leaderboard-{digest}"
+        out.mkdir(parents=True, exist_ok=True)
+        paths = [out / "mmvet-leaderboard.csv", out / "mmvet-leaderboard.json"]
+        for path, text in zip(paths, (csv_text, json_text)):
+            path.write_text(text, encoding="utf-8")
+        return gr.File(value=[str(p) for p in paths], visible=True)
+
+    dl_btn.click(download, filters, downloads, api_visibility="private")
+
+    if svc.settings.host_secret:
+        @toasts(0)
+        def hide(entry_id, secret):
+            gr.Info(esc(svc.hide_entry((entry_id or "").strip(), secret, True)))
+
+        @toasts(0)
+        def show(entry_id, secret):
+            gr.Info(esc(svc.hide_entry((entry_id or "").strip(), secret, False)))
+
+        for btn, fn in ((hide_btn, hide), (show_btn, show)):
+            btn.click(fn, [host_entry, host_secret], None, api_visibility="private") \
+                .then(refresh, [*filters, overlays], refresh_outputs, api_visibility="private")
+    return view
+
+
+# ---- the publish control of a run card ----
+@dataclass
+class PublishControl:
+    box: gr.Column
+    state: gr.Markdown
+    name: gr.Textbox
+    link: gr.Textbox
+
+
+def publish_state(svc: GradingService, run_id: str, owner: str) -> tuple[bool, str, str, str]:
+    """(visible, what the control says, name, link) for the owner's open run."""
+    perms = svc.permissions(run_id, owner)
+    if not perms.owner:
+        return False, "", "", ""
+    entry = svc.entry_of_run(run_id, owner)
+    if entry is None:
+        return True, "Not on the leaderboard.", "", ""
+    where = ("hidden by the host" if entry["hidden"] else
+             "on the leaderboard" if entry["published"] else "unpublished")
+    stale = " · the run changed since: republish to update the board" if entry["stale"] else ""
+    return (True, f"Entry `{entry['entry']}`, version {entry['version']}: {where}{stale}.", entry["name"],
+            entry["link"])
+
+
+def build_publish_control(page: Page) -> PublishControl:
+    """The owner's publish / republish / rename / unpublish control (hidden for anyone else); lay it out inside
+    the run card's column. Wired to the open run (``page.run_state``) and the owner token."""
+    svc = page.svc
+    with gr.Column(visible=False, elem_id="publish-control", variant="panel") as box:
+        state = gr.Markdown("", elem_id="publish-state")
+        with gr.Row():
+            name = gr.Textbox(label="Display name on the leaderboard", max_lines=1, elem_id="publish-name",
+                              max_length=lb.MAX_DISPLAY_NAME, scale=3)
+            link = gr.Textbox(label="Link (optional, https://…)", max_lines=1, elem_id="publish-link", scale=3)
+        with gr.Row():
+            pub = gr.Button("Publish", size="sm", variant="primary", elem_id="publish-button")
+            repub = gr.Button("Republish (new version)", size="sm", elem_id="republish-button")
+            ren = gr.Button("Rename", size="sm", elem_id="publish-rename")
+            unpub = gr.Button("Unpublish", size="sm", elem_id="unpublish-button")
+    control = PublishControl(box, state, name, link)
+
+    def show(run_id, owner_tok):
+        visible, text, n, u = publish_state(svc, run_id, owner_tok)
+        if not visible:
+            return gr.Column(visible=False), "", gr.skip(), gr.skip()
+        return gr.Column(visible=True), text, n or gr.skip(), u or gr.skip()
+
+    outputs = [box, state, name, link]
+    for trigger in (page.run_state.change, page.owner.change):
+        trigger(show, [page.run_state, page.owner], outputs, api_visibility="private", show_progress="hidden")
+
+    def act(kind):
+        @toasts(4)
+        def handler(run_id, owner_tok, n, u, request: gr.Request):
+            if kind in ("publish", "republish"):
+                row = svc.publish(run_id, n, u, owner_tok, visitor=visitor(svc, request),
+                                  republish=kind == "republish")
+                gr.Info(esc(f"Published as {row['name']} (version {row['version']}): rank "
+                            f"{lb.format_rank(row['rank'])}."))
+            else:
+                entry = svc.entry_of_run(run_id, owner_tok)
+                if entry is None:
+                    gr.Warning("This run is not on the leaderboard yet: publish it first.")
+                    return show(run_id, owner_tok)
+                message = svc.rename_entry(entry["entry"], owner_tok, n, u) if kind == "rename" \
+                    else svc.unpublish(entry["entry"], owner_tok)
+                gr.Info(esc(message))
+            return show(run_id, owner_tok)
+        return handler
+
+    for btn, kind in ((pub, "publish"), (repub, "republish"), (ren, "rename"), (unpub, "unpublish")):
+        btn.click(act(kind), [page.run_state, page.owner, name, link], outputs, api_visibility="private")
+    return control
