@@ -133,7 +133,7 @@ def test_the_agents_tools_are_listed_with_descriptions_and_nothing_else(app):
     # the scripts' API keeps the lower-level endpoints that the MCP list leaves out
     with urllib.request.urlopen(app.url + "gradio_api/info") as r:
         named = json.load(r)["named_endpoints"]
-    assert {"/grade", "/status", "/stop", "/my_runs", "/compare"} <= set(named)
+    assert {"/grade", "/status", "/stop", "/my_runs", "/compare", "/leaderboard", "/publish"} <= set(named)
     assert {f"/{name}" for name in MCP_TOOLS} <= set(named)
 
 
