@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from mcp import ClientSession
 from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamablehttp_client
 
 from tests.app_fixtures import HOST_KEY, RESULTS_DIR, start_app, stop_app
 from tests.fake_judge import FakeJudgeServer
@@ -119,9 +120,15 @@ def alice_runs(app, judge):
 def test_the_agents_tools_are_listed_with_descriptions_and_nothing_else(app):
     async def main():
         async with agent(app, ALICE) as s:
-            return (await s.list_tools()).tools
-    tools = asyncio.run(main())
+            sse = (await s.list_tools()).tools
+        async with streamablehttp_client(app.url + "gradio_api/mcp/") as (read, write, _):
+            async with ClientSession(read, write) as s:
+                await s.initialize()
+                http = (await s.list_tools()).tools
+        return sse, http
+    tools, http_tools = asyncio.run(main())
     assert [t.name for t in tools] == list(MCP_TOOLS)
+    assert [t.name for t in http_tools] == list(MCP_TOOLS)         # the streamable HTTP transport too
     for t in tools:
         assert len(t.description) > 80, t.name
         assert "Free" in t.description or "COSTS" in t.description, t.name       # each says what it costs
@@ -286,6 +293,18 @@ def test_a_file_url_to_a_private_address_is_refused(app, url):
         server.shutdown()
         server.server_close()
     assert len(dict(app.store.iter_tables())["runs"]) == runs_before
+
+
+def test_an_own_judge_endpoint_on_a_private_address_is_refused(app, judge):
+    calls = len(judge.state.calls)
+
+    async def main():
+        async with agent(app, BOB) as s:
+            return await call(s, "start_grading", results_file=data_uri(RESULTS_7B), judge="own",
+                              base_url=judge.url, api_key="sk-visitor-secret")
+    err, answer = asyncio.run(main())
+    assert err and "Base URL refused" in answer and "loopback" in answer, answer
+    assert "sk-visitor-secret" not in answer and len(judge.state.calls) == calls
 
 
 def test_a_file_over_the_upload_limit_is_refused_before_it_is_read(app):
