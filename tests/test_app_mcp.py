@@ -333,3 +333,61 @@ def test_mcp_turned_off_has_no_route(tmp_path):
             assert "/start_grading" in json.load(r)["named_endpoints"]
     finally:
         stop_app(off)
+
+
+def test_file_tools_that_find_no_free_slot_are_told_the_server_is_busy(tmp_path, monkeypatch):
+    """Agents' file tools run on the server's worker threads: at most FILE_SLOTS read files at once; the next one
+    is refused after FILE_WAIT instead of holding a thread (here the downloads hang on a server of ours)."""
+    import gradio as gr
+
+    import ui.mcp as mcp_ui
+    from mmvet_core.service import GradingService, ServiceSettings
+
+    monkeypatch.setattr(mcp_ui, "FILE_WAIT", 0.5)
+    release, arrived = threading.Event(), threading.Semaphore(0)
+
+    class Hanging(BaseHTTPRequestHandler):
+        def do_GET(self):
+            arrived.release()
+            release.wait(30)
+            body = RESULTS_7B.read_bytes()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hanging)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    svc = GradingService(ServiceSettings(data_dir=tmp_path / "data", allow_private_endpoints=True))
+    with gr.Blocks() as demo:
+        mcp_ui.register_mcp_tools(svc)
+    validate = next(f.fn for f in demo.fns.values() if f.api_name == "validate_results")
+    url = f"http://127.0.0.1:{server.server_port}/llava-v1.5-7b.json"
+    answers: list = []
+
+    def agent_call():
+        try:
+            answers.append(json.loads(validate(url, judge="baseline"))["report"])
+        except gr.Error as e:
+            answers.append(f"error: {e.message}")
+
+    holders = [threading.Thread(target=agent_call) for _ in range(mcp_ui.FILE_SLOTS)]
+    try:
+        for t in holders:
+            t.start()
+        for _ in holders:                                  # every slot is taken: four downloads are hanging
+            assert arrived.acquire(timeout=30)
+        agent_call()                                       # the fifth, while four downloads hang
+        assert answers == ["error: The server is busy reading other files; try again in a minute."], answers
+    finally:
+        release.set()
+        for t in holders:
+            t.join(30)
+        server.shutdown()
+        server.server_close()
+        svc.store.close()
+    assert len(answers) == 1 + mcp_ui.FILE_SLOTS
+    assert all("218" in a for a in answers[1:]), answers      # the four that held a slot were served

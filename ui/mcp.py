@@ -18,6 +18,7 @@ scripts' gradio_client API keeps them all).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import secrets
@@ -45,8 +46,11 @@ HIDDEN = "api-only"
 JUDGES = {"server": JUDGE_HOST, "own": JUDGE_OWN, "baseline": JUDGE_BASELINE}
 SUBSETS = {"all": "All samples", "bard": "Bard set (168)"}
 MIN_TOKEN = 16
-FETCHES = 4            # agents' files being fetched or decoded at once
-FETCH_WAIT = 60.0      # seconds a call waits for a slot
+# The tools are not queued (see `register_mcp_tools`): they run on the server's worker threads. A file tool holds
+# one for a download (up to the upload limit in memory) and a parse, so at most FILE_SLOTS run at once, and a call
+# that finds no slot within FILE_WAIT seconds is told the server is busy (instead of holding a thread).
+FILE_SLOTS = 4
+FILE_WAIT = 10.0
 NOT_YOURS = "No run of yours has this id: pass the owner_token that start_grading returned with it."
 
 
@@ -83,19 +87,13 @@ def _own(svc: GradingService, run_id: str, owner_token: str):
     return run
 
 
-def _fetched(svc: GradingService, results_file: str, file_name: str, work: str,
-             slots: threading.BoundedSemaphore) -> str:
-    """The agent's file on disk (in `work`), fetched within the upload limit; at most `FETCHES` at once (each
-    may hold up to the upload limit in memory while it downloads)."""
-    if not slots.acquire(timeout=FETCH_WAIT):
-        raise ServiceError("The server is busy reading other files; try again in a minute.")
+def _fetched(svc: GradingService, results_file: str, file_name: str, work: str) -> str:
+    """The agent's file on disk (in `work`), fetched within the upload limit."""
     try:
         return str(fetch_visitor_file(results_file, work, max_bytes=svc.settings.max_upload_mb * 1024 * 1024,
                                       block_private=not svc.settings.allow_private_endpoints, file_name=file_name))
     except RemoteFileError as e:
         raise ServiceError(f"results_file: {e}.") from None
-    finally:
-        slots.release()
 
 
 def _finite(obj):
@@ -129,10 +127,18 @@ def register_mcp_tools(svc: GradingService) -> None:
     queued: Gradio's MCP server then calls them in the MCP request itself, so the visitor (budget, run slots) is
     the agent's own address, not the server's loopback."""
 
-    slots = threading.BoundedSemaphore(FETCHES)
+    slots = threading.BoundedSemaphore(FILE_SLOTS)
 
-    def work_dir() -> tempfile.TemporaryDirectory:
-        return tempfile.TemporaryDirectory(prefix="agent-", dir=svc.work_dir)
+    @contextlib.contextmanager
+    def file_work():
+        """A slot for reading an agent's file (see `FILE_SLOTS`) and a private folder for it, removed after."""
+        if not slots.acquire(timeout=FILE_WAIT):
+            raise ServiceError("The server is busy reading other files; try again in a minute.")
+        try:
+            with tempfile.TemporaryDirectory(prefix="agent-", dir=svc.work_dir) as work:
+                yield work
+        finally:
+            slots.release()
 
     @api_errors
     def validate_results(results_file: str, file_name: str = "", judge: str = "server", judge_runs: int = 1,
@@ -152,8 +158,8 @@ def register_mcp_tools(svc: GradingService) -> None:
         Returns:
             A JSON object: report: what the file holds against the benchmark (matched, missing, extra samples, format); estimate: judge calls, tokens and dollars grading would cost; model_name: the name taken from the file.
         """
-        with work_dir() as work:
-            path = _fetched(svc, results_file, file_name, work, slots)
+        with file_work() as work:
+            path = _fetched(svc, results_file, file_name, work)
             v = svc.validate(path, _bench(subset), int(judge_runs), _judge(judge, judge_model=judge_model))
         return _answer({"report": v.report, "estimate": v.estimate, "model_name": v.model_name})
 
@@ -187,8 +193,8 @@ def register_mcp_tools(svc: GradingService) -> None:
             A JSON object: run_id; owner_token (keep it); started (false when the same job was already running); share_url (a read-only page of the run for people).
         """
         tok = _token(owner_token, issue=True)
-        with work_dir() as work:
-            path = _fetched(svc, results_file, file_name, work, slots)
+        with file_work() as work:
+            path = _fetched(svc, results_file, file_name, work)
             run_id, started = svc.start(path, _bench(subset), int(judge_runs),
                                         _judge(judge, base_url, judge_model, api_key), owner=tok,
                                         visitor=visitor(svc, request), model_name=model_name)
