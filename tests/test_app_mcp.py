@@ -25,6 +25,7 @@ from mcp.client.streamable_http import streamablehttp_client
 from tests.app_fixtures import HOST_KEY, RESULTS_DIR, start_app, stop_app
 from tests.fake_judge import FakeJudgeServer
 
+from mmvet_core.judgecheck import call_count
 from ui.mcp import MCP_TOOLS
 
 ALICE, BOB, CAROL = "203.0.113.7", "198.51.100.23", "192.0.2.99"
@@ -137,6 +138,7 @@ def test_the_agents_tools_are_listed_with_descriptions_and_nothing_else(app):
     by_name = {t.name: t for t in tools}
     assert by_name["start_grading"].inputSchema["properties"]["results_file"]["type"] == "string"
     assert "owner_token" in by_name["start_grading"].description
+    assert f"({call_count()} judge calls" in by_name["check_judge"].description     # this server's cost of a check
     # the scripts' API keeps the lower-level endpoints that the MCP list leaves out
     with urllib.request.urlopen(app.url + "gradio_api/info") as r:
         named = json.load(r)["named_endpoints"]
@@ -229,9 +231,9 @@ def test_an_agent_cannot_exceed_the_visitor_budget_even_with_new_owner_tokens(ap
             assert again["owner_token"] != first["owner_token"]          # a fresh token: same visitor
             st2 = await poll_to_end(s, again["run_id"], again["owner_token"])
             spent_again = len(judge.state.calls) - before - spent
-            # a judge check (436 calls when nothing is stored) obeys the same budget
+            # a judge check (hundreds of calls when nothing is stored) obeys the same budget
             check = await ok(s, "check_judge", start=True)
-            assert "436" in check["message"] or "654" in check["message"], check
+            assert str(call_count()) in check["message"], check
             for _ in range(300):
                 if not check["running"]:
                     break

@@ -29,6 +29,7 @@ import gradio as gr
 
 from mmvet_core.compare import CompareError, compare_sets
 from mmvet_core.gradesets import benchmark_for, load_bundled_v1, sets_for_owner
+from mmvet_core.judgecheck import call_count
 from mmvet_core.remote_files import RemoteFileError, fetch_visitor_file
 from mmvet_core.runs import load_run_view
 from mmvet_core.service import (BENCH_BUNDLED, JUDGE_BASELINE, JUDGE_HOST, JUDGE_OWN, MODE_LIVE, BenchmarkChoice,
@@ -341,8 +342,8 @@ def register_mcp_tools(svc: GradingService) -> None:
                     judge_model: str = "", api_key: str = "", request: gr.Request = None) -> str:
         """Is a judge close to the official GPT-4-0613 judge of MM-Vet? Reads the stored check of the judge (free)
         or, with start=true, starts one in the background. COSTS of a check: the judge grades reference models'
-        answers whose official grades are known (436 judge calls at most; answers already stored are reused for
-        free). With judge "server" the calls are charged to this server's per-visitor daily budget (a check that
+        answers whose official grades are known ({check_calls} judge calls, a few more when an answer must be
+        asked again; answers already stored are reused for free). With judge "server" the calls are charged to this server's per-visitor daily budget (a check that
         would exceed it stops where the budget ends); with "own" they are billed to your key. Call again without
         start to follow it (running: true while it runs).
 
@@ -366,6 +367,8 @@ def register_mcp_tools(svc: GradingService) -> None:
         report, running = svc.judge_check_text(choice, tok)
         return _answer({"report": report, "running": running, "message": message, "owner_token": tok})
 
+    # the description gives this server's cost of a check (the reference sets are data)
+    check_judge.__doc__ = check_judge.__doc__.replace("{check_calls}", str(call_count()))
     for fn in (validate_results, start_grading, poll_run, stop_run, run_scores, compare_runs, read_leaderboard,
                check_judge):
         assert fn.__name__ in MCP_TOOLS  # noqa: S101  (the tool's name is the function's)
