@@ -139,6 +139,8 @@ def test_the_agents_tools_are_listed_with_descriptions_and_nothing_else(app):
     assert by_name["start_grading"].inputSchema["properties"]["results_file"]["type"] == "string"
     assert "owner_token" in by_name["start_grading"].description
     assert f"({call_count()} judge calls" in by_name["check_judge"].description     # this server's cost of a check
+    assert "Returns: What happened (plain text)." in by_name["stop_run"].description
+    assert all("Returns: A JSON object: " in t.description for t in tools if t.name != "stop_run")
     # the scripts' API keeps the lower-level endpoints that the MCP list leaves out
     with urllib.request.urlopen(app.url + "gradio_api/info") as r:
         named = json.load(r)["named_endpoints"]

@@ -228,7 +228,7 @@ def register_mcp_tools(svc: GradingService) -> None:
             owner_token: The owner token the run was started with.
 
         Returns:
-            A JSON object: @@What happened (plain text).
+            What happened (plain text).
         """
         run = _own(svc, run_id, owner_token)
         return svc.stop(run.id, run.owner)
