@@ -27,7 +27,7 @@ from urllib.parse import unquote, urlsplit
 
 from .transport import CAPPED, BlockedDestination, EndpointPolicy, check_endpoint_url, make_http_client
 
-__all__ = ["RemoteFileError", "fetch_visitor_file", "decode_data_uri", "download_url", "safe_file_name"]
+__all__ = ["RemoteFileError", "decode_data_uri", "download_url", "fetch_visitor_file", "safe_file_name"]
 
 #: seconds for the whole download (connect, headers and body)
 DOWNLOAD_TIMEOUT = 30.0
@@ -100,7 +100,7 @@ def download_url(url: str, max_bytes: int, *, block_private: bool) -> bytes:
         data, capped, status = asyncio.run(_get(url, max_bytes, block_private))
     except BlockedDestination as e:
         raise RemoteFileError(f"URL refused: {e}") from None
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise RemoteFileError(f"the download took longer than {DOWNLOAD_TIMEOUT:.0f} s") from None
     except Exception as e:   # connection errors, TLS, a destination refused inside the transport
         cause = e

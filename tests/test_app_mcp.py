@@ -22,10 +22,9 @@ from mcp import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamablehttp_client
 
+from mmvet_core.judgecheck import call_count
 from tests.app_fixtures import HOST_KEY, RESULTS_DIR, start_app, stop_app
 from tests.fake_judge import FakeJudgeServer
-
-from mmvet_core.judgecheck import call_count
 from ui.mcp import MCP_TOOLS
 
 ALICE, BOB, CAROL = "203.0.113.7", "198.51.100.23", "192.0.2.99"
@@ -189,7 +188,7 @@ def test_an_agent_reads_the_leaderboard(app, alice_runs):
 
 
 def test_an_agent_cannot_read_stop_or_compare_another_visitors_run(app, alice_runs):
-    tok, a, b, _ = alice_runs
+    _, a, b, _ = alice_runs
     bob_tok = "bob-agent-token-0123456789"
     rid = a["run_id"]
 

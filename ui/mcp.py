@@ -371,7 +371,7 @@ def register_mcp_tools(svc: GradingService) -> None:
     check_judge.__doc__ = check_judge.__doc__.replace("{check_calls}", str(call_count()))
     for fn in (validate_results, start_grading, poll_run, stop_run, run_scores, compare_runs, read_leaderboard,
                check_judge):
-        assert fn.__name__ in MCP_TOOLS  # noqa: S101  (the tool's name is the function's)
+        assert fn.__name__ in MCP_TOOLS     # the tool's name is the function's
         gr.api(fn, api_name=fn.__name__, queue=False)
 
 
