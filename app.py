@@ -21,6 +21,7 @@ from ui.compare import build_compare
 from ui.grade import build_grade, wire_grade
 from ui.grade_file import build_grade_file, wire_grade_file
 from ui.leaderboard import build_leaderboard
+from ui.mcp import hide_other_endpoints, register_mcp_tools
 from ui.my_runs import build_my_runs, wire_my_runs
 from ui.samples import build_samples, wire_samples
 
@@ -57,6 +58,7 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
     with gr.Blocks(title="MM-Vet Grader", delete_cache=settings.hosting.gradio_delete_cache()) as demo:
         demo.svc = svc  # for tests and the launcher
         register_api(svc)   # first: the scripts' endpoints keep their plain names (the page's events are private)
+        register_mcp_tools(svc)                # the agents' tools (README "Agents (MCP)")
         page = build_page(svc, settings)       # session (owner token, open run), header, read-only note
 
         # ---- the views, in page order ----
@@ -74,6 +76,7 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
         wire_my_runs(page, my_runs, grade, samples)
         wire_grade_file(page, grade_file, grade)
         wire_load(demo, page, my_runs.runs_table)   # last: owner token, ?run=, then the page's 'loaded' mark
+    hide_other_endpoints(demo)     # the MCP server lists the agents' tools only (the scripts' API keeps all)
     return demo
 
 
@@ -98,6 +101,7 @@ def launch_options(settings: AppSettings) -> dict:
                 # visitors (an HTML page there would be served inline on the app's origin)
                 allowed_paths=[str(settings.data_dir / "exports")],
                 footer_links=["api"],
+                mcp_server=settings.mcp_server,      # MMVET_MCP=0 turns the agents' tools off (README)
                 run_history=False)  # run history would keep typed API keys in the browser's storage
 
 

@@ -128,6 +128,7 @@ class ServiceSettings:
     batch_poll: float = 30.0               # seconds between two looks at a Batch API job
     host_secret: str | None = None         # MMVET_HOST_SECRET: unlocks the host's leaderboard controls (hide)
     publish_per_hour: int = 10             # leaderboard publishes (and republishes) per visitor and hour
+    mcp_server: bool = True                # MMVET_MCP=0 turns the MCP server (agents' tools, ui/mcp.py) off
 
     @classmethod
     def from_env(cls, env=None) -> "ServiceSettings":
@@ -162,6 +163,7 @@ class ServiceSettings:
             batch_poll=float(_int_env(env, "MMVET_BATCH_POLL", 30)),
             host_secret=env.get("MMVET_HOST_SECRET") or None,
             publish_per_hour=_int_env(env, "MMVET_PUBLISH_PER_HOUR", 10),
+            mcp_server=env.get("MMVET_MCP", "1").strip().lower() not in ("0", "false", "no", "off"),
         )
 
     def host_settings(self) -> JudgeSettings:

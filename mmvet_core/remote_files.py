@@ -1,0 +1,139 @@
+"""A visitor's file given as text: an http(s) URL to download, or a base64 ``data:`` URI (how agents pass files).
+
+The page receives files through Gradio's upload route, which enforces the upload limit; an agent (the MCP tools,
+`ui/mcp.py`) passes a string instead. `fetch_visitor_file` turns that string into a local file under the same
+bounds, before any reader sees it:
+
+- **Size.** A data URI longer than the limit allows is refused before it is decoded; a download is read through
+  the judge's capped transport (`transport.make_http_client`, body cut at the limit, compressed bodies counted
+  decompressed) and refused when it reached the cap, so neither memory nor disk takes more than the limit.
+- **Destinations.** The same rule as a visitor's judge endpoint: http(s) only, and on a public host no loopback,
+  private, link-local (cloud metadata) or reserved address, checked first for a clear message
+  (`check_endpoint_url`) and again by the connection's own resolver (DNS rebinding changes nothing); redirects
+  are not followed (a public URL cannot bounce the server to an internal one).
+- **Names.** The local file's name is made safe (no path, no odd characters); it only hints at the format and the
+  model name, the readers look at the content.
+
+The file is then read like an upload: `GradingService` checks its size and parses it in the bounded worker.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import re
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from .transport import CAPPED, BlockedDestination, EndpointPolicy, check_endpoint_url, make_http_client
+
+__all__ = ["RemoteFileError", "decode_data_uri", "download_url", "fetch_visitor_file", "safe_file_name"]
+
+#: seconds for the whole download (connect, headers and body)
+DOWNLOAD_TIMEOUT = 30.0
+#: extensions the results readers know, by the media type of a data URI
+MEDIA_EXTENSIONS = {"application/json": ".json", "application/jsonl": ".jsonl", "application/x-ndjson": ".jsonl",
+                    "application/jsonlines": ".jsonl", "text/csv": ".csv", "text/tab-separated-values": ".tsv",
+                    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": ".xlsx"}
+
+
+class RemoteFileError(ValueError):
+    """The string is not a usable file: its message says why (shown to the visitor or agent)."""
+
+
+def safe_file_name(name: str, default: str = "results") -> str:
+    """A local file name from a visitor's name: its last path component, unusual characters replaced, bounded.
+
+    >>> safe_file_name("../../etc/passwd"), safe_file_name("llava 13b.jsonl"), safe_file_name("")
+    ('passwd', 'llava_13b.jsonl', 'results')
+    """
+    base = re.split(r"[/\\]", str(name or ""))[-1]
+    clean = re.sub(r"[^\w.+=@-]+", "_", base).strip("._")[:100]
+    return clean or default
+
+
+def decode_data_uri(text: str, max_bytes: int) -> tuple[bytes, str]:
+    """(the bytes, the extension its media type suggests) of a base64 ``data:`` URI, refused before decoding
+    when it would exceed `max_bytes`.
+
+    >>> decode_data_uri("data:application/json;base64,eyJhIjogMX0=", 100)
+    (b'{"a": 1}', '.json')
+    """
+    head, sep, payload = text.partition(",")
+    if not sep or not head.startswith("data:"):
+        raise RemoteFileError("a data URI looks like data:application/json;base64,<base64 text>")
+    params = head[len("data:"):].split(";")
+    if "base64" not in params[1:]:
+        raise RemoteFileError("only base64 data URIs are accepted (data:<type>;base64,<base64 text>)")
+    payload = re.sub(r"\s+", "", payload)
+    if len(payload) // 4 * 3 > max_bytes + 2:
+        raise RemoteFileError(f"the file is larger than this server's upload limit ({max_bytes // (1024 * 1024)} "
+                              "MB)")
+    try:
+        data = base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        raise RemoteFileError("the data URI is not valid base64") from None
+    if len(data) > max_bytes:
+        raise RemoteFileError(f"the file is larger than this server's upload limit ({max_bytes // (1024 * 1024)} "
+                              "MB)")
+    return data, MEDIA_EXTENSIONS.get(params[0].strip().lower(), "")
+
+
+async def _get(url: str, max_bytes: int, block_private: bool) -> tuple[bytes, bool, int]:
+    client = make_http_client(DOWNLOAD_TIMEOUT, EndpointPolicy(max_body_bytes=max_bytes + 1,
+                                                               block_private=block_private))
+    try:
+        response = await asyncio.wait_for(client.get(url), DOWNLOAD_TIMEOUT)
+        return response.content, bool(response.extensions.get(CAPPED)), response.status_code
+    finally:
+        await client.aclose()
+
+
+def download_url(url: str, max_bytes: int, *, block_private: bool) -> bytes:
+    """The body of an http(s) URL, at most `max_bytes`; `RemoteFileError` for a refused destination (see the
+    module), a redirect, an error status, a timeout or a body over the limit."""
+    try:
+        check_endpoint_url(url, block_private=block_private)
+    except BlockedDestination as e:
+        raise RemoteFileError(f"URL refused: {str(e).replace('base URL', 'URL')}") from None
+    try:
+        data, capped, status = asyncio.run(_get(url, max_bytes, block_private))
+    except BlockedDestination as e:
+        raise RemoteFileError(f"URL refused: {e}") from None
+    except TimeoutError:
+        raise RemoteFileError(f"the download took longer than {DOWNLOAD_TIMEOUT:.0f} s") from None
+    except Exception as e:   # connection errors, TLS, a destination refused inside the transport
+        cause = e
+        while cause is not None and not isinstance(cause, BlockedDestination):
+            cause = cause.__cause__ or cause.__context__
+        if cause is not None:
+            raise RemoteFileError(f"URL refused: {cause}") from None
+        raise RemoteFileError(f"the download failed ({type(e).__name__})") from None
+    if 300 <= status < 400:
+        raise RemoteFileError("the URL redirects; give the final address (redirects are not followed)")
+    if status != 200:
+        raise RemoteFileError(f"the download failed (HTTP {status})")
+    if capped or len(data) > max_bytes:
+        raise RemoteFileError(f"the file is larger than this server's upload limit ({max_bytes // (1024 * 1024)} "
+                              "MB)")
+    return data
+
+
+def fetch_visitor_file(source: str, dest_dir: str | Path, *, max_bytes: int, block_private: bool,
+                       file_name: str = "") -> Path:
+    """Write the file `source` names (an http(s) URL or a base64 data URI) into `dest_dir` and return its path.
+    `file_name` (else the URL's last path component, else ``results`` with the data URI's extension) names it.
+    Raises `RemoteFileError` (see the module for what is refused)."""
+    text = (source or "").strip()
+    if text.startswith("data:"):
+        data, ext = decode_data_uri(text, max_bytes)
+        name = safe_file_name(file_name, "results" + ext)
+    elif re.match(r"(?i)https?://", text):
+        data = download_url(text, max_bytes, block_private=block_private)
+        name = safe_file_name(file_name or unquote(urlsplit(text).path.rstrip("/").rsplit("/", 1)[-1]))
+    else:
+        raise RemoteFileError("pass the results file as an https:// URL or as a base64 data URI "
+                              "(data:application/json;base64,...)")
+    path = Path(dest_dir) / name
+    path.write_bytes(data)
+    return path
