@@ -310,6 +310,10 @@ class GradingService:
         self._equivalence_cache: dict[str, tuple[tuple, object]] = {}   # run id -> (stamp, Equivalence)
         self._read_cache: dict[tuple, object] = {}    # (path, size, mtime, name) -> ResultsFile, oldest first
         self._read_lock = threading.Lock()
+        self._board: tuple[tuple, list] | None = None     # (store.board_stamp(), rows): ranks are costly
+        self._board_lock = threading.Lock()
+        self._board_entries: dict[tuple[str, int], object] = {}    # decoded frozen versions
+        self._rank_cache: dict = {}                                   # ranks per rank group (members, versions)
         self.keeper = RunKeeper(self.store, settings.storage, settings.data_dir, on_expire=self._forget_files)
         self.keeper.expire(self._running_ids())
 
@@ -330,10 +334,6 @@ class GradingService:
             raise ServiceError(str(e)) from None
         except StoreError as e:
             raise ServiceError(f"The server's storage failed: {e}. Nothing was started.") from None
-        self._board: tuple[tuple, list] | None = None     # (store.board_stamp(), rows): ranks are costly
-        self._board_lock = threading.Lock()
-        self._board_entries: dict[tuple[str, int], object] = {}    # decoded frozen versions
-        self._rank_cache: dict = {}                                   # ranks per rank group (members, versions)
 
     # ---- who is asking ----
     def visitor(self, peer: str | None, forwarded_for: str | None) -> str:
