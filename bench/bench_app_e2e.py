@@ -192,7 +192,8 @@ def browser_run(fake: Fake, tmp: Path) -> dict:
             peak = sampler.stop()
             shown = text_of(page, "total-score")
             browser.close()
-        return {"wall": wall, "address": address, "rss_before": rss_before, "rss_peak": peak, "rss_samples": sampler.samples,
+        return {"wall": wall, "address": address,
+                "rss_before": rss_before, "rss_peak": peak, "rss_samples": sampler.samples,
                 "total": shown, "app_cpu": app_cpu, "browser_cpu": browser_cpu}
     finally:
         app.close()

@@ -159,7 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("compare", help="compare grade sets: Δ̄, B − A with 95%% intervals, agreement, noise floor")
     c.add_argument("sets", nargs="+", metavar="SET",
                    help="grade JSONs, human-score files {id: score}, run ids (run:ID), human:RUN_ID (a run's manual "
-                        "scores), judge:RUN_ID (a run's judge grades without its overrides); join files with + to pool their runs. The first is the reference")
+                        "scores), judge:RUN_ID (a run's judge grades without its overrides); "
+                        "join files with + to pool their runs. The first is the reference")
     c.add_argument("--benchmark", default=None,
                    help="benchmark for capabilities (default: the first run's, else mmvet-v1)")
     c.add_argument("--subset", default=None, help="'bard' or a file of ids: compare on those samples only")

@@ -224,7 +224,8 @@ def test_invalid_override_is_a_toast_and_leaves_the_page_intact(app_server, page
         rf"{judge_only:.1f}\)"))
     expect(page.locator("#run-card")).to_contain_text("1 human override")
     page.wait_for_function("() => [...document.querySelectorAll('#radar-capabilities .js-plotly-plot')]"
-                           ".some(p => (p.data || []).some(t => t.name.replaceAll('<br>', ' ').includes('1 human override')))")
+                           ".some(p => (p.data || []).some(t => t.name.replaceAll('<br>', ' ')"
+                           ".includes('1 human override')))")
     page.wait_for_timeout(500)                # plotly lays the legend out after the data arrives
     assert_legends_inside_their_charts(page)  # issue 19.6: that longer name is not cut at the chart's edge
 
