@@ -116,7 +116,15 @@ def test_publish_filter_and_overlay_two_radars(board_app, page):
     assert [line.split(",")[1] for line in csv_text.splitlines()[1:]] == ["LLaVA-1.5 13B"]
 
 
-def test_the_entry_card_link_is_inert_https(board_app, page):
+def test_sort_by_a_column_and_the_entry_card_link_is_inert_https(board_app, page):
+    open_board(page, board_app.url, "refs=0")
+    first = page.locator("#board-table [role=row]").nth(1)
+    expect(first).to_contain_text("LLaVA-1.5 13B")                 # by rank
+    page.locator("#board-sort input").click()
+    page.get_by_role("option", name="name", exact=True).click()
+    expect(first).to_contain_text(EVIL_NAME)                       # "<img…" sorts before "llava…"
+    expect(page.locator("#board-link textarea")).to_have_value(re.compile(r"sort%3Dname"))
+
     open_board(page, board_app.url, "q=LLaVA-1.5 13B&refs=0")
     page.locator('#board-table [data-testid="cell-0-1"]').click()
     link = page.locator("#board-card-link")

@@ -230,7 +230,7 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
         rows = svc.leaderboard(f)
         judges, benches = filter_choices(every)
         keys = {overlay_key(r): r for r in every}
-        choices = [(overlay_label(r), overlay_key(r)) for r in rows[:300]]
+        choices = [(overlay_label(r), overlay_key(r)) for r in rows[:100]]
         kept = [c for c in (chosen or []) if c in keys]
         choices += [(overlay_label(keys[c]), c) for c in kept if c not in {k for _, k in choices}]
         return (table_cells(rows), board_link(svc, f, base_url(request)),
@@ -238,7 +238,8 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
                 gr.Dropdown(choices=choices, value=kept))
 
     refresh_outputs = [table, link, judge, bench, overlays]
-    gr.on([judge.change, bench.change, sort.change, desc.change, refs.change, query.submit], refresh,
+    # .input (a visitor's change), not .change: values set by the load handler must not re-run it
+    gr.on([judge.input, bench.input, sort.input, desc.input, refs.input, query.submit], refresh,
           [*filters, overlays], refresh_outputs, api_visibility="private", show_progress="minimal")
 
     def on_load(request: gr.Request):
