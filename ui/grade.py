@@ -240,6 +240,9 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
                                                        api_visibility="private")
 
     # ---- runs ----
+    following: dict[str, str] = {}      # page session -> token of the stream that follows its open run
+    drawn: dict[str, str | None] = {}   # page session -> the version of the run its page drew
+
     @toasts(1)
     def start(results, bench_c, bench_f, hub, sub, n_runs, judge_c, url, model, key, mode_label, name,
               owner_tok, request: gr.Request):
@@ -250,7 +253,6 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
             gr.Info("This job is already grading: showing its run (nothing is paid twice).")
         return run_id
 
-    following: dict[str, str] = {}      # page session -> token of the stream that follows its open run
 
     async def follow(run_id, request: gr.Request):
         """Push the open run's version into `version` while the run grades (see `wire_grade`); a newer stream
@@ -259,12 +261,13 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
         token = following[session] = secrets.token_hex(8)
         yield gr.skip()           # (a Gradio generator must yield at least once)
         try:
-            last = await asyncio.to_thread(svc.run_version, run_id) if run_id else None
+            # from the version the opening drew: a run that ended (or started waiting) since is redrawn at once
+            last = drawn.pop(session, None) if run_id else None
             beat = time.monotonic()
             while last is not None and following.get(session) == token:
                 running = svc.jobs.is_running(run_id)
                 await asyncio.sleep(FOLLOW_EVERY_S if running else 0)
-                now = await asyncio.to_thread(svc.run_version, run_id)
+                now = await asyncio.to_thread(svc.run_version, run_id, FOLLOW_EVERY_S if running else 0)
                 if now is not None and now != last:
                     last, beat = now, time.monotonic()
                     yield f"{run_id}|{now}"
@@ -289,6 +292,9 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
 
     @toasts(0)
     def resume(run_id, judge_c, url, model, key, owner_tok, request: gr.Request):
+        session = getattr(request, "session_hash", None)
+        if run_id and session:            # the page shows the run as it is now: `follow` draws what changes
+            drawn[session] = svc.run_version(run_id, 0)
         gr.Info(svc.resume(run_id, owner_tok, visitor(svc, request), judge_of(judge_c, url, model, key)))
 
     # a stream per open page: its own concurrency group, unbounded (it waits on asyncio, holding no thread)
@@ -364,6 +370,11 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
         return refresh(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id, radar_key=key)
 
     def open_run(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id, request: gr.Request):
+        session = getattr(request, "session_hash", None)
+        if run_id and session:            # read BEFORE the run is: a change while it is drawn is followed
+            if len(drawn) > 10_000:
+                drawn.clear()
+            drawn[session] = svc.run_version(run_id, 0)
         return refresh(run_id, [], "all", lo, hi, flagged, order, owner_tok, "", opened=True)
 
     # the page's version box changes once per change of the run it follows: redraw with the page's current inputs
