@@ -33,7 +33,7 @@ from .requestlimit import RequestLimits
 from .keeping import RunKeeper, StorageLimits, StorageRefused, cap_predictions, cut_note
 from .judge import BASELINE_NAME, DEFAULT_JUDGE_MODEL, JudgeSettings, make_judge
 from .results import ResultsError, select_predictions, validate_results
-from .runs import RunView, create_run, export_run, load_run_view, open_grade_file, run_fingerprint, \
+from .runs import RunView, create_run, export_run, load_run_view, run_fingerprint, \
     benchmark_to_stored
 from .sources import load_benchmark, load_subset
 from .store import RunRecord, Store, StoreError
