@@ -36,7 +36,7 @@ from .requestlimit import RequestLimits
 from .keeping import RunKeeper, StorageLimits, StorageRefused, cap_predictions, cut_note
 from .judge import BASELINE_NAME, DEFAULT_JUDGE_MODEL, JudgeSettings, make_judge
 from .results import ResultsError, select_predictions, validate_results
-from .runs import RunView, create_run, export_run, load_run_view, open_grade_file, run_fingerprint, \
+from .runs import RunView, create_run, export_run, load_run_view, run_fingerprint, \
     benchmark_to_stored
 from .sources import load_benchmark, load_subset
 from .store import RunRecord, Store, StoreError
@@ -1070,16 +1070,19 @@ class GradingService:
             pass
 
     def run_version(self, run_id: str, max_age: float = 0.5) -> str | None:
-        """A short text that changes whenever the run does (its change stamp, and whether its job runs), read at
-        most once every `max_age` seconds however many open pages follow the run (None: no such run)."""
+        """A short text that changes whenever what a page shows of the run does (its change stamp, whether its job
+        runs or failed, until when it waits out a rate limit), read at most once every `max_age` seconds however
+        many open pages follow the run (None: no such run)."""
         now = time.monotonic()
         hit = self._versions.get(run_id)
         if hit is not None and now - hit[0] < max_age:
             return hit[1]
         stamp = self.store.change_stamp(run_id) if run_id else None
         running = self.jobs.is_running(run_id)
+        waiting = self.jobs.waiting_until(run_id) if running else None     # a rate-limit pause is shown too
         version = None if stamp is None else \
-            f"{stamp[0]}:{stamp[1]!r}:{stamp[3]}:{stamp[4]!r}:{int(running)}:{int(bool(self.jobs.failure(run_id)))}"
+            f"{stamp[0]}:{stamp[1]!r}:{stamp[3]}:{stamp[4]!r}:{int(running)}:{int(bool(self.jobs.failure(run_id)))}" \
+            f":{round(waiting) if waiting else 0}"
         if len(self._versions) > 10_000:
             self._versions.clear()
         self._versions[run_id] = (now, version)

@@ -240,3 +240,24 @@ def test_fifty_viewers_of_a_running_run_do_not_slow_another_visitor(app, judge, 
     assert viewers["n_errors"] == 0 and viewers["calls"] >= 50 * 10 * 0.8, viewers     # they were served
     assert p50_crowd < 1.0 and p50_crowd <= 2 * p50_alone, (p50_alone, p50_crowd, viewers)
     app.wait_idle(30)
+
+
+# --- per-client request limits -------------------------------------------------------------------------------
+def test_one_client_flooding_the_api_is_answered_429_and_others_are_not(app):
+    import httpx
+
+    mine = open_grades(client(app, "203.0.113.77"), GRADES, "owner-h")
+    codes, retry, t0 = [], set(), time.monotonic()
+    with httpx.Client(base_url=app.url, headers={"X-Forwarded-For": "203.0.113.44"}, timeout=30) as flood:
+        for _ in range(app.settings.requests.burst + 30):
+            r = flood.post("gradio_api/call/status", json={"data": [mine], "session_hash": "flood"})
+            codes.append(r.status_code)
+            if r.status_code == 429:
+                retry.add(r.headers.get("retry-after"))
+                assert "Too many requests from your address" in r.json()["error"]
+    assert codes[:app.settings.requests.burst] == [200] * app.settings.requests.burst
+    refilled = (time.monotonic() - t0) * app.settings.requests.per_minute / 60      # the bucket refills meanwhile
+    assert codes.count(429) >= 30 - refilled - 1 and retry and all(int(s) >= 1 for s in retry), (codes, refilled)
+    other = StatusClient(app.url, ip="203.0.113.45")
+    assert other.status(mine)["status"] == "done"                # another client is served at once
+    other.close()

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from mmvet_core.keeping import RunKeeper, StorageLimits, StorageRefused, cap_predictions
+from mmvet_core.keeping import RunKeeper, StorageLimits, cap_predictions
 from mmvet_core.service import (BENCH_BUNDLED, JUDGE_BASELINE, BenchmarkChoice, GradingService, JudgeChoice,
                                 ServiceError, ServiceSettings)
 from mmvet_core.store import Store, StoreError

@@ -7,6 +7,8 @@ override.
 """
 from __future__ import annotations
 
+import asyncio
+import secrets
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -28,6 +30,8 @@ from .widgets import (card_html, count_text, judge_note_html, overlay_choices, o
 
 EXAMPLE_RESULTS = ASSETS_DIR / "examples" / "llava_llama2_13b_chat.json"
 RADAR_EVERY_S = 5.0   # while a run streams in, the radar charts are redrawn at most this often per page
+FOLLOW_EVERY_S = 0.5  # an open page that follows a grading run is updated at most this often
+HEARTBEAT_S = 15.0    # ... and hears from the server at least this often (a closed tab's stream then ends)
 EMPTY_RESULTS = ("**No run open yet.** Drop a results file on the left (or load the official example) and click "
                  "**Grade**; progress and the score appear here. You can also reopen one of **My runs** below, "
                  "or open a grade file without any judge call.")
@@ -92,8 +96,8 @@ class GradeView:
 @dataclass
 class RunDisplay:
     """What shows the open run: `refresh(run_id, overlays, cap, lo, hi, flagged, order, owner, sample_id)` returns
-    the values of `live_outputs` + the run-opening outputs + the timer; `live_outputs` are the components a
-    change to the run (an override) updates."""
+    the values of `live_outputs` + the run-opening outputs; `live_outputs` are the components a change to the
+    run (an override) updates."""
     refresh: Callable[..., tuple]
     live_outputs: list
 
@@ -197,9 +201,15 @@ def build_grade(page: Page) -> GradeView:
 
 def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunDisplay:
     """Register the Grade view's handlers: validation and estimate as the settings change, the judge check's,
-    Grade / Stop / Resume, and the open run's display (on opening, every second while it grades, on overlay changes)."""
+    Grade / Stop / Resume, and the open run's display (on opening, on each change while it grades, on overlay
+    changes).
+
+    While a run grades, the page does not poll: one stream per open page (`follow`) pushes the run's version
+    (`GradingService.run_version`, read once for all the pages that follow the run) into a hidden box when it
+    changes, at most every FOLLOW_EVERY_S, and that change redraws the page with its current filters and overlays.
+    A run that does not change costs its viewers nothing but a heartbeat."""
     svc, run_state, owner = page.svc, page.run_state, page.owner
-    timer = gr.Timer(1.0, active=False)
+    version = gr.Textbox(visible=False, elem_id="run-version")
 
     # ---- the judge field: what the endpoint serves, and the facts beside the chosen judge ----
     def judge_field(judge_c, url, model, key):
@@ -282,7 +292,10 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
               show_progress="hidden")
 
     # ---- runs ----
-    @toasts(4)
+    following: dict[str, str] = {}      # page session -> token of the stream that follows its open run
+    drawn: dict[str, str | None] = {}   # page session -> the version of the run its page drew
+
+    @toasts(3)
     def start(results, bench_c, bench_f, hub, sub, n_runs, judge_c, url, model, key, mode_label, name,
               owner_tok, request: gr.Request):
         try:
@@ -293,18 +306,44 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
             gr.Warning("Nothing was graded: the official judge is shut down (see the message under Grade).")
             rows = [(m.name + (f" · shutdown {m.shutdown_date.isoformat()}" if m.shutdown_date else ""), m.name)
                     for m in e.models.chat_models()]
-            return (gr.skip(), gr.skip(), gr.HTML(value=judge_note_html(str(e)), visible=True),
+            return (gr.skip(), gr.HTML(value=judge_note_html(str(e)), visible=True),
                     gr.Dropdown(choices=rows, value=None) if rows else gr.skip())
         if not started:
             gr.Info("This job is already grading: showing its run (nothing is paid twice).")
         note = svc.judge_note(run_id)
         if note:
             gr.Info(esc(f"Note: {note}; stored grades stay viewable and exportable."))
-        return run_id, gr.Timer(active=True), gr.HTML(value="", visible=False), gr.skip()
+        return run_id, gr.HTML(value="", visible=False), gr.skip()
+
+    async def follow(run_id, request: gr.Request):
+        """Push the open run's version into `version` while the run grades (see `wire_grade`); a newer stream
+        of the same page (another run opened, a resume) ends this one."""
+        session = getattr(request, "session_hash", None) or secrets.token_hex(8)
+        token = following[session] = secrets.token_hex(8)
+        yield gr.skip()           # (a Gradio generator must yield at least once)
+        try:
+            # from the version the opening drew: a run that ended (or started waiting) since is redrawn at once
+            last = drawn.pop(session, None) if run_id else None
+            beat = time.monotonic()
+            while last is not None and following.get(session) == token:
+                running = svc.jobs.is_running(run_id)
+                await asyncio.sleep(FOLLOW_EVERY_S if running else 0)
+                now = await asyncio.to_thread(svc.run_version, run_id, FOLLOW_EVERY_S if running else 0)
+                if now is not None and now != last:
+                    last, beat = now, time.monotonic()
+                    yield f"{run_id}|{now}"
+                elif time.monotonic() - beat > HEARTBEAT_S:
+                    beat = time.monotonic()
+                    yield gr.skip()
+                if not running:
+                    break
+        finally:
+            if following.get(session) == token:
+                following.pop(session, None)
 
     g.grade_btn.click(start, [g.results_file, *g.bench_inputs, g.runs, g.judge_choice, g.base_url, g.judge_model,
                               g.api_key, g.mode, g.model_name, owner],
-                      [run_state, timer, g.judge_unavailable, g.judge_picker], api_visibility="private")
+                      [run_state, g.judge_unavailable, g.judge_picker], api_visibility="private")
 
     @toasts(0)
     def stop(run_id, owner_tok):
@@ -312,13 +351,18 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
 
     g.stop_btn.click(stop, [run_state, owner], None, api_visibility="private")
 
-    @toasts(1)
+    @toasts(0)
     def resume(run_id, judge_c, url, model, key, owner_tok, request: gr.Request):
+        session = getattr(request, "session_hash", None)
+        if run_id and session:            # the page shows the run as it is now: `follow` draws what changes
+            drawn[session] = svc.run_version(run_id, 0)
         gr.Info(svc.resume(run_id, owner_tok, visitor(svc, request), judge_of(judge_c, url, model, key)))
-        return gr.Timer(active=True)
 
-    g.resume_btn.click(resume, [run_state, g.judge_choice, g.base_url, g.judge_model, g.api_key, owner], [timer],
-                       api_visibility="private")
+    # a stream per open page: its own concurrency group, unbounded (it waits on asyncio, holding no thread)
+    follow_opts = dict(api_visibility="private", show_progress="hidden", concurrency_limit=None,
+                       concurrency_id="follow-run")
+    g.resume_btn.click(resume, [run_state, g.judge_choice, g.base_url, g.judge_model, g.api_key, owner], None,
+                       api_visibility="private").then(follow, [run_state], [version], **follow_opts)
 
     # ---- the open run ----
     radar_sent: dict[str, float] = {}   # per session and run: when the radars were last sent mid-run
@@ -326,15 +370,15 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
     def refresh(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id, radar_key=None,
                 opened=False):
         """Everything shown of the open run. `opened`: the run was just opened (menus, visibility, share
-        link are set too); else a timer tick (those stay as they are)."""
-        # Ask whether the job runs BEFORE reading the run: a job that ends while we read then still gets
-        # one more tick, so the final state is always shown (else the timer stops on a stale "running").
+        link are set too); else an update of a grading run (those stay as they are)."""
+        # Ask whether the job runs BEFORE reading the run: a job that ends while we read then still changes the
+        # run's version once more (`follow`), so the final state is always shown.
         running = bool(run_id) and svc.jobs.is_running(run_id)
         view = svc.view(run_id) if run_id else None
         if view is None:
-            return tuple(gr.skip() for _ in view_outputs[:-1]) + (gr.Timer(active=False),)
+            return tuple(gr.skip() for _ in view_outputs)
         view = svc.with_failure(view)
-        # Mid-run timer ticks redraw the two plotly charts every RADAR_EVERY_S only: redrawing them every
+        # Mid-run updates redraw the two plotly charts every RADAR_EVERY_S only: redrawing them every
         # second cost the browser as much CPU as the grading itself (bench/bench_app_e2e.py).
         now = time.monotonic()
         if running and radar_key is not None and now - radar_sent.get(radar_key, 0.0) < RADAR_EVERY_S:
@@ -371,7 +415,7 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
                      "", gr.Image(value=None, visible=False), "", "", "", "", "", []) + form_values(view, perms.owner)
         else:
             extra = tuple(gr.skip() for _ in open_outputs)
-        return live + extra + (gr.Timer(active=running),)
+        return live + extra
 
     def form_values(view, owner: bool) -> tuple:
         """The owner's form shows the opened run's own settings (a reload used to show the defaults beside the
@@ -391,7 +435,7 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
     open_outputs = [g.run_panel, s.section, g.empty_note, g.overlays, s.f_cap, g.owner_tools, g.rename_box,
                     s.override_row, g.setup_col, page.ro_note, s.d_id, s.d_image, s.d_question, s.d_truth,
                     s.d_image_note, s.d_pred, s.d_flags, s.d_attempts, *form_outputs]
-    view_outputs = live_outputs + open_outputs + [timer]
+    view_outputs = live_outputs + open_outputs
     view_inputs = [run_state, g.overlays, s.f_cap, s.f_min, s.f_max, s.f_flag, s.f_sort, owner, s.d_id]
 
     def tick(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id, request: gr.Request):
@@ -399,10 +443,20 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
         return refresh(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id, radar_key=key)
 
     def open_run(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id, request: gr.Request):
+        session = getattr(request, "session_hash", None)
+        if run_id and session:            # read BEFORE the run is: a change while it is drawn is followed
+            if len(drawn) > 10_000:
+                drawn.clear()
+            drawn[session] = svc.run_version(run_id, 0)
         return refresh(run_id, [], "all", lo, hi, flagged, order, owner_tok, "", opened=True)
 
-    timer.tick(tick, view_inputs, view_outputs, api_visibility="private", show_progress="hidden")
-    run_state.change(open_run, view_inputs, view_outputs, api_visibility="private", show_progress="hidden")
+    # the page's version box changes once per change of the run it follows: redraw with the page's current inputs
+    version.change(tick, view_inputs, view_outputs, api_visibility="private", show_progress="hidden",
+                   trigger_mode="always_last")
+    # (after the opening: a stream registered on run_state.change itself would hold back the page's later
+    # listeners of that change, such as the address and the share link, until the run ends)
+    run_state.change(open_run, view_inputs, view_outputs, api_visibility="private", show_progress="hidden") \
+        .then(follow, [run_state], [version], **follow_opts)
     run_state.change(None, run_state, None, js=SET_ADDRESS_JS, api_visibility="private")
 
     def share_of(run_id, request: gr.Request):
