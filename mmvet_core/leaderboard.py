@@ -581,6 +581,10 @@ def rows_json(rows: list[BoardRow], f: BoardFilter | None = None) -> str:
 # The store side: publish, rename, unpublish, hide (permission checks are the service's)
 
 
+#: Why a published run is pinned in the store (`Store.pin_run`: runs nobody opens expire, published ones never).
+PIN_REASON = "published"
+
+
 def publish_view(store, view, *, name: str, link: str = "", owner: str = "", republish: bool = False,
                  tool_version: str = "") -> BoardEntry:
     """Publish a finished run (`runs.RunView`) as a new entry, or with `republish` as a new version of the entry
@@ -595,6 +599,7 @@ def publish_view(store, view, *, name: str, link: str = "", owner: str = "", rep
     entry_id = existing["id"] if existing else new_entry_id()
     store.add_board_version(entry_id, run_id=view.run.id, owner_hash=owner_hash(owner), name=clean, link=url,
                             meta=meta, scores=scores)
+    store.pin_run(view.run.id, PIN_REASON)          # a published run never expires (its card stays openable)
     return load_entry(store, entry_id)
 
 

@@ -1208,14 +1208,18 @@ class GradingService:
 
     def unpublish(self, entry_id: str, owner: str) -> str:
         """The owner takes an entry off the board (its versions stay stored; publishing again restores it)."""
+        from . import leaderboard as lb
         entry = self._owned_entry(entry_id, owner)
         self.store.update_board_entry(entry.id, published=0)
+        self.store.unpin_run(entry.run_id, lb.PIN_REASON)       # the run may expire again like any other
         return f"{entry.name} is no longer on the leaderboard."
 
     def restore_entry(self, entry_id: str, owner: str) -> str:
         """The owner puts an unpublished entry back (the same frozen version; republish to update it)."""
+        from . import leaderboard as lb
         entry = self._owned_entry(entry_id, owner)
         self.store.update_board_entry(entry.id, published=1)
+        self.store.pin_run(entry.run_id, lb.PIN_REASON)
         return f"{entry.name} is on the leaderboard again (version {entry.version})."
 
     def hide_entry(self, entry_id: str, secret: str, hidden: bool = True) -> str:

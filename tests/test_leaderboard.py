@@ -372,3 +372,14 @@ def test_pruned_ranks_equal_counting_every_draw(seed, shared):
     table = np.clip(np.round(level * rng.uniform(0.2, 1.6, (40, 1)) + rng.normal(0, 0.3, (40, 60)), 1), 0, 1)
     table = np.vstack([table, table[:5]])
     assert lb.rank_bounds(table, resamples=400) == lb.rank_bounds(table, resamples=400, prune=False)
+
+
+def test_a_published_run_never_expires_and_unpublishing_lets_it_expire_again(svc):
+    """Issue 20's expiry spares published runs (issue 18): publishing pins the run, unpublishing unpins it."""
+    run = opened(svc, GRADES_13B, "alice")
+    entry = svc.publish(run, "13b", "", "alice", visitor="va")["entry"]
+    assert run in svc.store.protected_run_ids()
+    svc.unpublish(entry, "alice")
+    assert run not in svc.store.protected_run_ids()
+    svc.restore_entry(entry, "alice")
+    assert run in svc.store.protected_run_ids()
