@@ -46,13 +46,15 @@ class Estimate:
     def summary(self, model: str) -> str:
         from .endpoints import retirement_of
 
-        cost = (f"≈ ${self.cost_usd:.2f} with {model} (≈ ${self.batch_cost_usd:.2f} with the Batch API, "
-                f"answers within 24 h)" if self.cost_usd is not None else f"cost unknown for {model}")
         retired = retirement_of(model)
-        if retired is not None:
-            cost = (f"{model} was shut down by {retired.provider} on {retired.shutdown_date.isoformat()} and cannot "
-                    f"be called at {retired.provider} any more: grading stops before any call unless your endpoint "
-                    f"still serves it (there: {cost})")
+        if retired is not None:        # (short: it sits right above Grade)
+            cost = (f"{model} was shut down by {retired.provider} on {retired.shutdown_date.isoformat()}: nothing "
+                    f"is called unless your endpoint still serves it"
+                    + (f" (there ≈ ${self.cost_usd:.2f}, ≈ ${self.batch_cost_usd:.2f} with the Batch API)"
+                       if self.cost_usd is not None else ""))
+        else:
+            cost = (f"≈ ${self.cost_usd:.2f} with {model} (≈ ${self.batch_cost_usd:.2f} with the Batch API, "
+                    f"answers within 24 h)" if self.cost_usd is not None else f"cost unknown for {model}")
         return (f"{self.calls} judge calls (at least; unparsable answers add retries) · "
                 f"≈ {self.prompt_tokens:,} prompt tokens · {cost}")
 

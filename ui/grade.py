@@ -121,7 +121,7 @@ def build_grade(page: Page) -> GradeView:
                                         placeholder="taken from the file", scale=4)
                 # no minimum/maximum (Gradio would answer 9 with an error on every output): the service checks
                 runs = gr.Number(1, step=1, precision=0,
-                                 label="Judge runs (paper: 5)", elem_id="runs", scale=2, min_width=100)
+                                 label="Judge runs", info=None, elem_id="runs", scale=2, min_width=100)
                 mode = gr.Dropdown(list(MODES), value=list(MODES)[0], label="Judge calls", elem_id="mode",
                                    visible=default_judge != JUDGE_BASELINE, scale=3, min_width=120)
             judge_choice = gr.Radio(page.judge_choices, value=default_judge, label="Judge", elem_id="judge-choice")
