@@ -21,6 +21,9 @@ from .common import Page, api_errors, base_url, esc, toasts, visitor
 ALL = "all"
 #: Radars overlay at most this many rows (more is unreadable).
 MAX_OVERLAYS = 8
+#: Rows the table shows at once: a page of a large board opens and re-sorts fast (the whole board re-rendered
+#: in the browser took 2-4 s at 1,000 entries); "Sort by" and the filters act on every row, the downloads hold all.
+PAGE_ROWS = 100
 DATATYPES = ["str", "str", "str", "str", "str", "number", "number", "str", *["number"] * 6, "str", "str", "str"]
 SAMPLE_COLUMNS = ["sample", "capabilities", "score per judge run", "mean"]
 
@@ -35,6 +38,8 @@ class LeaderboardView:
     descending: gr.Checkbox
     references: gr.Checkbox
     table: gr.Dataframe
+    page_no: gr.State
+    count: gr.Markdown
     link: gr.Textbox
     overlays: gr.Dropdown
     radar_caps: gr.Plot
@@ -121,6 +126,28 @@ def _filter(judge, bench, query, sort, desc, refs) -> lb.BoardFilter:
                           references=bool(refs)).normalised()
 
 
+def page_of(rows: list, page: object) -> tuple[list, int, str]:
+    """(the rows of page `page` (clamped to the pages there are), that page's number, what the count line says).
+
+    >>> page_of(list(range(250)), 9)[1:]
+    (3, 'Rows 201–250 of 250 (page 3 of 3). The column headers sort this page; *Sort by* and the filters act on every row; the downloads hold them all.')
+    >>> page_of([1, 2], 1)[1:]
+    (1, '2 rows.')
+    """
+    n_pages = max(1, -(-len(rows) // PAGE_ROWS))
+    try:
+        number = min(max(1, int(page or 1)), n_pages)
+    except (TypeError, ValueError):
+        number = 1
+    start = (number - 1) * PAGE_ROWS
+    shown = rows[start:start + PAGE_ROWS]
+    if n_pages == 1:
+        return shown, number, f"{len(rows)} row{'s' if len(rows) != 1 else ''}."
+    return shown, number, (f"Rows {start + 1}–{start + len(shown)} of {len(rows)} (page {number} of {n_pages}). "
+                           "The column headers sort this page; *Sort by* and the filters act on every row; the "
+                           "downloads hold them all.")
+
+
 def filter_choices(rows: list[lb.BoardRow]) -> tuple[list, list]:
     judges = [ALL, *lb.KINDS] + sorted({r.judge for r in rows if not r.reference})
     benches = [ALL] + sorted({r.benchmark for r in rows})
@@ -197,6 +224,11 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
         table = gr.Dataframe(headers=lb.TABLE_COLUMNS, datatype=DATATYPES, interactive=False, type="array",
                              label="Leaderboard", elem_id="board-table", max_height=520, show_search="filter",
                              pinned_columns=2, wrap=False)
+        page_no = gr.State(1)
+        with gr.Row(equal_height=True):
+            count = gr.Markdown("", elem_id="board-count")
+            prev_btn = gr.Button("◀ Previous", size="sm", elem_id="board-prev", scale=0)
+            next_btn = gr.Button("Next ▶", size="sm", elem_id="board-next", scale=0)
         gr.Markdown(lb.RANK_NOTE, elem_id="board-note")
         with gr.Row():
             link = gr.Textbox(label="Link to this view (with its filters)", interactive=False, elem_id="board-link",
@@ -220,40 +252,51 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
                                              max_lines=1)
                     hide_btn = gr.Button("Hide", size="sm", elem_id="board-hide")
                     show_btn = gr.Button("Show again", size="sm", elem_id="board-show")
-    view = LeaderboardView(section, judge, bench, query, sort, desc, refs, table, link, overlays, radar_caps,
-                           radar_ints, card, samples, downloads)
+    view = LeaderboardView(section, judge, bench, query, sort, desc, refs, table, page_no, count, link, overlays,
+                           radar_caps, radar_ints, card, samples, downloads)
     filters = [judge, bench, query, sort, desc, refs]
 
-    def refresh(judge_v, bench_v, query_v, sort_v, desc_v, refs_v, chosen, request: gr.Request):
+    def refresh(judge_v, bench_v, query_v, sort_v, desc_v, refs_v, chosen, page, request: gr.Request):
         f = _filter(judge_v, bench_v, query_v, sort_v, desc_v, refs_v)
         every = svc.board_rows()
-        rows = svc.leaderboard(f)
+        rows, number, count_text = page_of(svc.leaderboard(f), page)
         judges, benches = filter_choices(every)
         keys = {overlay_key(r): r for r in every}
-        choices = [(overlay_label(r), overlay_key(r)) for r in rows[:100]]
+        choices = [(overlay_label(r), overlay_key(r)) for r in rows]
         kept = [c for c in (chosen or []) if c in keys]
         choices += [(overlay_label(keys[c]), c) for c in kept if c not in {k for _, k in choices}]
         return (table_cells(rows), board_link(svc, f, base_url(request)),
                 gr.Dropdown(choices=judges), gr.Dropdown(choices=benches),
-                gr.Dropdown(choices=choices, value=kept))
+                gr.Dropdown(choices=choices, value=kept), number, count_text)
 
-    refresh_outputs = [table, link, judge, bench, overlays]
+    def first_page(judge_v, bench_v, query_v, sort_v, desc_v, refs_v, chosen, request: gr.Request):
+        return refresh(judge_v, bench_v, query_v, sort_v, desc_v, refs_v, chosen, 1, request)
+
+    def turn(step: int):
+        def go(judge_v, bench_v, query_v, sort_v, desc_v, refs_v, chosen, page, request: gr.Request):
+            return refresh(judge_v, bench_v, query_v, sort_v, desc_v, refs_v, chosen, (page or 1) + step, request)
+        return go
+
+    refresh_outputs = [table, link, judge, bench, overlays, page_no, count]
     # .input (a visitor's change), not .change: values set by the load handler must not re-run it
-    gr.on([judge.input, bench.input, sort.input, desc.input, refs.input, query.submit], refresh,
+    gr.on([judge.input, bench.input, sort.input, desc.input, refs.input, query.submit], first_page,
           [*filters, overlays], refresh_outputs, api_visibility="private", show_progress="minimal")
+    for btn, step in ((prev_btn, -1), (next_btn, 1)):
+        btn.click(turn(step), [*filters, overlays, page_no], refresh_outputs, api_visibility="private",
+                  show_progress="minimal")
 
     def on_load(request: gr.Request):
         params = dict(request.query_params) if request else {}
         if "board" not in params:          # filled when opened: a page load does not carry the whole board
             return tuple(gr.skip() for _ in range(1 + len(filters) + len(refresh_outputs)))
         f = lb.filter_from_query(params.get("board"))
-        out = refresh(f.judge or ALL, f.benchmark or ALL, f.query, f.sort, f.descending, f.references, [],
+        out = refresh(f.judge or ALL, f.benchmark or ALL, f.query, f.sort, f.descending, f.references, [], 1,
                       request)
         return (gr.Accordion(open=True), gr.Dropdown(value=f.judge or ALL), gr.Dropdown(value=f.benchmark or ALL),
                 f.query, f.sort, f.descending, f.references, *out)
 
     demo.load(on_load, None, [section, *filters, *refresh_outputs], api_visibility="private")
-    section.expand(refresh, [*filters, overlays], refresh_outputs, api_visibility="private",
+    section.expand(refresh, [*filters, overlays, page_no], refresh_outputs, api_visibility="private",
                    show_progress="minimal")
 
     def overlay_radars(chosen):
@@ -309,7 +352,7 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
 
         for btn, fn in ((hide_btn, hide), (show_btn, show)):
             btn.click(fn, [host_entry, host_secret], None, api_visibility="private") \
-                .then(refresh, [*filters, overlays], refresh_outputs, api_visibility="private")
+                .then(refresh, [*filters, overlays, page_no], refresh_outputs, api_visibility="private")
     return view
 
 
