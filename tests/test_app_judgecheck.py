@@ -161,5 +161,8 @@ def test_a_checked_judge_gives_an_estimate_on_the_card_the_radar_and_the_share_v
         expect(reader.locator("#judge-check-report textarea")).to_have_value(
             re.compile(r"^Judge check of judge-b at 127\.0\.0\.1 \(official prompt\)"))
         assert own.url not in reader.locator("#judge-check-report textarea").input_value()   # host name only
+        reader.goto(app_server.url + "?check=no-such-check")                                 # a stale link
+        expect(reader.locator('[data-testid="toast-text"]').filter(
+            has_text="This link's judge check does not exist")).to_have_count(1)
     finally:
         reader.context.close()
