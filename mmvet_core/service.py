@@ -760,7 +760,7 @@ class GradingService:
 
     def check_cost(self, references: str | None = None) -> str:
         """What a check costs, said before it starts: the reference sets and the judge calls."""
-        from .judgecheck import call_count, distinct_prompts, load_manifest, load_references
+        from .judgecheck import call_count, distinct_prompts, load_manifest
 
         refs = self._check_refs(references)
         left_out = [s.model for s in load_manifest() if s.model not in {r.model for r in refs}]
@@ -855,7 +855,7 @@ class GradingService:
     def judge_board(self, sort: str = "delta_bar") -> list:
         """Every judge checked on this server (`board.BoardRow`), sorted by `sort` (a value of
         `board.SORT_KEYS`)."""
-        from .board import board_rows, sort_rows
+        from .successors import board_rows, sort_rows
         from .endpoints import load_retirements
 
         shutdowns = {name: r.shutdown_date for name, r in load_retirements().items()}
@@ -865,9 +865,9 @@ class GradingService:
 
     def judge_board_csv(self, sort: str = "delta_bar", base: str | None = None) -> str:
         """Write the board as CSV (in the exports folder) and return its path."""
-        from .board import make_board_csv_text
+        from .successors import make_board_csv_text
 
-        from .board import SORT_KEYS
+        from .successors import SORT_KEYS
 
         out = self.exports_dir / "board"
         out.mkdir(parents=True, exist_ok=True)

@@ -279,7 +279,7 @@ def test_a_host_key_check_obeys_the_visitor_budget_and_keeps_what_it_graded(tmp_
 
 
 def test_a_hostile_judge_name_is_inert_on_the_board_and_in_its_csv(svc):
-    from mmvet_core.board import board_rows, board_table, make_board_csv_text
+    from mmvet_core.successors import board_rows, board_table, make_board_csv_text
     from mmvet_core.judgecheck import assess_judge, load_references
     from mmvet_core.benchmark import load_bundled_v1
     bench, refs = load_bundled_v1(), load_references()

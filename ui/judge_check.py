@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from mmvet_core.board import SORT_KEYS, TABLE_HEADERS, board_table
+from mmvet_core.successors import SORT_KEYS, TABLE_HEADERS, board_table
 from mmvet_core.service import JUDGE_BASELINE
 
 from .common import Page, base_url, esc, judge_of, toasts, visitor
