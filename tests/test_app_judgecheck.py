@@ -150,7 +150,9 @@ def test_a_checked_judge_gives_an_estimate_on_the_card_the_radar_and_the_share_v
     hover = page.evaluate("() => document.querySelector('#radar-capabilities .js-plotly-plot').data[0].text")
     assert any("official-equivalent estimate" in t and "not the official MM-Vet metric" in t for t in hover)
 
-    share = text_of(page, "share-link")
+    run_id = re.search(r"[?&]run=([\w-]+)", page.url).group(1)
+    expect(page.locator("#share-link").locator("textarea, input").first).to_have_value(re.compile(run_id))
+    share = text_of(page, "share-link")                  # the link of this run, not of the one opened before
     visitor = new_page(browser, share)                   # another visitor: the read-only share view
     try:
         expect(visitor.locator("#card-equivalent")).to_contain_text(text.splitlines()[0])
