@@ -24,7 +24,9 @@ __all__ = ["HostingLimits", "Housekeeper", "UploadGate"]
 MB = 1024 * 1024
 
 
-def _num(env: Mapping[str, str], name: str, default: float) -> float:
+def env_number(env: Mapping[str, str], name: str, default: float) -> float:
+    """A non-negative number from the environment mapping `env`, else `default` (missing, unparsable or negative);
+    the one reader of every MMVET_* limit."""
     try:
         value = float(env.get(name, default))
     except (TypeError, ValueError):
@@ -53,20 +55,20 @@ class HostingLimits:
     def from_env(cls, env: Mapping[str, str]) -> "HostingLimits":
         d = cls()
         return cls(
-            upload_mb=int(_num(env, "MMVET_MAX_UPLOAD_MB", d.upload_mb)),
-            archive_factor=_num(env, "MMVET_ARCHIVE_FACTOR", d.archive_factor),
-            uploads_max_mb=int(_num(env, "MMVET_UPLOADS_MAX_MB", d.uploads_max_mb)),
-            uploads_max_age_h=_num(env, "MMVET_UPLOADS_MAX_AGE_H", d.uploads_max_age_h),
-            exports_max_mb=int(_num(env, "MMVET_EXPORTS_MAX_MB", d.exports_max_mb)),
-            exports_max_age_h=_num(env, "MMVET_EXPORTS_MAX_AGE_H", d.exports_max_age_h),
-            gradio_cache_max_age_h=_num(env, "MMVET_GRADIO_CACHE_MAX_AGE_H", d.gradio_cache_max_age_h),
-            gradio_cache_max_mb=int(_num(env, "MMVET_GRADIO_CACHE_MAX_MB", d.gradio_cache_max_mb)),
-            hub_max_mb=int(_num(env, "MMVET_HUB_MAX_MB", d.hub_max_mb)),
-            max_samples=int(_num(env, "MMVET_MAX_SAMPLES", d.max_samples)),
-            max_rows=int(_num(env, "MMVET_MAX_ROWS", d.max_rows)),
-            parse_memory_mb=int(_num(env, "MMVET_PARSE_MEMORY_MB", d.parse_memory_mb)),
-            parse_timeout_s=_num(env, "MMVET_PARSE_TIMEOUT_S", d.parse_timeout_s),
-            max_parses=max(1, int(_num(env, "MMVET_MAX_PARSES", d.max_parses))),
+            upload_mb=int(env_number(env, "MMVET_MAX_UPLOAD_MB", d.upload_mb)),
+            archive_factor=env_number(env, "MMVET_ARCHIVE_FACTOR", d.archive_factor),
+            uploads_max_mb=int(env_number(env, "MMVET_UPLOADS_MAX_MB", d.uploads_max_mb)),
+            uploads_max_age_h=env_number(env, "MMVET_UPLOADS_MAX_AGE_H", d.uploads_max_age_h),
+            exports_max_mb=int(env_number(env, "MMVET_EXPORTS_MAX_MB", d.exports_max_mb)),
+            exports_max_age_h=env_number(env, "MMVET_EXPORTS_MAX_AGE_H", d.exports_max_age_h),
+            gradio_cache_max_age_h=env_number(env, "MMVET_GRADIO_CACHE_MAX_AGE_H", d.gradio_cache_max_age_h),
+            gradio_cache_max_mb=int(env_number(env, "MMVET_GRADIO_CACHE_MAX_MB", d.gradio_cache_max_mb)),
+            hub_max_mb=int(env_number(env, "MMVET_HUB_MAX_MB", d.hub_max_mb)),
+            max_samples=int(env_number(env, "MMVET_MAX_SAMPLES", d.max_samples)),
+            max_rows=int(env_number(env, "MMVET_MAX_ROWS", d.max_rows)),
+            parse_memory_mb=int(env_number(env, "MMVET_PARSE_MEMORY_MB", d.parse_memory_mb)),
+            parse_timeout_s=env_number(env, "MMVET_PARSE_TIMEOUT_S", d.parse_timeout_s),
+            max_parses=max(1, int(env_number(env, "MMVET_MAX_PARSES", d.max_parses))),
         )
 
     @property

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
 from .store import Store, StoreError
+from .hosting import env_number
 
 __all__ = ["StorageLimits", "StorageRefused", "RunKeeper", "cap_predictions", "cut_note"]
 
@@ -35,14 +36,6 @@ MB = 1024 * 1024
 
 class StorageRefused(Exception):
     """New work refused to keep storage bounded (a quota, a nearly full disk); the message is for the visitor."""
-
-
-def _num(env: Mapping[str, str], name: str, default: float) -> float:
-    try:
-        value = float(env.get(name, default))
-    except (TypeError, ValueError):
-        return default
-    return value if value >= 0 else default
 
 
 @dataclass(frozen=True)
@@ -58,10 +51,10 @@ class StorageLimits:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "StorageLimits":
         d = cls()
-        return cls(runs_per_visitor=int(_num(env, "MMVET_MAX_STORED_RUNS", d.runs_per_visitor)),
-                   mb_per_visitor=int(_num(env, "MMVET_MAX_STORED_MB", d.mb_per_visitor)),
-                   expire_days=_num(env, "MMVET_EXPIRE_DAYS", d.expire_days),
-                   min_free_mb=int(_num(env, "MMVET_MIN_FREE_MB", d.min_free_mb)))
+        return cls(runs_per_visitor=int(env_number(env, "MMVET_MAX_STORED_RUNS", d.runs_per_visitor)),
+                   mb_per_visitor=int(env_number(env, "MMVET_MAX_STORED_MB", d.mb_per_visitor)),
+                   expire_days=env_number(env, "MMVET_EXPIRE_DAYS", d.expire_days),
+                   min_free_mb=int(env_number(env, "MMVET_MIN_FREE_MB", d.min_free_mb)))
 
 
 def cap_predictions(predictions: Mapping[str, str], max_chars: int) -> tuple[dict[str, str], dict | None]:

@@ -16,18 +16,12 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
+from .hosting import env_number
+
 __all__ = ["RequestLimits", "RequestLimiter", "RequestLimitMiddleware", "LIMITED_PREFIXES"]
 
 #: The routes that run handlers or take files (Gradio 6's API); everything else passes untouched.
 LIMITED_PREFIXES = ("/gradio_api/call/", "/gradio_api/queue/join", "/gradio_api/run/", "/gradio_api/upload")
-
-
-def _num(env: Mapping[str, str], name: str, default: float) -> float:
-    try:
-        value = float(env.get(name, default))
-    except (TypeError, ValueError):
-        return default
-    return value if value >= 0 else default
 
 
 @dataclass(frozen=True)
@@ -39,8 +33,8 @@ class RequestLimits:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "RequestLimits":
         d = cls()
-        return cls(per_minute=_num(env, "MMVET_REQUESTS_PER_MIN", d.per_minute),
-                   burst=int(_num(env, "MMVET_REQUESTS_BURST", d.burst)))
+        return cls(per_minute=env_number(env, "MMVET_REQUESTS_PER_MIN", d.per_minute),
+                   burst=int(env_number(env, "MMVET_REQUESTS_BURST", d.burst)))
 
 
 class RequestLimiter:
