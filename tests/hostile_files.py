@@ -15,22 +15,7 @@ def write_raw_xlsx(path: Path, rows: int, *, declare: int | None = None, answer:
     workbook held 11 M). `declare` sets the row count its ``<dimension>`` claims (default: the truth)."""
     declared = (rows if declare is None else declare) + 1
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=6) as zf:
-        zf.writestr("[Content_Types].xml",
-                    '<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/package/'
-                    '2006/content-types"><Default Extension="rels" ContentType="application/vnd.openxmlformats-'
-                    'package.relationships+xml"/><Default Extension="xml" ContentType="application/xml"/>'
-                    '<Override PartName="/xl/workbook.xml" ContentType="application/vnd.openxmlformats-'
-                    'officedocument.spreadsheetml.sheet.main+xml"/><Override PartName="/xl/worksheets/sheet1.xml" '
-                    'ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/>'
-                    "</Types>")
-        zf.writestr("_rels/.rels", f'<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="{_PKG}">'
-                    f'<Relationship Id="rId1" Type="{_REL}/officeDocument" Target="xl/workbook.xml"/>'
-                    "</Relationships>")
-        zf.writestr("xl/workbook.xml", f'<?xml version="1.0" encoding="UTF-8"?><workbook xmlns="{_MAIN}" '
-                    f'xmlns:r="{_REL}"><sheets><sheet name="Sheet1" sheetId="1" r:id="rId1"/></sheets></workbook>')
-        zf.writestr("xl/_rels/workbook.xml.rels", f'<?xml version="1.0" encoding="UTF-8"?><Relationships '
-                    f'xmlns="{_PKG}"><Relationship Id="rId1" Type="{_REL}/worksheet" Target="worksheets/sheet1.xml"/>'
-                    "</Relationships>")
+        _write_parts(zf)
         with zf.open("xl/worksheets/sheet1.xml", "w") as fh:
             fh.write(f'<?xml version="1.0" encoding="UTF-8"?><worksheet xmlns="{_MAIN}"><dimension ref="A1:B'
                      f'{declared}"/><sheetData><row r="1"><c r="A1" t="inlineStr"><is><t>index</t></is></c>'
