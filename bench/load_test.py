@@ -170,29 +170,16 @@ class StatusPoller:
     its calls (a call without a session makes Gradio build a new session state, which costs the server more)."""
 
     def __init__(self, app_url: str, headers: dict):
-        import httpx
+        from tests.crowd import StatusClient       # the crowd's client: one session, the REST call and its SSE
 
-        self.http = httpx.Client(base_url=app_url, headers=headers, timeout=60)
-        self.session_hash = secrets.token_hex(8)
+        self.client = StatusClient(app_url)
+        self.client.http.headers.update(headers)
 
     def __call__(self, run_id: str) -> dict:
-        r = self.http.post("gradio_api/call/status", json={"data": [run_id], "session_hash": self.session_hash})
-        r.raise_for_status()
-        event_id = r.json()["event_id"]
-        event = None
-        with self.http.stream("GET", f"gradio_api/call/status/{event_id}") as resp:
-            for line in resp.iter_lines():
-                if line.startswith("event:"):
-                    event = line.split(":", 1)[1].strip()
-                elif line.startswith("data:") and event in ("complete", "error"):
-                    data = line.split(":", 1)[1].strip()
-                    if event == "error":
-                        raise RuntimeError(f"/status failed: {data}")
-                    return json.loads(data)[0]
-        raise RuntimeError("/status: no answer")
+        return self.client.status(run_id)
 
     def close(self) -> None:
-        self.http.close()
+        self.client.http.close()
 
 
 def visit(v: Visitor, app_url: str, args, t_start: threading.Event | None = None) -> None:
