@@ -17,6 +17,7 @@ import json
 import re
 import time
 import urllib.request
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,21 +111,30 @@ def fake_server():
         yield server
 
 
-@pytest.fixture(scope="module")
-def app_server(fake_server, tmp_path_factory):
-    """The app, with the fake judge as its host judge (the default judge choice). Module-scoped."""
+@contextmanager
+def host_app(fake_server, tmp_path_factory, name: str = "app", **settings_kwargs):
+    """The app with the fake judge as its host judge (the default judge choice) in a fresh folder, and the
+    environment pointing at that judge while it runs; `settings_kwargs` add to the settings (e.g. host_secret)."""
     mp = pytest.MonkeyPatch()
     # anything that falls back to the environment also lands on the fake judge, never on api.openai.com
     mp.setenv("OPENAI_API_KEY", HOST_KEY)
     mp.setenv("OPENAI_BASE_URL", fake_server.url)
-    tmp = tmp_path_factory.mktemp("app")
+    tmp = tmp_path_factory.mktemp(name)
     mp.setenv("GRADIO_TEMP_DIR", str(tmp / "gradio-tmp"))
-    app = start_app(tmp / "data", host_key=HOST_KEY, host_base_url=fake_server.url, run_concurrency=4)
+    app = start_app(tmp / "data", host_key=HOST_KEY, host_base_url=fake_server.url, run_concurrency=4,
+                    **settings_kwargs)
     try:
         yield app
     finally:
         stop_app(app)
         mp.undo()
+
+
+@pytest.fixture(scope="module")
+def app_server(fake_server, tmp_path_factory):
+    """The app, with the fake judge as its host judge (the default judge choice). Module-scoped."""
+    with host_app(fake_server, tmp_path_factory) as app:
+        yield app
 
 
 @pytest.fixture(scope="module")

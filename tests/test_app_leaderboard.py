@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 
 from app import BENCH_BUNDLED
 from tests.app_fixtures import (  # noqa: F401  (fixtures)
-    HOST_KEY, browser, fake_server, new_page, open_grade_file, reopen, start_app, stop_app,
+    browser, fake_server, host_app, new_page, open_grade_file, reopen,
 )
 
 REFERENCE = Path(__file__).resolve().parents[1] / "assets" / "reference"
@@ -32,18 +32,8 @@ expect.set_options(timeout=30_000)
 @pytest.fixture(scope="module")
 def board_app(fake_server, tmp_path_factory):
     """The app with a host secret (the host's hide control exists) and the fake judge as its judge."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("OPENAI_API_KEY", HOST_KEY)
-    mp.setenv("OPENAI_BASE_URL", fake_server.url)
-    tmp = tmp_path_factory.mktemp("board-app")
-    mp.setenv("GRADIO_TEMP_DIR", str(tmp / "gradio-tmp"))
-    app = start_app(tmp / "data", host_key=HOST_KEY, host_base_url=fake_server.url, run_concurrency=4,
-                    host_secret=HOST_SECRET)
-    try:
+    with host_app(fake_server, tmp_path_factory, "board-app", host_secret=HOST_SECRET) as app:
         yield app
-    finally:
-        stop_app(app)
-        mp.undo()
 
 
 @pytest.fixture(scope="module")
