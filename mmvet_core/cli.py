@@ -35,7 +35,8 @@ from .runs import (ImportRefused, create_run, export_run, import_grades, load_ru
                    write_intervals_csv)
 from .stats import format_interval, score_intervals
 from .sources import load_benchmark, load_subset
-from .store import Store
+from .store import DATABASE_URL_VAR, Store, store_exists
+from . import db_cli
 
 DEFAULT_DB = Path("data") / "mmvet-grader.db"
 
@@ -244,6 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("results")
     v.add_argument("--benchmark", default="mmvet-v1")
     v.add_argument("--subset", default=None)
+    db_cli.add_parser(sub)
     return parser
 
 
@@ -254,9 +256,10 @@ def _benchmark(args) -> object:
         raise UsageError(f"benchmark: {e}") from e
 
 
-def _default_db() -> Path:
+def _default_db() -> Path | str:
     data_dir = os.environ.get("MMVET_DATA_DIR")
-    return Path(data_dir) / "mmvet-grader.db" if data_dir else DEFAULT_DB
+    return (os.environ.get(DATABASE_URL_VAR, "").strip()
+            or (Path(data_dir) / "mmvet-grader.db" if data_dir else DEFAULT_DB))
 
 
 def _examples(args) -> tuple[int, ...] | None:
@@ -557,7 +560,7 @@ def cmd_aggregate(args) -> int:
 
 
 def _load_sets(specs: list[str], db: str | None, names: list[str] | None = None):
-    store = Store(db or _default_db()) if (db or _default_db().exists()) else None
+    store = Store(db or _default_db()) if (db or store_exists(_default_db())) else None
     sets = []
     for i, spec in enumerate(specs):
         try:
@@ -671,8 +674,8 @@ def cmd_judges(args) -> int:
     settings = replace(settings, timeout=args.timeout)
     where = settings.base_url or "https://api.openai.com/v1"
     models = asyncio.run(list_judge_models(settings, key, timeout=args.timeout))
-    db = Path(args.db) if args.db else _default_db()
-    store = Store(db) if db.exists() else None
+    db = args.db or _default_db()
+    store = Store(db) if store_exists(db) else None
     today = today_utc()
     rows = judge_rows(models, settings, today, store) if models.known else []
     print(format_judges(rows, models, where, today))
@@ -764,7 +767,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return {"grade": cmd_grade, "aggregate": cmd_aggregate, "validate": cmd_validate, "compare": cmd_compare,
                 "combine": cmd_combine, "prompt": cmd_prompt, "judge-check": cmd_judge_check,
-                "judges": cmd_judges, "leaderboard": cmd_leaderboard}[args.command](args)
+                "judges": cmd_judges, "leaderboard": cmd_leaderboard, "db": db_cli.cmd_db}[args.command](args)
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -39,7 +39,7 @@ from .results import ResultsError, select_predictions, validate_results
 from .runs import RunView, create_run, export_run, load_run_view, run_fingerprint, \
     benchmark_to_stored
 from .sources import load_benchmark, load_subset
-from .store import RunRecord, Store, StoreError
+from .store import DATABASE_URL_VAR, RunRecord, Store, StoreError
 from .ratelimit import account_key
 from .transport import BlockedDestination, EndpointPolicy, check_endpoint_url
 
@@ -129,6 +129,7 @@ class ServiceSettings:
     host_secret: str | None = None         # MMVET_HOST_SECRET: unlocks the host's leaderboard controls (hide)
     publish_per_hour: int = 10             # leaderboard publishes (and republishes) per visitor and hour
     mcp_server: bool = True                # MMVET_MCP=0 turns the MCP server (agents' tools, ui/mcp.py) off
+    database_url: str | None = None        # MMVET_DATABASE_URL: PostgreSQL; None: data_dir/mmvet-grader.db
 
     @classmethod
     def from_env(cls, env=None) -> "ServiceSettings":
@@ -164,6 +165,7 @@ class ServiceSettings:
             host_secret=env.get("MMVET_HOST_SECRET") or None,
             publish_per_hour=_int_env(env, "MMVET_PUBLISH_PER_HOUR", 10),
             mcp_server=env.get("MMVET_MCP", "1").strip().lower() not in ("0", "false", "no", "off"),
+            database_url=env.get(DATABASE_URL_VAR, "").strip() or None,
         )
 
     def host_settings(self) -> JudgeSettings:
@@ -287,7 +289,7 @@ class GradingService:
     def __init__(self, settings: ServiceSettings):
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         self.settings = settings
-        self.store = Store(settings.data_dir / "mmvet-grader.db")
+        self.store = Store(settings.database_url or settings.data_dir / "mmvet-grader.db")
         for warning in self.store.warnings:
             log.warning("%s", warning)
         self.store.mark_interrupted()

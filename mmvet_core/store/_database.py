@@ -1,0 +1,103 @@
+"""The connection side of the store: open a database through its backend (checks, migrations, identity), run
+statements in transactions, turn every database fault into a `StoreError` that names it."""
+from __future__ import annotations
+
+import secrets
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Row
+
+from . import _migrate
+from . import _schema as t
+from ._backend import Backend, create_backend
+from ._records import StoreError
+
+
+class Database:
+    """A database the store lives in, opened at `location`: a SQLite file path, or a database URL
+    (``postgresql://user:password@host:port/database``); see `create_backend`."""
+
+    def __init__(self, location: str | Path, *, check: bool = True):
+        """Open (or create) the database and bring its schema to this release's (Alembic migrations; a SQLite
+        file of an earlier release is upgraded in place). `check` runs the backend's thorough checks (SQLite:
+        ``PRAGMA quick_check``, where a damaged file raises `StoreError` with what it found) and compares the
+        database with the one of the last start (`warnings`)."""
+        self._backend: Backend = create_backend(location)
+        #: the SQLite file (a Path), or the PostgreSQL URL without its password
+        self.path = self._backend.path
+        #: ``"sqlite"`` or ``"postgresql"``
+        self.backend = self._backend.name
+        self.warnings: list[str] = []
+        self._lock = self._backend.lock
+        self._engine = self._backend.create_engine()
+        try:
+            existed = self._backend.prepare(self._engine, check=check)
+            with self._lock, self._engine.connect() as conn, self._backend.begin(conn, lock="schema"):
+                _migrate.upgrade(conn, self._name())
+                db_id = self._identity(conn)
+        except StoreError:
+            self._engine.dispose()
+            raise
+        except Exception as e:      # the driver's, SQLAlchemy's and Alembic's faults alike: named by the backend
+            self._engine.dispose()
+            raise StoreError(self._backend.open_failed(e)) from e
+        if check:
+            self.warnings.extend(self._backend.identity_warnings(db_id, existed))
+
+    def _name(self) -> str:
+        return self.path.name if isinstance(self.path, Path) else str(self.path)
+
+    @staticmethod
+    def _identity(conn: Connection) -> str:
+        """The database's random id (``meta.id``), created with the database."""
+        db_id = conn.execute(sa.select(t.meta.c.value).where(t.meta.c.key == "id")).scalar()
+        if db_id is None:
+            db_id = secrets.token_hex(8)
+            conn.execute(sa.insert(t.meta).values(key="id", value=db_id))
+        return db_id
+
+    def close(self) -> None:
+        with self._lock:
+            self._engine.dispose()
+
+    @contextmanager
+    def _tx(self, *, lock: str | None = None, write: bool = True, single: bool = False) -> Iterator[Connection]:
+        """A connection in a transaction that commits when the block ends (rolls back on an exception). `lock`
+        names what a read-then-write sequence protects (see `Backend.begin`); `single`: the block runs one
+        statement (no transaction needed: it commits on its own). A database fault raises `StoreError`."""
+        try:
+            with self._lock, self._engine.connect() as conn, self._backend.begin(conn, lock=lock, single=single):
+                yield conn
+        except sa.exc.SQLAlchemyError as e:
+            raise StoreError(f"the server could not {'write to' if write else 'read'} its database: "
+                             f"{self._backend.describe(e)}") from e
+
+    def _exec(self, statement: Any, args: tuple = ()) -> int:
+        """Run one statement that writes (a SQLAlchemy statement, or raw SQL with the driver's parameters);
+        returns how many rows it changed."""
+        with self._tx(single=True) as conn:
+            result = conn.exec_driver_sql(statement, args) if isinstance(statement, str) else conn.execute(statement)
+            return result.rowcount
+
+    def _query(self, statement: Any, args: tuple = ()) -> list[Row]:
+        """The rows of one statement that reads (columns by index or by name: ``row.name``)."""
+        with self._tx(write=False, single=True) as conn:
+            result = conn.exec_driver_sql(statement, args) if isinstance(statement, str) else conn.execute(statement)
+            return result.all()
+
+    def _rows(self, statement: Any) -> list[dict[str, Any]]:
+        """The rows of one statement that reads, as dicts."""
+        return [dict(r._mapping) for r in self._query(statement)]
+
+    def table_names(self) -> list[str]:
+        """The tables the database holds (those of the schema, and Alembic's version table)."""
+        with self._tx(write=False) as conn:
+            return sorted(sa.inspect(conn).get_table_names())
+
+    def iter_tables(self) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+        """Every table's rows (used by tests that check no secret was written)."""
+        for name in self.table_names():
+            yield name, self._rows(sa.text(f'SELECT * FROM "{name}"'))
