@@ -109,6 +109,10 @@ class PostgresBackend:
     def byte_length(self, text: Any) -> sa.ColumnElement:
         return sa.func.octet_length(text)
 
+    def clock(self) -> sa.ColumnElement:
+        # clock_timestamp(), not now(): the time of the statement, not of the transaction's start
+        return sa.cast(sa.func.extract("epoch", sa.func.clock_timestamp()), postgresql.DOUBLE_PRECISION)
+
 
 def _jsonb(doc: Any) -> sa.ColumnElement:
     """JSON kept as text (both databases hold the bytes `json.dumps` wrote) read as ``jsonb``."""
