@@ -36,7 +36,7 @@ from .runs import (ImportRefused, create_run, export_run, import_grades, load_ru
 from .stats import format_interval, score_intervals
 from .sources import load_benchmark, load_subset
 from .store import DATABASE_URL_VAR, Store, store_exists
-from . import db_cli
+from . import db_cli, workers
 
 DEFAULT_DB = Path("data") / "mmvet-grader.db"
 
@@ -246,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--benchmark", default="mmvet-v1")
     v.add_argument("--subset", default=None)
     db_cli.add_parser(sub)
+    workers.add_parser(sub)
     return parser
 
 
@@ -767,7 +768,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return {"grade": cmd_grade, "aggregate": cmd_aggregate, "validate": cmd_validate, "compare": cmd_compare,
                 "combine": cmd_combine, "prompt": cmd_prompt, "judge-check": cmd_judge_check,
-                "judges": cmd_judges, "leaderboard": cmd_leaderboard, "db": db_cli.cmd_db}[args.command](args)
+                "judges": cmd_judges, "leaderboard": cmd_leaderboard, "db": db_cli.cmd_db,
+                "worker": workers.cmd_worker}[args.command](args)
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

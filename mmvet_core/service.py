@@ -31,7 +31,7 @@ from .export import GradeFileError
 from .graded import OFFICIAL_JUDGES
 from .grading import GRADED
 from .hosting import HostingLimits, UploadGate
-from .jobs import JobManager, TooManyRuns
+from .jobs import TooManyRuns
 from .requestlimit import RequestLimits
 from .keeping import RunKeeper, StorageLimits, StorageRefused, cap_predictions, cut_note
 from .judge import BASELINE_NAME, DEFAULT_JUDGE_MODEL, JudgeSettings, make_judge
@@ -42,6 +42,7 @@ from .sources import load_benchmark, load_subset
 from .store import DATABASE_URL_VAR, RunRecord, Store, StoreError
 from .ratelimit import account_key
 from .transport import BlockedDestination, EndpointPolicy, check_endpoint_url
+from .workers import make_jobs
 
 log = logging.getLogger("mmvet_grader")
 
@@ -130,6 +131,8 @@ class ServiceSettings:
     publish_per_hour: int = 10             # leaderboard publishes (and republishes) per visitor and hour
     mcp_server: bool = True                # MMVET_MCP=0 turns the MCP server (agents' tools, ui/mcp.py) off
     database_url: str | None = None        # MMVET_DATABASE_URL: PostgreSQL; None: data_dir/mmvet-grader.db
+    workers: str = "in-process"            # MMVET_WORKERS: "external": grading workers grade (workers.py)
+    lease_seconds: float = 10.0            # MMVET_LEASE_SECONDS: a dead grader's run moves on after this
 
     @classmethod
     def from_env(cls, env=None) -> "ServiceSettings":
@@ -166,6 +169,8 @@ class ServiceSettings:
             publish_per_hour=_int_env(env, "MMVET_PUBLISH_PER_HOUR", 10),
             mcp_server=env.get("MMVET_MCP", "1").strip().lower() not in ("0", "false", "no", "off"),
             database_url=env.get(DATABASE_URL_VAR, "").strip() or None,
+            workers=env.get("MMVET_WORKERS", "").strip().lower() or "in-process",
+            lease_seconds=float(env.get("MMVET_LEASE_SECONDS", "") or 10.0),
         )
 
     def host_settings(self) -> JudgeSettings:
@@ -299,8 +304,8 @@ class GradingService:
         limits = replace(settings.hosting, upload_mb=settings.max_upload_mb)
         self.gate = UploadGate(limits, self.work_dir, self.exports_dir, gradio_cache=_gradio_cache_dir())
         self.gate.housekeeper.run()
-        self.jobs = JobManager(self.store, max_active=settings.max_active_runs,
-                               per_visitor=settings.max_runs_per_visitor)
+        self.jobs = make_jobs(self.store, workers=settings.workers, lease=settings.lease_seconds,
+                              max_active=settings.max_active_runs, per_visitor=settings.max_runs_per_visitor)
         self.budget = HostBudget(self.store, settings.limits)
         self.salt = private_salt(settings.data_dir)   # of visitor ids: never the browser-state secret
         self._start_lock = threading.Lock()
@@ -320,7 +325,7 @@ class GradingService:
         self.keeper.expire(self._running_ids())
 
     def _running_ids(self) -> list[str]:
-        return [rid for rid in list(self.jobs._jobs) if self.jobs.is_running(rid)]
+        return self.jobs.running_ids()
 
     def _forget_files(self, run_id: str) -> None:
         shutil.rmtree(self.exports_dir / run_id, ignore_errors=True)
@@ -590,7 +595,7 @@ class GradingService:
         try:
             self.jobs.start(run_id, benchmark, self.make_judge(jset, key, host),
                             concurrency=self.settings.run_concurrency, budget=budget, visitor=visitor,
-                            batch=mode == MODE_BATCH, batch_poll=self.settings.batch_poll)
+                            batch=mode == MODE_BATCH, batch_poll=self.settings.batch_poll, host=host)
         except TooManyRuns as e:      # a slot went to someone else since the check
             try:
                 if self.store.get_run(run_id).status == "created":

@@ -18,6 +18,10 @@ seconds forever (`drip_every`), a 307 redirect re-sending the POST elsewhere (`r
 echoes the caller's key (`echo_key`). `secret_page` is served at ``GET|POST /internal`` (an "internal" page for
 SSRF tests).
 
+Holding (`hold_after`): once that many calls were answered, every further call is held unanswered (counted in
+`held`) until the test sets `hold_after` back to None; a held call whose client hangs up (a process killed) ends
+``abandoned``, never answered, so a test can tell the answers the judge really gave (and billed) from the others.
+
 Use in-process: ``with FakeJudgeServer() as srv: srv.url, srv.state.calls``; or as a process:
 ``python -m tests.fake_judge --port 8765 --latency 0.1``.
 """
@@ -125,6 +129,9 @@ class FakeState:
     echo_key: bool = False               # answer 401 with the Authorization header in the error message
     secret_page: str = "INTERNAL-ONLY: db password hunter2"    # served at /internal
     open_streams: int = 0                # hostile answers still being sent (a client that hung up ends them)
+    hold_after: int | None = None        # once this many calls were answered, hold every call until it is None
+    held: int = 0                        # calls held now (a test waits for them)
+    answered: int = 0                    # 200 answers so far
     calls: list[dict] = field(default_factory=list)   # every request that reached the server (model lists apart)
     list_calls: list[dict] = field(default_factory=list)   # every model-list request (GET /v1/models, deployments)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -395,7 +402,7 @@ def make_app(state: FakeState) -> FastAPI:
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
-        return await answer(await request.json(), request.headers.get("authorization", ""))
+        return await answer(await request.json(), request.headers.get("authorization", ""), request=request)
 
     @app.post("/openai/deployments/{deployment}/chat/completions")
     async def azure_chat(deployment: str, request: Request):
@@ -406,7 +413,24 @@ def make_app(state: FakeState) -> FastAPI:
         body.setdefault("model", deployment)
         return await answer(body, f"Bearer {request.headers.get('api-key', '')}", route=f"azure:{deployment}")
 
-    async def answer(body: dict, auth: str, route: str = "openai"):
+    async def hold(record: dict, request: Request | None) -> Response | None:
+        """Hold a call while `hold_after` says so; an ``abandoned`` answer when its client hung up meanwhile."""
+        if state.hold_after is None or state.answered < state.hold_after:
+            return None
+        with state.lock:
+            state.held += 1
+        try:
+            while state.hold_after is not None and state.answered >= state.hold_after:
+                if request is not None and await request.is_disconnected():
+                    record["status"] = "abandoned"
+                    return Response(status_code=499)
+                await asyncio.sleep(0.02)
+        finally:
+            with state.lock:
+                state.held -= 1
+        return None
+
+    async def answer(body: dict, auth: str, route: str = "openai", request: Request | None = None):
         record = {"model": body.get("model"), "prompt": body["messages"][-1]["content"],
                   "temperature": body.get("temperature"), "max_tokens": body.get("max_tokens"),
                   "max_completion_tokens": body.get("max_completion_tokens"), "body": body, "route": route,
@@ -452,6 +476,9 @@ def make_app(state: FakeState) -> FastAPI:
             record["status"] = 500
             return _error(500, "The server had an error while processing your request.",
                           headers={"retry-after": "0.01"})
+        held = await hold(record, request)
+        if held is not None:
+            return held
         with state.lock:
             state.in_flight += 1
             state.peak_in_flight = max(state.peak_in_flight, state.in_flight)
@@ -468,7 +495,9 @@ def make_app(state: FakeState) -> FastAPI:
             return Response(state.raw_body, status_code=200, media_type=state.raw_media_type, headers=rl_headers)
         fn = state.answer_fn or deterministic_answer
         content = fn(record["prompt"], body.get("temperature", 1.0))
-        record["status"] = 200
+        with state.lock:
+            record["status"] = 200
+            state.answered += 1
         record["answer"] = content
         return JSONResponse(completion_body(state, record["prompt"], content), headers=rl_headers)
 
