@@ -402,7 +402,7 @@ def make_app(state: FakeState) -> FastAPI:
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
-        return await answer(await request.json(), request.headers.get("authorization", ""), request=request)
+        return await answer(await request.json(), request.headers.get("authorization", ""))
 
     @app.post("/openai/deployments/{deployment}/chat/completions")
     async def azure_chat(deployment: str, request: Request):
@@ -413,24 +413,7 @@ def make_app(state: FakeState) -> FastAPI:
         body.setdefault("model", deployment)
         return await answer(body, f"Bearer {request.headers.get('api-key', '')}", route=f"azure:{deployment}")
 
-    async def hold(record: dict, request: Request | None) -> Response | None:
-        """Hold a call while `hold_after` says so; an ``abandoned`` answer when its client hung up meanwhile."""
-        if state.hold_after is None or state.answered < state.hold_after:
-            return None
-        with state.lock:
-            state.held += 1
-        try:
-            while state.hold_after is not None and state.answered >= state.hold_after:
-                if request is not None and await request.is_disconnected():
-                    record["status"] = "abandoned"
-                    return Response(status_code=499)
-                await asyncio.sleep(0.02)
-        finally:
-            with state.lock:
-                state.held -= 1
-        return None
-
-    async def answer(body: dict, auth: str, route: str = "openai", request: Request | None = None):
+    async def answer(body: dict, auth: str, route: str = "openai"):
         record = {"model": body.get("model"), "prompt": body["messages"][-1]["content"],
                   "temperature": body.get("temperature"), "max_tokens": body.get("max_tokens"),
                   "max_completion_tokens": body.get("max_completion_tokens"), "body": body, "route": route,
@@ -476,9 +459,12 @@ def make_app(state: FakeState) -> FastAPI:
             record["status"] = 500
             return _error(500, "The server had an error while processing your request.",
                           headers={"retry-after": "0.01"})
-        held = await hold(record, request)
-        if held is not None:
-            return held
+        if state.hold_after is not None and state.answered >= state.hold_after:
+            return _Held(state, record, lambda: finish(body, record, rl_headers))
+        return await finish(body, record, rl_headers)
+
+    async def finish(body: dict, record: dict, rl_headers: dict):
+        """The end of a call that passed every check: latency, then its answer."""
         with state.lock:
             state.in_flight += 1
             state.peak_in_flight = max(state.peak_in_flight, state.in_flight)
@@ -556,6 +542,43 @@ async def _hostile_stream(state: FakeState):
     finally:
         with state.lock:
             state.open_streams -= 1
+
+
+class _Held(Response):
+    """A call held while `FakeState.hold_after` says so: answered (`finish`) once released, ``abandoned`` (never
+    answered) when its client hangs up first, e.g. a process killed with its calls in flight."""
+
+    def __init__(self, state: FakeState, record: dict, finish):
+        super().__init__()
+        self.state, self.record, self.finish = state, record, finish
+
+    async def __call__(self, scope, receive, send):
+        state = self.state
+
+        async def released():
+            while state.hold_after is not None and state.answered >= state.hold_after:
+                await asyncio.sleep(0.02)
+
+        async def hung_up():
+            while (await receive())["type"] != "http.disconnect":
+                pass
+
+        with state.lock:
+            state.held += 1
+        try:
+            waits = [asyncio.ensure_future(released()), asyncio.ensure_future(hung_up())]
+            done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            for task in pending:
+                task.cancel()
+        finally:
+            with state.lock:
+                state.held -= 1
+        if waits[0] not in done:
+            self.record["status"] = "abandoned"
+            response = Response(status_code=499)        # (to nobody: the client is gone)
+        else:
+            response = await self.finish()
+        await response(scope, receive, send)
 
 
 class _Forever(Response):
