@@ -182,7 +182,7 @@ class LeasedJobs(JobManager):
                 self.store.enqueue_run(run_id, work=work, endpoint=endpoint_of(settings), visitor=visitor or "",
                                        claimable=True)
                 self.store.set_status(run_id, "queued", QUEUED)
-                asyncio.run_coroutine_threadsafe(judge.aclose(), self._loop)
+                self.call(judge.aclose(), timeout=10)      # (never used: a worker builds its own)
                 return
             self.store.enqueue_run(run_id, work=work, endpoint=endpoint_of(settings), visitor=visitor or "",
                                    claimable=False, holder=self.holder, lease=self.lease)
@@ -393,6 +393,12 @@ def cmd_worker(args) -> int:
         return 2
     lease = args.lease if args.lease is not None else settings.lease_seconds
     worker = Worker(store, settings, slots=args.runs, lease=lease, poll=args.poll)
+    if settings.host_key:
+        # a worker exists to call the judge: its SDK is imported now, not when the worker takes over a dead
+        # worker's run (seconds on a busy machine, while the run waits)
+        import openai  # noqa: F401
+
+        from . import transport  # noqa: F401
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
