@@ -496,3 +496,56 @@ def test_connections_dropped_by_the_server_are_replaced_without_failing_a_call(p
 def test_a_database_url_the_store_cannot_use_is_refused(url, message):
     with pytest.raises(StoreError, match=message):
         Store(url)
+
+
+# --- the setting -----------------------------------------------------------------------------------------------
+
+def test_a_host_moving_to_postgresql_finds_every_run_and_pays_for_no_answer_again(tmp_path, pg_url, fake_judge):
+    """The setting selects the database: unset, the SQLite file in the data folder, as always. A host grades a run
+    there, copies the database into PostgreSQL (`db copy`), sets MMVET_DATABASE_URL and restarts: the run reads
+    the same (scores, overrides, usage, My runs), and grading the same file again pays for no answer."""
+    from dataclasses import replace
+
+    from mmvet_core.service import BENCH_BUNDLED, JUDGE_HOST, BenchmarkChoice, GradingService, JudgeChoice, \
+        ServiceSettings
+    from mmvet_core.store._copy import copy_store
+
+    results = str(Path(__file__).resolve().parent / "data" / "results" / "llava-v1.5-13b.json")
+    env = {"MMVET_DATA_DIR": str(tmp_path), "OPENAI_API_KEY": "sk-host", "OPENAI_BASE_URL": fake_judge.url,
+           "MMVET_ALLOW_PRIVATE_ENDPOINTS": "1"}
+
+    def service(**extra) -> GradingService:
+        return GradingService(replace(ServiceSettings.from_env({**env, **extra}), run_concurrency=16))
+
+    def seen(svc: GradingService, run_id: str) -> tuple:
+        st = svc.status(run_id)
+        return (st["status"], st["done"], st["total_score"], st["scores"], st["n_overrides"],
+                svc.store.run_usage(run_id), [r.id for r in svc.runs_of("me")])
+
+    def grade(svc: GradingService, owner: str) -> str:
+        run_id, _ = svc.start(results, BenchmarkChoice(BENCH_BUNDLED), 1, JudgeChoice(JUDGE_HOST), owner=owner,
+                              visitor="v")
+        svc.jobs.wait(run_id, timeout=300)
+        return run_id
+
+    before = service()
+    assert before.store.backend == "sqlite" and before.store.path == tmp_path / "mmvet-grader.db"
+    run_id = grade(before, "me")
+    before.override(run_id, "me", "v1_0", 1.0, "checked by hand")
+    on_sqlite = seen(before, run_id)
+    assert on_sqlite[:2] == ("done", 218) and on_sqlite[4] == 1 and on_sqlite[-1] == [run_id]
+    before.jobs.shutdown()
+    before.store.close()
+    paid = len(fake_judge.state.calls)
+
+    source, target = Store(tmp_path / "mmvet-grader.db"), Store(pg_url)
+    copy_store(source, target)
+    source.close()
+    target.close()
+    after = service(MMVET_DATABASE_URL=pg_url)
+    assert after.store.backend == "postgresql"
+    assert seen(after, run_id) == on_sqlite
+    again = grade(after, "you")                    # another visitor, the same file and judge: the shared cache
+    assert after.status(again)["done"] == 218 and len(fake_judge.state.calls) == paid
+    after.jobs.shutdown()
+    after.store.close()

@@ -34,6 +34,12 @@ class Backend(Protocol):
     def create_engine(self) -> Engine:
         """The engine (and its pool) the store uses until `Store.close`."""
 
+    def connect(self, engine: Engine) -> AbstractContextManager[Connection]:
+        """A connection for one store call (held under `lock`), released when the block ends."""
+
+    def close(self) -> None:
+        """Release what `connect` keeps open (before the engine is disposed)."""
+
     def prepare(self, engine: Engine, *, check: bool) -> bool:
         """Check the database before its schema is touched (`check`: the thorough checks); returns whether it
         held a database before. Raises `StoreError` saying what is wrong."""

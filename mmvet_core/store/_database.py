@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
@@ -32,17 +32,18 @@ class Database:
         self.backend = self._backend.name
         self.warnings: list[str] = []
         self._lock = self._backend.lock
+        self._statements: dict[str, Any] = {}
         self._engine = self._backend.create_engine()
         try:
             existed = self._backend.prepare(self._engine, check=check)
-            with self._lock, self._engine.connect() as conn, self._backend.begin(conn, lock="schema"):
+            with self._backend.connect(self._engine) as conn, self._backend.begin(conn, lock="schema"):
                 _migrate.upgrade(conn, self._name())
                 db_id = self._identity(conn)
         except StoreError:
-            self._engine.dispose()
+            self.close()
             raise
         except Exception as e:      # the driver's, SQLAlchemy's and Alembic's faults alike: named by the backend
-            self._engine.dispose()
+            self.close()
             raise StoreError(self._backend.open_failed(e)) from e
         if check:
             self.warnings.extend(self._backend.identity_warnings(db_id, existed))
@@ -61,6 +62,7 @@ class Database:
 
     def close(self) -> None:
         with self._lock:
+            self._backend.close()
             self._engine.dispose()
 
     @contextmanager
@@ -69,28 +71,34 @@ class Database:
         names what a read-then-write sequence protects (see `Backend.begin`); `single`: the block runs one
         statement (no transaction needed: it commits on its own). A database fault raises `StoreError`."""
         try:
-            with self._lock, self._engine.connect() as conn, self._backend.begin(conn, lock=lock, single=single):
+            with self._backend.connect(self._engine) as conn, self._backend.begin(conn, lock=lock, single=single):
                 yield conn
         except sa.exc.SQLAlchemyError as e:
             raise StoreError(f"the server could not {'write to' if write else 'read'} its database: "
                              f"{self._backend.describe(e)}") from e
 
-    def _exec(self, statement: Any, args: tuple = ()) -> int:
-        """Run one statement that writes (a SQLAlchemy statement, or raw SQL with the driver's parameters);
-        returns how many rows it changed."""
+    def _exec(self, statement: Any, params: Any = None) -> int:
+        """Run one statement that writes: a SQLAlchemy statement (with `params`, a dict, for its bind
+        parameters), or raw SQL with the driver's parameters (a tuple); returns how many rows it changed."""
         with self._tx(single=True) as conn:
-            result = conn.exec_driver_sql(statement, args) if isinstance(statement, str) else conn.execute(statement)
-            return result.rowcount
+            return _execute(conn, statement, params).rowcount
 
-    def _query(self, statement: Any, args: tuple = ()) -> list[Row]:
+    def _query(self, statement: Any, params: Any = None) -> list[Row]:
         """The rows of one statement that reads (columns by index or by name: ``row.name``)."""
         with self._tx(write=False, single=True) as conn:
-            result = conn.exec_driver_sql(statement, args) if isinstance(statement, str) else conn.execute(statement)
-            return result.all()
+            return _execute(conn, statement, params).all()
 
-    def _rows(self, statement: Any) -> list[dict[str, Any]]:
+    def _rows(self, statement: Any, params: dict | None = None) -> list[dict[str, Any]]:
         """The rows of one statement that reads, as dicts."""
-        return [dict(r._mapping) for r in self._query(statement)]
+        return [dict(r._mapping) for r in self._query(statement, params)]
+
+    def _prepared(self, name: str, build: Callable[[Backend], Any]) -> Any:
+        """The statement `build(backend)` makes, built once per store: the calls made for every judge answer
+        run a ready statement with their values as parameters (building one costs more than running it)."""
+        statement = self._statements.get(name)
+        if statement is None:
+            statement = self._statements[name] = build(self._backend)
+        return statement
 
     def table_names(self) -> list[str]:
         """The tables the database holds (those of the schema, and Alembic's version table)."""
@@ -101,3 +109,9 @@ class Database:
         """Every table's rows (used by tests that check no secret was written)."""
         for name in self.table_names():
             yield name, self._rows(sa.text(f'SELECT * FROM "{name}"'))
+
+
+def _execute(conn: Connection, statement: Any, params: Any):
+    if isinstance(statement, str):
+        return conn.exec_driver_sql(statement, params or ())
+    return conn.execute(statement, params)

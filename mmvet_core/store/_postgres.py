@@ -52,6 +52,12 @@ class PostgresBackend:
                                 connect_args={"connect_timeout": CONNECT_TIMEOUT,
                                               "application_name": "mmvet-grader"})
 
+    def connect(self, engine: Engine) -> Connection:
+        return engine.connect()           # a connection of the pool, checked (pre-ping) and returned after use
+
+    def close(self) -> None:
+        pass
+
     def prepare(self, engine: Engine, *, check: bool) -> bool:
         with engine.connect() as conn:
             return sa.inspect(conn).has_table("meta")

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -29,6 +30,7 @@ class SQLiteBackend:
         self.path = Path(path)
         self.lock = threading.RLock()
         self._existed = False
+        self._conn: Connection | None = None
 
     @classmethod
     def from_url(cls, url: str) -> "SQLiteBackend":
@@ -52,8 +54,22 @@ class SQLiteBackend:
 
         return engine
 
+    @contextmanager
+    def connect(self, engine: Engine) -> Iterator[Connection]:
+        # the one connection, kept open (opening a SQLAlchemy connection per call would cost more than the call)
+        with self.lock:
+            if self._conn is None or self._conn.closed or self._conn.engine is not engine:
+                self._conn = engine.connect()
+            yield self._conn
+
+    def close(self) -> None:
+        with self.lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
     def prepare(self, engine: Engine, *, check: bool) -> bool:
-        with self.lock, engine.connect() as conn:
+        with self.connect(engine) as conn, conn.begin():
             if check and self._existed:
                 problems = [r[0] for r in conn.exec_driver_sql("PRAGMA quick_check(5)").all()]
                 if problems != ["ok"]:

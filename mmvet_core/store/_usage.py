@@ -9,11 +9,8 @@ from . import _schema as t
 class UsageFacet:
     def add_usage(self, day: str, visitor: str, calls: int = 1, tokens: int = 0) -> None:
         """Add calls and tokens to a visitor's day (one atomic statement: processes counting at once add up)."""
-        insert = self._backend.insert(t.usage).values(day=day, visitor=visitor, calls=calls, tokens=tokens)
-        self._exec(insert.on_conflict_do_update(
-            index_elements=["day", "visitor"],
-            set_={"calls": t.usage.c.calls + insert.excluded.calls,
-                  "tokens": t.usage.c.tokens + insert.excluded.tokens}))
+        self._exec(self._prepared("add_usage", _add_usage),
+                   {"day": day, "visitor": visitor, "calls": calls, "tokens": tokens})
 
     def token_usage(self, day: str, visitor: str | None = None) -> int:
         return self._count(t.usage.c.tokens, day, visitor)
@@ -29,3 +26,10 @@ class UsageFacet:
             query = sa.select(column).where(u.day == day, u.visitor == visitor)
         rows = self._query(query)
         return int(rows[0][0]) if rows else 0
+
+
+def _add_usage(db) -> sa.Insert:
+    insert = db.insert(t.usage)
+    return insert.on_conflict_do_update(
+        index_elements=["day", "visitor"],
+        set_={"calls": t.usage.c.calls + insert.excluded.calls, "tokens": t.usage.c.tokens + insert.excluded.tokens})
