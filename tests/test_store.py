@@ -11,7 +11,6 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
@@ -339,6 +338,22 @@ def test_batches_are_recorded_before_submission_and_followed(any_store):
     assert [b["batch_id"] for b in store.batches("run")] == ["batch-1", None]
 
 
+def test_a_lasting_secret_is_the_same_for_every_process_and_restart(db_location):
+    stores = [Store(db_location) for _ in range(3)]
+    got: list[str] = []
+    threads = [threading.Thread(target=lambda s=s: got.append(s.lasting_secret("visitor-salt"))) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(got)) == 1 and len(got[0]) >= 43                 # one secret of 256 bits, whoever asked first
+    for s in stores:
+        s.close()
+    again = Store(db_location)
+    assert again.lasting_secret("visitor-salt") == got[0] and again.lasting_secret("other") != got[0]
+    again.close()
+
+
 # --- migrations ------------------------------------------------------------------------------------------------
 
 def test_a_migrated_database_has_exactly_the_schema_the_code_queries(any_store):
@@ -476,18 +491,34 @@ def test_an_unreachable_database_server_is_named_without_its_password():
     assert "cannot be used" in text and f"127.0.0.1:{port}/grades" in text and "s3cret-pw" not in text
 
 
-def test_connections_dropped_by_the_server_are_replaced_without_failing_a_call(pg_server, pg_url):
-    """A database restart (here: the server ends every connection of the grader) does not fail the next calls:
-    each pooled connection is checked before use and replaced when dead."""
+def test_a_database_outage_fails_calls_by_name_and_the_store_recovers_by_itself(pg_server, pg_url):
+    """A database restart ends every connection of the grader: the next calls do not fail (each pooled connection
+    is checked before use and replaced). While the database refuses connections, a call fails with a message that
+    names the fault (without the server's address: it may reach a visitor); once it accepts them again, the same
+    store works without a restart."""
     store = Store(pg_url)
+    name = pg_url.rsplit("/", 1)[1]
     store.put_answer("fp", "sha", 0.0, 0, content="0.5", model="m", prompt_tokens=1, completion_tokens=1, sent={})
+
+    def end_connections(conn):
+        return conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                            (name,)).fetchall()
+
     with pg_server.admin() as conn:
-        ended = conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = "
-                             "'mmvet-grader'").fetchall()
-    assert ended and all(ok for (ok,) in ended)
+        assert end_connections(conn)
     assert store.get_answer("fp", "sha", 0.0, 0)["content"] == "0.5"
-    store.put_answer("fp", "sha", 0.0, 1, content="0.7", model="m", prompt_tokens=1, completion_tokens=1, sent={})
-    assert store.cache_size() == 2
+    with pg_server.admin() as conn:
+        conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+        end_connections(conn)
+    with pytest.raises(StoreError, match="could not write to its database: the database server cannot be "
+                                         "reached") as info:
+        store.put_answer("fp", "sha", 0.0, 1, content="0.7", model="m", prompt_tokens=1, completion_tokens=1,
+                         sent={})
+    assert "127.0.0.1" not in str(info.value) and str(pg_server.port) not in str(info.value)
+    with pg_server.admin() as conn:
+        conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+    store.put_answer("fp", "sha", 0.0, 2, content="0.9", model="m", prompt_tokens=1, completion_tokens=1, sent={})
+    assert [store.get_answer("fp", "sha", 0.0, k) is not None for k in range(3)] == [True, False, True]
     store.close()
 
 

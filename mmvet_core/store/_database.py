@@ -60,6 +60,17 @@ class Database:
             conn.execute(sa.insert(t.meta).values(key="id", value=db_id))
         return db_id
 
+    def lasting_secret(self, name: str) -> str:
+        """A random secret (256 bits, URL-safe) kept in the database under `name`: the same for every process
+        and machine on this database, and across restarts (the first to ask creates it; a race keeps the first).
+        For what must outlive a host's disk when the database is a server (a Space without persistent storage,
+        replicas on several machines): e.g. the salt of visitor ids, the key of browser-side owner tokens."""
+        key = f"secret:{name}"
+        with self._tx() as conn:
+            conn.execute(self._backend.insert(t.meta).values(key=key, value=secrets.token_urlsafe(32))
+                         .on_conflict_do_nothing())
+            return conn.execute(sa.select(t.meta.c.value).where(t.meta.c.key == key)).scalar_one()
+
     def close(self) -> None:
         with self._lock:
             self._backend.close()

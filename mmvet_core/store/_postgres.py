@@ -89,8 +89,7 @@ class PostgresBackend:
             return f"the disk holding the database is full ({first})"
         if state == "25006":
             return "the database cannot be written (it is read-only)"
-        if state.startswith("08") or state in ("57P01", "57P02", "57P03") or (
-                not state and type(orig).__name__ in ("OperationalError", "InterfaceError")):
+        if _connection_fault(orig, state, first):
             # the server's address stays out of the message (it may reach a visitor); the host's log has it
             return "the database server cannot be reached (it may be restarting: try again shortly)"
         return first
@@ -114,6 +113,15 @@ class PostgresBackend:
 
     def byte_length(self, text: Any) -> sa.ColumnElement:
         return sa.func.octet_length(text)
+
+
+def _connection_fault(orig: BaseException, state: str, first: str) -> bool:
+    """A connection lost or refused (the server down or restarting, the network, a database closed to new
+    connections), as opposed to a statement the server refused."""
+    if state.startswith("08") or state in ("57P01", "57P02", "57P03"):
+        return True
+    return type(orig).__name__ in ("OperationalError", "InterfaceError") and (
+        not state or "connection" in first.lower())
 
 
 def _jsonb(doc: Any) -> sa.ColumnElement:
