@@ -43,9 +43,11 @@ class SQLiteBackend:
                                   connect_args={"check_same_thread": False, "timeout": 30})
 
         @event.listens_for(engine, "connect")
-        def _autocommit(dbapi_connection, _record):
+        def _configure(dbapi_connection, _record):
             # the driver's own BEGIN off: a statement outside `begin(..., lock)` commits when it returns
             dbapi_connection.isolation_level = None
+            dbapi_connection.execute("PRAGMA synchronous=NORMAL")   # WAL: a commit survives a killed process
+            dbapi_connection.execute("PRAGMA busy_timeout=30000")
 
         @event.listens_for(engine, "begin")
         def _begin(conn: Connection):
@@ -74,9 +76,7 @@ class SQLiteBackend:
                 problems = [r[0] for r in conn.exec_driver_sql("PRAGMA quick_check(5)").all()]
                 if problems != ["ok"]:
                     raise StoreError(self._damaged("; ".join(problems)))
-            conn.exec_driver_sql("PRAGMA journal_mode=WAL")
-            conn.exec_driver_sql("PRAGMA synchronous=NORMAL")
-            conn.exec_driver_sql("PRAGMA busy_timeout=30000")
+            conn.exec_driver_sql("PRAGMA journal_mode=WAL")        # kept by the file once set
         return self._existed
 
     def open_failed(self, error: BaseException) -> str:
