@@ -15,20 +15,20 @@ class AnswersFacet:
     identical prompt under an identical judge configuration reuses the k-th stored answer."""
 
     def get_answer(self, fingerprint: str, prompt_sha: str, temperature: float, k: int) -> dict | None:
-        rows = self._query(self._prepared("get_answer", _get_answer), {
-            "fingerprint": fingerprint, "prompt_sha": prompt_sha, "temperature": temperature, "k": k})
+        rows = self._fast("get_answer", _get_answer, {
+            "fingerprint": fingerprint, "prompt_sha": prompt_sha, "temperature": temperature, "k": k}, fetch=True)
         if not rows:
             return None
-        r = rows[0]
-        return {"content": r.content, "model": r.model, "prompt_tokens": r.prompt_tokens,
-                "completion_tokens": r.completion_tokens, "sent": json.loads(r.sent)}
+        content, model, prompt_tokens, completion_tokens, sent = rows[0]
+        return {"content": content, "model": model, "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens, "sent": json.loads(sent)}
 
     def put_answer(self, fingerprint: str, prompt_sha: str, temperature: float, k: int, *, content: str | None,
                    model: str | None, prompt_tokens: int | None, completion_tokens: int | None,
                    sent: dict) -> None:
         """Commit one judge answer at once (durable as soon as this returns). The first stored answer wins: a
         racing duplicate never replaces what was paid for first."""
-        self._exec(self._prepared("put_answer", lambda db: db.insert(t.judge_cache).on_conflict_do_nothing()), {
+        self._fast("put_answer", lambda db: db.insert(t.judge_cache).on_conflict_do_nothing(), {
             "fingerprint": fingerprint, "prompt_sha": prompt_sha, "temperature": temperature, "k": k,
             "content": content, "model": model, "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens, "sent": json.dumps(sent), "created_at": time.time()})

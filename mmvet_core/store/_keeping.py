@@ -13,7 +13,7 @@ class KeepingFacet:
     def change_stamp(self, run_id: str) -> tuple | None:
         """What changes whenever a run's status, name, overrides or grades change (None: no such run): one cheap
         query, so a status asked by many viewers is recomputed only when this differs."""
-        rows = self._query(self._prepared("change_stamp", _change_stamp), {"run_id": run_id})
+        rows = self._fast("change_stamp", _change_stamp, {"run_id": run_id}, fetch=True)
         return (*rows[0][:3], int(rows[0][3]), rows[0][4]) if rows else None
 
     def run_summaries(self, owner: str, limit: int = 100) -> list[dict]:

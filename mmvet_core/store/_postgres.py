@@ -58,6 +58,17 @@ class PostgresBackend:
     def close(self) -> None:
         pass
 
+    def run(self, engine: Engine, sql: str, args: Any, *, fetch: bool) -> Any:
+        raw = engine.raw_connection()          # from the pool, checked before use
+        try:
+            with raw.cursor() as cursor:
+                cursor.execute(sql, args)
+                out = cursor.fetchall() if fetch else cursor.rowcount
+            raw.commit()
+            return out
+        finally:
+            raw.close()                        # back to the pool (rolled back there if the commit did not happen)
+
     def prepare(self, engine: Engine, *, check: bool) -> bool:
         with engine.connect() as conn:
             return sa.inspect(conn).has_table("meta")

@@ -69,7 +69,7 @@ class RunsFacet:
     def put_grade(self, row: GradeRow) -> None:
         """Store a grade (replacing the run's earlier grade of the same sample and judge run); committed when
         this returns."""
-        self._exec(self._prepared("put_grade", _put_grade), {
+        self._fast("put_grade", _put_grade, {
             "run_id": row.run_id, "sample_id": row.sample_id, "run_index": row.run_index, "status": row.status,
             "score": row.score, "content": row.content, "judge_model": row.judge_model,
             "attempts": json.dumps(row.attempts, ensure_ascii=False), "error": row.error,

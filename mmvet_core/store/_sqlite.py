@@ -70,6 +70,11 @@ class SQLiteBackend:
                 self._conn.close()
                 self._conn = None
 
+    def run(self, engine: Engine, sql: str, args: Any, *, fetch: bool) -> Any:
+        with self.connect(engine) as conn:      # autocommit: durable when the statement returns
+            cursor = conn.connection.dbapi_connection.execute(sql, args)
+            return cursor.fetchall() if fetch else cursor.rowcount
+
     def prepare(self, engine: Engine, *, check: bool) -> bool:
         with self.connect(engine) as conn, conn.begin():
             if check and self._existed:
