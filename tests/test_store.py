@@ -11,7 +11,6 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
@@ -339,6 +338,22 @@ def test_batches_are_recorded_before_submission_and_followed(any_store):
     assert [b["batch_id"] for b in store.batches("run")] == ["batch-1", None]
 
 
+def test_a_lasting_secret_is_the_same_for_every_process_and_restart(db_location):
+    stores = [Store(db_location) for _ in range(3)]
+    got: list[str] = []
+    threads = [threading.Thread(target=lambda s=s: got.append(s.lasting_secret("visitor-salt"))) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(got)) == 1 and len(got[0]) >= 43                 # one secret of 256 bits, whoever asked first
+    for s in stores:
+        s.close()
+    again = Store(db_location)
+    assert again.lasting_secret("visitor-salt") == got[0] and again.lasting_secret("other") != got[0]
+    again.close()
+
+
 # --- migrations ------------------------------------------------------------------------------------------------
 
 def test_a_migrated_database_has_exactly_the_schema_the_code_queries(any_store):
@@ -476,18 +491,34 @@ def test_an_unreachable_database_server_is_named_without_its_password():
     assert "cannot be used" in text and f"127.0.0.1:{port}/grades" in text and "s3cret-pw" not in text
 
 
-def test_connections_dropped_by_the_server_are_replaced_without_failing_a_call(pg_server, pg_url):
-    """A database restart (here: the server ends every connection of the grader) does not fail the next calls:
-    each pooled connection is checked before use and replaced when dead."""
+def test_a_database_outage_fails_calls_by_name_and_the_store_recovers_by_itself(pg_server, pg_url):
+    """A database restart ends every connection of the grader: the next calls do not fail (each pooled connection
+    is checked before use and replaced). While the database refuses connections, a call fails with a message that
+    names the fault (without the server's address: it may reach a visitor); once it accepts them again, the same
+    store works without a restart."""
     store = Store(pg_url)
+    name = pg_url.rsplit("/", 1)[1]
     store.put_answer("fp", "sha", 0.0, 0, content="0.5", model="m", prompt_tokens=1, completion_tokens=1, sent={})
+
+    def end_connections(conn):
+        return conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                            (name,)).fetchall()
+
     with pg_server.admin() as conn:
-        ended = conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = "
-                             "'mmvet-grader'").fetchall()
-    assert ended and all(ok for (ok,) in ended)
+        assert end_connections(conn)
     assert store.get_answer("fp", "sha", 0.0, 0)["content"] == "0.5"
-    store.put_answer("fp", "sha", 0.0, 1, content="0.7", model="m", prompt_tokens=1, completion_tokens=1, sent={})
-    assert store.cache_size() == 2
+    with pg_server.admin() as conn:
+        conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+        end_connections(conn)
+    with pytest.raises(StoreError, match="could not write to its database: the database server cannot be "
+                                         "reached") as info:
+        store.put_answer("fp", "sha", 0.0, 1, content="0.7", model="m", prompt_tokens=1, completion_tokens=1,
+                         sent={})
+    assert "127.0.0.1" not in str(info.value) and str(pg_server.port) not in str(info.value)
+    with pg_server.admin() as conn:
+        conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+    store.put_answer("fp", "sha", 0.0, 2, content="0.9", model="m", prompt_tokens=1, completion_tokens=1, sent={})
+    assert [store.get_answer("fp", "sha", 0.0, k) is not None for k in range(3)] == [True, False, True]
     store.close()
 
 
@@ -496,3 +527,56 @@ def test_connections_dropped_by_the_server_are_replaced_without_failing_a_call(p
 def test_a_database_url_the_store_cannot_use_is_refused(url, message):
     with pytest.raises(StoreError, match=message):
         Store(url)
+
+
+# --- the setting -----------------------------------------------------------------------------------------------
+
+def test_a_host_moving_to_postgresql_finds_every_run_and_pays_for_no_answer_again(tmp_path, pg_url, fake_judge):
+    """The setting selects the database: unset, the SQLite file in the data folder, as always. A host grades a run
+    there, copies the database into PostgreSQL (`db copy`), sets MMVET_DATABASE_URL and restarts: the run reads
+    the same (scores, overrides, usage, My runs), and grading the same file again pays for no answer."""
+    from dataclasses import replace
+
+    from mmvet_core.service import BENCH_BUNDLED, JUDGE_HOST, BenchmarkChoice, GradingService, JudgeChoice, \
+        ServiceSettings
+    from mmvet_core.store._copy import copy_store
+
+    results = str(Path(__file__).resolve().parent / "data" / "results" / "llava-v1.5-13b.json")
+    env = {"MMVET_DATA_DIR": str(tmp_path), "OPENAI_API_KEY": "sk-host", "OPENAI_BASE_URL": fake_judge.url,
+           "MMVET_ALLOW_PRIVATE_ENDPOINTS": "1"}
+
+    def service(**extra) -> GradingService:
+        return GradingService(replace(ServiceSettings.from_env({**env, **extra}), run_concurrency=16))
+
+    def seen(svc: GradingService, run_id: str) -> tuple:
+        st = svc.status(run_id)
+        return (st["status"], st["done"], st["total_score"], st["scores"], st["n_overrides"],
+                svc.store.run_usage(run_id), [r.id for r in svc.runs_of("me")])
+
+    def grade(svc: GradingService, owner: str) -> str:
+        run_id, _ = svc.start(results, BenchmarkChoice(BENCH_BUNDLED), 1, JudgeChoice(JUDGE_HOST), owner=owner,
+                              visitor="v")
+        svc.jobs.wait(run_id, timeout=300)
+        return run_id
+
+    before = service()
+    assert before.store.backend == "sqlite" and before.store.path == tmp_path / "mmvet-grader.db"
+    run_id = grade(before, "me")
+    before.override(run_id, "me", "v1_0", 1.0, "checked by hand")
+    on_sqlite = seen(before, run_id)
+    assert on_sqlite[:2] == ("done", 218) and on_sqlite[4] == 1 and on_sqlite[-1] == [run_id]
+    before.jobs.shutdown()
+    before.store.close()
+    paid = len(fake_judge.state.calls)
+
+    source, target = Store(tmp_path / "mmvet-grader.db"), Store(pg_url)
+    copy_store(source, target)
+    source.close()
+    target.close()
+    after = service(MMVET_DATABASE_URL=pg_url)
+    assert after.store.backend == "postgresql"
+    assert seen(after, run_id) == on_sqlite
+    again = grade(after, "you")                    # another visitor, the same file and judge: the shared cache
+    assert after.status(again)["done"] == 218 and len(fake_judge.state.calls) == paid
+    after.jobs.shutdown()
+    after.store.close()

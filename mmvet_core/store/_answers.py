@@ -15,24 +15,23 @@ class AnswersFacet:
     identical prompt under an identical judge configuration reuses the k-th stored answer."""
 
     def get_answer(self, fingerprint: str, prompt_sha: str, temperature: float, k: int) -> dict | None:
-        c = t.judge_cache.c
-        rows = self._query(sa.select(c.content, c.model, c.prompt_tokens, c.completion_tokens, c.sent).where(
-            c.fingerprint == fingerprint, c.prompt_sha == prompt_sha, c.temperature == temperature, c.k == k))
+        rows = self._fast("get_answer", _get_answer, {
+            "fingerprint": fingerprint, "prompt_sha": prompt_sha, "temperature": temperature, "k": k}, fetch=True)
         if not rows:
             return None
-        r = rows[0]
-        return {"content": r.content, "model": r.model, "prompt_tokens": r.prompt_tokens,
-                "completion_tokens": r.completion_tokens, "sent": json.loads(r.sent)}
+        content, model, prompt_tokens, completion_tokens, sent = rows[0]
+        return {"content": content, "model": model, "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens, "sent": json.loads(sent)}
 
     def put_answer(self, fingerprint: str, prompt_sha: str, temperature: float, k: int, *, content: str | None,
                    model: str | None, prompt_tokens: int | None, completion_tokens: int | None,
                    sent: dict) -> None:
         """Commit one judge answer at once (durable as soon as this returns). The first stored answer wins: a
         racing duplicate never replaces what was paid for first."""
-        self._exec(self._backend.insert(t.judge_cache).values(
-            fingerprint=fingerprint, prompt_sha=prompt_sha, temperature=temperature, k=k, content=content,
-            model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, sent=json.dumps(sent),
-            created_at=time.time()).on_conflict_do_nothing())
+        self._fast("put_answer", lambda db: db.insert(t.judge_cache).on_conflict_do_nothing(), {
+            "fingerprint": fingerprint, "prompt_sha": prompt_sha, "temperature": temperature, "k": k,
+            "content": content, "model": model, "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens, "sent": json.dumps(sent), "created_at": time.time()})
 
     def cache_size(self) -> int:
         return int(self._query(sa.select(sa.func.count()).select_from(t.judge_cache))[0][0])
@@ -62,3 +61,10 @@ class AnswersFacet:
         b = t.batches
         rows = self._rows(sa.select(b).where(b.c.run_id == run_id).order_by(b.c.created_at))
         return [{**r, "requests": json.loads(r["requests"])} for r in rows]
+
+
+def _get_answer(_db) -> sa.Select:
+    c = t.judge_cache.c
+    return sa.select(c.content, c.model, c.prompt_tokens, c.completion_tokens, c.sent).where(
+        c.fingerprint == sa.bindparam("fingerprint"), c.prompt_sha == sa.bindparam("prompt_sha"),
+        c.temperature == sa.bindparam("temperature"), c.k == sa.bindparam("k"))

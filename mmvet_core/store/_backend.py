@@ -34,6 +34,16 @@ class Backend(Protocol):
     def create_engine(self) -> Engine:
         """The engine (and its pool) the store uses until `Store.close`."""
 
+    def connect(self, engine: Engine) -> AbstractContextManager[Connection]:
+        """A connection for one store call (held under `lock`), released when the block ends."""
+
+    def close(self) -> None:
+        """Release what `connect` keeps open (before the engine is disposed)."""
+
+    def run(self, engine: Engine, sql: str, args: Any, *, fetch: bool) -> Any:
+        """Run one compiled statement on a driver connection and commit: its rows (tuples) with `fetch`, else
+        how many rows changed. Raises the driver's or SQLAlchemy's exception."""
+
     def prepare(self, engine: Engine, *, check: bool) -> bool:
         """Check the database before its schema is touched (`check`: the thorough checks); returns whether it
         held a database before. Raises `StoreError` saying what is wrong."""

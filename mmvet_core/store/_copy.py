@@ -53,7 +53,7 @@ def copy_store(source, target, *, progress: Callable[[str, int], None] | None = 
             for table in t.metadata.sorted_tables:
                 insert = (_replace_meta(target, table) if table is t.meta else sa.insert(table))
                 n = 0
-                result = src.execution_options(yield_per=CHUNK).execute(sa.select(table))
+                result = src.execute(sa.select(table).execution_options(yield_per=CHUNK))
                 for chunk in result.partitions():
                     dst.execute(insert, [dict(r._mapping) for r in chunk])
                     n += len(chunk)

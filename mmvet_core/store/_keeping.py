@@ -13,10 +13,7 @@ class KeepingFacet:
     def change_stamp(self, run_id: str) -> tuple | None:
         """What changes whenever a run's status, name, overrides or grades change (None: no such run): one cheap
         query, so a status asked by many viewers is recomputed only when this differs."""
-        r, g = t.runs, t.grades
-        n = sa.select(sa.func.count()).where(g.c.run_id == r.c.id).scalar_subquery()
-        last = sa.select(sa.func.max(g.c.updated_at)).where(g.c.run_id == r.c.id).scalar_subquery()
-        rows = self._query(sa.select(r.c.status, r.c.updated_at, r.c.message, n, last).where(r.c.id == run_id))
+        rows = self._fast("change_stamp", _change_stamp, {"run_id": run_id}, fetch=True)
         return (*rows[0][:3], int(rows[0][3]), rows[0][4]) if rows else None
 
     def run_summaries(self, owner: str, limit: int = 100) -> list[dict]:
@@ -42,10 +39,8 @@ class KeepingFacet:
 
     def touch_run(self, run_id: str, when: float | None = None) -> None:
         """Someone opened the run now (it does not expire before the expiry time has passed again)."""
-        insert = self._backend.insert(t.run_keeping).values(run_id=run_id,
-                                                            opened_at=time.time() if when is None else when)
-        self._exec(insert.on_conflict_do_update(index_elements=["run_id"],
-                                                set_={"opened_at": insert.excluded.opened_at}))
+        self._exec(self._prepared("touch_run", _touch_run),
+                   {"run_id": run_id, "opened_at": time.time() if when is None else when})
 
     def set_total(self, run_id: str, total: float | None, stamp: str) -> None:
         insert = self._backend.insert(t.run_keeping).values(run_id=run_id, opened_at=time.time(), total=total,
@@ -98,3 +93,15 @@ class KeepingFacet:
         with self._tx() as conn:
             conn.execute(sa.delete(t.run_keeping).where(t.run_keeping.c.run_id == run_id))
             conn.execute(sa.delete(t.run_pins).where(t.run_pins.c.run_id == run_id))
+
+
+def _change_stamp(_db) -> sa.Select:
+    r, g = t.runs, t.grades
+    n = sa.select(sa.func.count()).where(g.c.run_id == r.c.id).scalar_subquery()
+    last = sa.select(sa.func.max(g.c.updated_at)).where(g.c.run_id == r.c.id).scalar_subquery()
+    return sa.select(r.c.status, r.c.updated_at, r.c.message, n, last).where(r.c.id == sa.bindparam("run_id"))
+
+
+def _touch_run(db) -> sa.Insert:
+    insert = db.insert(t.run_keeping)
+    return insert.on_conflict_do_update(index_elements=["run_id"], set_={"opened_at": insert.excluded.opened_at})

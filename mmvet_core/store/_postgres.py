@@ -52,6 +52,23 @@ class PostgresBackend:
                                 connect_args={"connect_timeout": CONNECT_TIMEOUT,
                                               "application_name": "mmvet-grader"})
 
+    def connect(self, engine: Engine) -> Connection:
+        return engine.connect()           # a connection of the pool, checked (pre-ping) and returned after use
+
+    def close(self) -> None:
+        pass
+
+    def run(self, engine: Engine, sql: str, args: Any, *, fetch: bool) -> Any:
+        raw = engine.raw_connection()          # from the pool, checked before use
+        try:
+            with raw.cursor() as cursor:
+                cursor.execute(sql, args)
+                out = cursor.fetchall() if fetch else cursor.rowcount
+            raw.commit()
+            return out
+        finally:
+            raw.close()                        # back to the pool (rolled back there if the commit did not happen)
+
     def prepare(self, engine: Engine, *, check: bool) -> bool:
         with engine.connect() as conn:
             return sa.inspect(conn).has_table("meta")
@@ -83,8 +100,7 @@ class PostgresBackend:
             return f"the disk holding the database is full ({first})"
         if state == "25006":
             return "the database cannot be written (it is read-only)"
-        if state.startswith("08") or state in ("57P01", "57P02", "57P03") or (
-                not state and type(orig).__name__ in ("OperationalError", "InterfaceError")):
+        if _connection_fault(orig, state, first):
             # the server's address stays out of the message (it may reach a visitor); the host's log has it
             return "the database server cannot be reached (it may be restarting: try again shortly)"
         return first
@@ -112,6 +128,15 @@ class PostgresBackend:
     def clock(self) -> sa.ColumnElement:
         # clock_timestamp(), not now(): the time of the statement, not of the transaction's start
         return sa.cast(sa.func.extract("epoch", sa.func.clock_timestamp()), postgresql.DOUBLE_PRECISION)
+
+
+def _connection_fault(orig: BaseException, state: str, first: str) -> bool:
+    """A connection lost or refused (the server down or restarting, the network, a database closed to new
+    connections), as opposed to a statement the server refused."""
+    if state.startswith("08") or state in ("57P01", "57P02", "57P03"):
+        return True
+    return type(orig).__name__ in ("OperationalError", "InterfaceError") and (
+        not state or "connection" in first.lower())
 
 
 def _jsonb(doc: Any) -> sa.ColumnElement:

@@ -29,7 +29,8 @@ class RunsFacet:
         return run_id
 
     def get_run(self, run_id: str) -> RunRecord | None:
-        rows = self._rows(sa.select(t.runs).where(t.runs.c.id == run_id))
+        rows = self._rows(self._prepared("get_run", lambda _: sa.select(t.runs).where(
+            t.runs.c.id == sa.bindparam("run_id"))), {"run_id": run_id})
         return run_record(rows[0]) if rows else None
 
     def find_run(self, fingerprint: str) -> RunRecord | None:
@@ -71,26 +72,22 @@ class RunsFacet:
     def put_grade(self, row: GradeRow) -> None:
         """Store a grade (replacing the run's earlier grade of the same sample and judge run); committed when
         this returns."""
-        insert = self._backend.insert(t.grades).values(
-            run_id=row.run_id, sample_id=row.sample_id, run_index=row.run_index, status=row.status,
-            score=row.score, content=row.content, judge_model=row.judge_model,
-            attempts=json.dumps(row.attempts, ensure_ascii=False), error=row.error, flags=json.dumps(row.flags),
-            updated_at=row.updated_at)
-        keys = [c.name for c in t.grades.primary_key]
-        self._exec(insert.on_conflict_do_update(
-            index_elements=keys, set_={c.name: insert.excluded[c.name] for c in t.grades.c if c.name not in keys}))
+        self._fast("put_grade", _put_grade, {
+            "run_id": row.run_id, "sample_id": row.sample_id, "run_index": row.run_index, "status": row.status,
+            "score": row.score, "content": row.content, "judge_model": row.judge_model,
+            "attempts": json.dumps(row.attempts, ensure_ascii=False), "error": row.error,
+            "flags": json.dumps(row.flags), "updated_at": row.updated_at})
 
     def grades(self, run_id: str, *, evidence_for: str | None = "*") -> list[GradeRow]:
         """A run's grades, in the order they were written. Decoding every attempt is the costly part of reading
         a run, so `evidence_for` says whose attempts to load: ``"*"`` all, a sample id that sample's only, None
         nobody's (``attempts=[]``)."""
-        g = t.grades
         if evidence_for == "*":
-            query = sa.select(g)
+            rows = self._query(self._prepared("grades", _grades_all), {"run_id": run_id})
         else:
-            attempts = sa.case((g.c.sample_id == (evidence_for or ""), g.c.attempts), else_=sa.literal("[]"))
-            query = sa.select(*(c for c in g.c if c.name != "attempts"), attempts.label("attempts"))
-        return [grade_row(r) for r in self._rows(query.where(g.c.run_id == run_id).order_by(*_WRITTEN_ORDER))]
+            rows = self._query(self._prepared("grades_of", _grades_evidence_of),
+                               {"run_id": run_id, "evidence_for": evidence_for or ""})
+        return [grade_row(r._mapping) for r in rows]
 
     def grades_since(self, run_id: str, since: float) -> list[GradeRow]:
         g = t.grades
@@ -146,3 +143,21 @@ class RunsFacet:
         o = t.overrides
         rows = self._query(sa.select(o.c.sample_id, o.c.score, o.c.reason).where(o.c.run_id == run_id))
         return {r.sample_id: (r.score, r.reason) for r in rows}
+
+
+def _put_grade(db) -> sa.Insert:
+    insert = db.insert(t.grades)
+    keys = [c.name for c in t.grades.primary_key]
+    return insert.on_conflict_do_update(
+        index_elements=keys, set_={c.name: insert.excluded[c.name] for c in t.grades.c if c.name not in keys})
+
+
+def _grades_all(_db) -> sa.Select:
+    return sa.select(t.grades).where(t.grades.c.run_id == sa.bindparam("run_id")).order_by(*_WRITTEN_ORDER)
+
+
+def _grades_evidence_of(_db) -> sa.Select:
+    g = t.grades
+    attempts = sa.case((g.c.sample_id == sa.bindparam("evidence_for"), g.c.attempts), else_=sa.literal("[]"))
+    return (sa.select(*(c for c in g.c if c.name != "attempts"), attempts.label("attempts"))
+            .where(g.c.run_id == sa.bindparam("run_id")).order_by(*_WRITTEN_ORDER))

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -29,6 +30,7 @@ class SQLiteBackend:
         self.path = Path(path)
         self.lock = threading.RLock()
         self._existed = False
+        self._conn: Connection | None = None
 
     @classmethod
     def from_url(cls, url: str) -> "SQLiteBackend":
@@ -41,9 +43,11 @@ class SQLiteBackend:
                                   connect_args={"check_same_thread": False, "timeout": 30})
 
         @event.listens_for(engine, "connect")
-        def _autocommit(dbapi_connection, _record):
+        def _configure(dbapi_connection, _record):
             # the driver's own BEGIN off: a statement outside `begin(..., lock)` commits when it returns
             dbapi_connection.isolation_level = None
+            dbapi_connection.execute("PRAGMA synchronous=NORMAL")   # WAL: a commit survives a killed process
+            dbapi_connection.execute("PRAGMA busy_timeout=30000")
 
         @event.listens_for(engine, "begin")
         def _begin(conn: Connection):
@@ -52,15 +56,32 @@ class SQLiteBackend:
 
         return engine
 
+    @contextmanager
+    def connect(self, engine: Engine) -> Iterator[Connection]:
+        # the one connection, kept open (opening a SQLAlchemy connection per call would cost more than the call)
+        with self.lock:
+            if self._conn is None or self._conn.closed or self._conn.engine is not engine:
+                self._conn = engine.connect()
+            yield self._conn
+
+    def close(self) -> None:
+        with self.lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def run(self, engine: Engine, sql: str, args: Any, *, fetch: bool) -> Any:
+        with self.connect(engine) as conn:      # autocommit: durable when the statement returns
+            cursor = conn.connection.dbapi_connection.execute(sql, args)
+            return cursor.fetchall() if fetch else cursor.rowcount
+
     def prepare(self, engine: Engine, *, check: bool) -> bool:
-        with self.lock, engine.connect() as conn:
+        with self.connect(engine) as conn, conn.begin():
             if check and self._existed:
                 problems = [r[0] for r in conn.exec_driver_sql("PRAGMA quick_check(5)").all()]
                 if problems != ["ok"]:
                     raise StoreError(self._damaged("; ".join(problems)))
-            conn.exec_driver_sql("PRAGMA journal_mode=WAL")
-            conn.exec_driver_sql("PRAGMA synchronous=NORMAL")
-            conn.exec_driver_sql("PRAGMA busy_timeout=30000")
+            conn.exec_driver_sql("PRAGMA journal_mode=WAL")        # kept by the file once set
         return self._existed
 
     def open_failed(self, error: BaseException) -> str:

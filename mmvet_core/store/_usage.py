@@ -23,11 +23,7 @@ class UsageFacet:
 
     def add_usage(self, day: str, visitor: str, calls: int = 1, tokens: int = 0) -> None:
         """Add calls and tokens to a visitor's day (one atomic statement: processes counting at once add up)."""
-        insert = self._backend.insert(t.usage).values(day=day, visitor=visitor, calls=calls, tokens=tokens)
-        self._exec(insert.on_conflict_do_update(
-            index_elements=["day", "visitor"],
-            set_={"calls": t.usage.c.calls + insert.excluded.calls,
-                  "tokens": t.usage.c.tokens + insert.excluded.tokens}))
+        self._fast("add_usage", _add_usage, {"day": day, "visitor": visitor, "calls": calls, "tokens": tokens})
 
     def charge_usage(self, day: str, visitor: str, tokens: int, *, calls_per_visitor: int = 0,
                      calls_global: int = 0, tokens_per_visitor: int = 0, tokens_global: int = 0) -> str | None:
@@ -58,16 +54,27 @@ class UsageFacet:
         return None
 
     def token_usage(self, day: str, visitor: str | None = None) -> int:
-        return self._count(t.usage.c.tokens, day, visitor)
+        return self._count("tokens", day, visitor)
 
     def usage(self, day: str, visitor: str | None = None) -> int:
-        return self._count(t.usage.c.calls, day, visitor)
+        return self._count("calls", day, visitor)
 
-    def _count(self, column: sa.Column, day: str, visitor: str | None) -> int:
-        u = t.usage.c
-        if visitor is None:
-            query = sa.select(sa.func.coalesce(sa.func.sum(column), 0)).where(u.day == day)
-        else:
-            query = sa.select(column).where(u.day == day, u.visitor == visitor)
-        rows = self._query(query)
+    def _count(self, column: str, day: str, visitor: str | None) -> int:
+        name = f"usage:{column}:{'all' if visitor is None else 'visitor'}"
+        params = {"day": day} if visitor is None else {"day": day, "visitor": visitor}
+        rows = self._fast(name, lambda _: _count_usage(column, visitor is not None), params, fetch=True)
         return int(rows[0][0]) if rows else 0
+
+
+def _add_usage(db) -> sa.Insert:
+    insert = db.insert(t.usage)
+    return insert.on_conflict_do_update(
+        index_elements=["day", "visitor"],
+        set_={"calls": t.usage.c.calls + insert.excluded.calls, "tokens": t.usage.c.tokens + insert.excluded.tokens})
+
+
+def _count_usage(column: str, of_visitor: bool) -> sa.Select:
+    u = t.usage.c
+    if of_visitor:
+        return sa.select(u[column]).where(u.day == sa.bindparam("day"), u.visitor == sa.bindparam("visitor"))
+    return sa.select(sa.func.coalesce(sa.func.sum(u[column]), 0)).where(u.day == sa.bindparam("day"))
