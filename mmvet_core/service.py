@@ -308,7 +308,7 @@ class GradingService:
                               max_active=settings.max_active_runs, per_visitor=settings.max_runs_per_visitor)
         self.budget = HostBudget(self.store, settings.limits)
         # of visitor ids (never the browser-state secret); replicas on one database share the database's
-        self.salt = self.store.visitor_salt() if self.store.backend == "postgresql" else \
+        self.salt = self.store.lasting_secret("visitor-salt") if self.store.backend == "postgresql" else \
             private_salt(settings.data_dir)
         self._start_lock = threading.Lock()
         self._status_cache: dict[str, tuple[tuple, float, dict]] = {}   # run -> (change key, computed at, status)

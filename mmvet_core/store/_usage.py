@@ -7,20 +7,6 @@ from . import _schema as t
 
 
 class UsageFacet:
-    def visitor_salt(self) -> str:
-        """The salt of visitor ids (`budget.visitor_id`) kept in the database, made once: every process on it
-        (app replicas on several machines) names a visitor alike, so per-visitor budgets and run slots hold across
-        them. (A single-machine SQLite host keeps its salt in a file of the data folder: `budget.private_salt`.)"""
-        import secrets
-
-        m = t.meta
-        with self._tx(lock="visitor-salt") as conn:
-            salt = conn.execute(sa.select(m.c.value).where(m.c.key == "visitor-salt")).scalar()
-            if salt is None:
-                salt = secrets.token_urlsafe(32)
-                conn.execute(sa.insert(m).values(key="visitor-salt", value=salt))
-        return salt
-
     def add_usage(self, day: str, visitor: str, calls: int = 1, tokens: int = 0) -> None:
         """Add calls and tokens to a visitor's day (one atomic statement: processes counting at once add up)."""
         self._fast("add_usage", _add_usage, {"day": day, "visitor": visitor, "calls": calls, "tokens": tokens})
