@@ -403,7 +403,13 @@ class AccountLimiter:
             head = self._head()
             if head is None or self.in_flight >= max(1, int(self.window)):
                 return
-            grant = await asyncio.to_thread(self.pace.take, head.cost)
+            try:
+                grant = await asyncio.to_thread(self.pace.take, head.cost)
+            except Exception as e:      # the shared pace cannot be read (the database is away): the call fails
+                if (head := self._head()) is not None:
+                    heapq.heappop(self._waiters)
+                    head.future.set_exception(e)
+                continue
             self._pause_for(grant.paused_for)
             if grant.wait > 0:
                 await asyncio.sleep(grant.wait)

@@ -203,14 +203,24 @@ class LeasedJobs(JobManager):
 
     def _ended(self, run_id: str) -> None:
         if run_id in self._leased:
+            # a run that ended on a database fault (its end status could not even be written) goes back to the
+            # queue: a worker continues it once the database is back, where a single process would wait for Resume
             try:
-                self.store.release_run(run_id, self.holder)
-            except StoreError as e:         # its lease runs out instead: the row is reaped or taken over then
+                self._let_go(run_id, requeue=run_id in self._unsaved)
+            except StoreError as e:         # the heartbeat lets go of it once the database answers again
                 log.warning("run %s ended but its queue row could not be released: %s", run_id, e)
             self._leased.discard(run_id)
             self._stopping.discard(run_id)
             self._waiting.pop(run_id, None)
             self._remote.pop(run_id, None)
+
+    def _let_go(self, run_id: str, *, requeue: bool) -> None:
+        """Release a row this process holds: back to the queue with `requeue` when a worker may grade it (the
+        status the database refused is then moot), else out of the queue."""
+        if requeue and self.store.release_run(run_id, self.holder, requeue=True):
+            self._unsaved.pop(run_id, None)
+        else:
+            self.store.release_run(run_id, self.holder)
 
     # --- the heartbeat -----------------------------------------------------------------------------------------
     @property
@@ -237,8 +247,8 @@ class LeasedJobs(JobManager):
         on other processes and this process's rate-limit waits; let go of rows it holds but grades no more."""
         with self._lock:        # (not between a row's claim and the start of its job: `start`, `Worker.take`)
             held = self.store.renew_leases(self.holder, self.lease)
-            for run_id in held.keys() - self._leased:      # its job ended but the release failed
-                self.store.release_run(run_id, self.holder)
+            for run_id in held.keys() - self._leased:      # its job ended while the database was away
+                self._let_go(run_id, requeue=True)
             for run_id in list(self._leased):
                 job = self._jobs.get(run_id)
                 if job is None or job.future is None or job.future.done():
@@ -316,6 +326,8 @@ class Worker:
             if row is None:
                 return None
             run_id = row["run_id"]
+            if run_id in self.jobs._leased:     # its own run, whose lease passed while the database was away
+                return None
             try:
                 started = self._start(row)
             except Exception:

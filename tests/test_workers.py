@@ -257,3 +257,45 @@ def test_processes_sharing_a_judge_account_keep_to_its_limit_together(pg_url):
     assert paces == ["judge_pace"]
     for s in stores:
         s.close()
+
+
+def test_a_run_whose_database_went_away_goes_back_to_the_queue_and_finishes_when_it_returns(pg_server, pg_url,
+                                                                                           judge):
+    """The database refuses every connection while a worker grades (answers then arrive that cannot be stored):
+    the run ends on that fault, its row goes back to the queue as soon as the database answers again, and a
+    worker finishes it, asking again only for the answers it could not store."""
+    store, worker_store = Store(pg_url), Store(pg_url)
+    name = pg_url.rsplit("/", 1)[1]
+    settings = JudgeSettings(base_url=judge.url)
+    bench = tiny(10)
+    run_id = new_run(store, bench, settings)
+    store.enqueue_run(run_id, work={"judge": settings.to_dict(), "host": True, "concurrency": 4},
+                      endpoint=endpoint_of(settings), claimable=True)
+    worker = Worker(worker_store, host_settings(judge), lease=1.0, poll=0.05)
+    stop = threading.Event()
+    thread = threading.Thread(target=worker.run, args=(stop,))
+
+    def outage(on: bool) -> None:
+        with pg_server.admin() as conn:
+            conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS {"false" if on else "true"}')
+            if on:
+                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+
+    try:
+        judge.state.hold_after = 3
+        thread.start()
+        wait_until(lambda: judge.state.held > 0 and judge.state.in_flight == 0
+                   and store.cache_size() == judge.state.answered, what="the worker's calls")
+        outage(True)
+        judge.state.hold_after = None               # answers arrive while nothing can be stored
+        wait_until(lambda: worker.taken == 1 and not worker.busy(), what="the run to end on the fault")
+        outage(False)
+        wait_until(lambda: store.get_run(run_id).status == "done", what="the run to finish")
+        assert worker.taken == 2 and store.get_run(run_id).message == "10 grades"
+        wait_until(lambda: store.queued_run(run_id) is None, what="its row released")
+    finally:
+        outage(False)
+        stop.set()
+        thread.join(30)
+        store.close()
+        worker_store.close()
