@@ -77,16 +77,18 @@ class QueueUnavailable(TooManyRuns):
 
 
 class _HeldStore:
-    """The store as a job under a lease writes to it: a status only while this process holds the run's lease."""
+    """The store as a job under a lease writes to it: a status only while this process holds the run's lease,
+    and none while it hands its runs over (`LeasedJobs.shutdown`: the run goes on elsewhere)."""
 
-    def __init__(self, store: Store, holder: str):
-        self._store, self._holder = store, holder
+    def __init__(self, jobs: "LeasedJobs"):
+        self._jobs, self._store = jobs, jobs.store
 
     def __getattr__(self, name):
         return getattr(self._store, name)
 
     def set_status(self, run_id: str, status: str, message: str = "") -> None:
-        self._store.set_status_if_held(run_id, self._holder, status, message)
+        if not self._jobs.handing_over:
+            self._store.set_status_if_held(run_id, self._jobs.holder, status, message)
 
 
 class LeasedJobs(JobManager):
@@ -105,6 +107,7 @@ class LeasedJobs(JobManager):
         self._remote: dict[str, tuple[float, dict | None]] = {}    # run -> (read at, its row)
         self._tasks: set[str] = set()              # local tasks that are not runs (judge checks)
         self._stopping: set[str] = set()           # runs whose Stop (pressed elsewhere) was passed on
+        self.handing_over = False                  # shutting down: runs go back to the queue, not to `stopped`
         share_limits(self._loop, pace_source(store))
         self._beating = threading.Event()
         self._beat = threading.Thread(target=self._heartbeat, name="mmvet-leases", daemon=True)
@@ -199,14 +202,14 @@ class LeasedJobs(JobManager):
                        batch_poll=batch_poll, host=False)
 
     def _store_of(self, run_id: str):
-        return _HeldStore(self.store, self.holder) if run_id in self._leased else self.store
+        return _HeldStore(self) if run_id in self._leased else self.store
 
     def _ended(self, run_id: str) -> None:
         if run_id in self._leased:
             # a run that ended on a database fault (its end status could not even be written) goes back to the
             # queue: a worker continues it once the database is back, where a single process would wait for Resume
             try:
-                self._let_go(run_id, requeue=run_id in self._unsaved)
+                self._let_go(run_id, requeue=self.handing_over or run_id in self._unsaved)
             except StoreError as e:         # the heartbeat lets go of it once the database answers again
                 log.warning("run %s ended but its queue row could not be released: %s", run_id, e)
             self._leased.discard(run_id)
@@ -273,15 +276,10 @@ class LeasedJobs(JobManager):
         self._loop.call_soon_threadsafe(cancel)
 
     def shutdown(self, timeout: float = 10.0, *, requeue: bool = False) -> None:
-        """Stop every job and the heartbeat. `requeue` (a worker leaving): runs another worker can grade go back
-        to the queue first, so one takes them over at once; the calls in flight still get their grace and their
-        answers are stored."""
-        if requeue:
-            for run_id in list(self._leased):
-                try:
-                    self.store.release_run(run_id, self.holder, requeue=True)
-                except StoreError:
-                    pass            # its lease runs out instead
+        """Stop every job and the heartbeat. `requeue` (a worker leaving): the runs stop as Stop does (no new
+        call; the calls in flight get their grace and their answers are stored), then those another worker can
+        grade go back to the queue, where one takes them over at once, their status untouched."""
+        self.handing_over = requeue
         super().shutdown(timeout)
         self._beating.set()
         self._beat.join(timeout)

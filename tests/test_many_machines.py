@@ -93,6 +93,8 @@ def wait_until(condition, timeout: float, what: str):
 @pytest.fixture
 def cluster(tmp_path, pg_url):
     """PostgreSQL, the judge, two workers, two app replicas and nginx in front of them, all on 127.0.0.1."""
+    assert Path(NGINX).exists(), ("nginx is not installed: this test puts the app's replicas behind Debian's nginx "
+                                  "(`apt-get install -y nginx`, part of the README's test command)")
     procs: dict[str, subprocess.Popen] = {}
     logs = []
     with FakeJudgeServer(FakeState(latency=0.02)) as judge:

@@ -299,3 +299,36 @@ def test_a_run_whose_database_went_away_goes_back_to_the_queue_and_finishes_when
         thread.join(30)
         store.close()
         worker_store.close()
+
+
+def test_a_worker_leaving_hands_its_run_over_after_its_calls_in_flight_answered(pg_url, judge):
+    """SIGTERM (here: the shutdown it triggers) while calls are in flight: no new grade starts, the calls in
+    flight answer and are stored, then the run goes back to the queue with its status untouched, and another
+    worker finishes it without asking any stored answer again."""
+    store, stores = Store(pg_url), [Store(pg_url) for _ in range(2)]
+    settings = JudgeSettings(base_url=judge.url)
+    bench = tiny(10)
+    run_id = new_run(store, bench, settings)
+    store.enqueue_run(run_id, work={"judge": settings.to_dict(), "host": True, "concurrency": 4},
+                      endpoint=endpoint_of(settings), claimable=True)
+    leaving, staying = (Worker(s, host_settings(judge), lease=1.0) for s in stores)
+    try:
+        judge.state.hold_after = 3
+        assert leaving.take() == run_id
+        wait_until(lambda: judge.state.held > 0, what="calls in flight")
+        thread = threading.Thread(target=leaving.jobs.shutdown, kwargs={"requeue": True})
+        thread.start()
+        wait_until(lambda: leaving.jobs._jobs[run_id].stop.is_set(), what="the shutdown to stop the run")
+        judge.state.hold_after = None               # the calls in flight answer
+        thread.join(30)
+        row = store.queued_run(run_id)
+        assert row["holder"] is None and store.get_run(run_id).status == "running"
+        assert store.cache_size() == judge.state.answered > 3       # the calls in flight answered, all stored
+        assert staying.take() == run_id
+        wait_until(lambda: store.get_run(run_id).status == "done", what="the other worker to finish")
+        answered = Counter((c["prompt"], c["temperature"]) for c in judge.state.calls if c["status"] == 200)
+        assert max(answered.values()) == 1
+    finally:
+        staying.jobs.shutdown()
+        for s in [store, *stores]:
+            s.close()
