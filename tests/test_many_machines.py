@@ -212,6 +212,14 @@ def test_a_run_survives_its_workers_death_and_is_followed_live_on_another_replic
         expect(viewer.locator("#run-card")).to_contain_text(run_id)
         expect(viewer.locator("#total-score textarea")).to_have_value(re.compile(r"^Total: \d+\.\d"))
         assert viewer.url.endswith(f"?run={run_id}")        # the same page, never reloaded
+
+        # the visitor's browser routed to replica 2 (its replica gone, say): still the owner of its run there
+        owner.context.clear_cookies()
+        owner.context.add_cookies([{"name": "mmvet_replica", "value": route[1], "domain": "127.0.0.1", "path": "/"}])
+        owner.reload()
+        wait_loaded(owner)
+        expect(owner.locator("#my-runs-table")).to_contain_text(run_id, timeout=30_000)
+        expect(owner.locator("#rename-button")).to_be_visible()
     finally:
         owner.context.close()
         if "viewer" in locals():
