@@ -96,7 +96,7 @@ def wait_runs(store: Store, ids: list[str], timeout: float = 1800) -> float:
 
 
 def scenario_limit(pg: PostgresServer, tmp: Path, args) -> None:
-    for n_workers in (1, 3):
+    for n_workers in args.workers:
         judge = Judge(tmp, "--latency", "0.1", "--rps", str(args.rps))
         url = pg.new_database()
         store = Store(url)
@@ -115,7 +115,8 @@ def scenario_limit(pg: PostgresServer, tmp: Path, args) -> None:
         show(f"{n_workers} worker(s), 3 runs of v1 queued at once, judge enforcing {args.rps:g} requests/s, "
              f"0.1 s latency", [("runs", "; ".join(outcomes)), ("wall (workers' start to last grade)",
                                                                   f"{wall:.1f} s")]
-             + limited_figures(stats, wall, 218 * 3, rps=args.rps)
+             + [(name, value.replace("target >= 90%", "target >= 95%"))
+                for name, value in limited_figures(stats, wall, 218 * 3, rps=args.rps)]
              + [("answers per second", " ".join(map(str, stats["ok_per_second"])))])
 
 
@@ -216,6 +217,8 @@ def main() -> None:
     parser.add_argument("scenarios", nargs="*", choices=SCENARIOS + [[]], default=SCENARIOS)
     parser.add_argument("--rps", type=float, default=20.0)
     parser.add_argument("--calls", type=int, default=1000, help="status calls timed per case")
+    parser.add_argument("--workers", type=lambda t: [int(n) for n in t.split(",")], default=[1, 3],
+                        help="the 'limit' scenario's numbers of workers (default 1,3)")
     args = parser.parse_args()
     print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (other processes slow every figure)")
     tmp = Path(tempfile.mkdtemp(prefix="bench-workers-"))
