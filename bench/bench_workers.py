@@ -214,7 +214,7 @@ def fmt(samples: list[float]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("scenarios", nargs="*", choices=SCENARIOS + [[]], default=SCENARIOS)
+    parser.add_argument("scenarios", nargs="*", choices=SCENARIOS + [[]], default=[])
     parser.add_argument("--rps", type=float, default=20.0)
     parser.add_argument("--calls", type=int, default=1000, help="status calls timed per case")
     parser.add_argument("--workers", type=lambda t: [int(n) for n in t.split(",")], default=[1, 3],
