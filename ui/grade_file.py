@@ -36,7 +36,7 @@ def wire_grade_file(page: Page, gf: GradeFileView, g: GradeView) -> None:
         path = file_path(f)
         if not path:
             return gr.skip()
-        return svc.open_grade_file(path, bench_of(bench_c, bench_f, hub, sub), owner_tok, visitor(svc, request))
+        return svc.runs.open_grade_file(path, bench_of(bench_c, bench_f, hub, sub), owner_tok, visitor(svc, request))
 
     gf.grade_json_file.upload(view_grade_file, [gf.grade_json_file, *g.bench_inputs, page.owner], page.run_state,
                               api_visibility="private")

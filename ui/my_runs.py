@@ -45,10 +45,10 @@ def wire_my_runs(page: Page, my: MyRunsView, g: GradeView, s: SamplesView) -> No
 
     @toasts(3)
     def rename(run_id, name, owner_tok):
-        gr.Info(esc(svc.rename(run_id, owner_tok, name)))
-        view = svc.view(run_id)
-        files = svc.downloads(view) if view.n_graded and not svc.jobs.is_running(run_id) else None
-        return (card_html(svc.card(view)), runs_rows(svc, owner_tok),
+        gr.Info(esc(svc.runs.rename(run_id, owner_tok, name)))
+        view = svc.reading.view(run_id)
+        files = svc.reading.downloads(view) if view.n_graded and not svc.jobs.is_running(run_id) else None
+        return (card_html(svc.reading.card(view)), runs_rows(svc, owner_tok),
                 gr.File(value=files, visible=bool(files)) if files else gr.skip())
 
     g.rename_btn.click(rename, [run_state, g.rename_box, owner], [g.run_card, my.runs_table, g.downloads],
@@ -56,7 +56,7 @@ def wire_my_runs(page: Page, my: MyRunsView, g: GradeView, s: SamplesView) -> No
 
     @toasts(2)
     def delete(run_id, owner_tok):
-        gr.Info(esc(svc.delete(run_id, owner_tok)))
+        gr.Info(esc(svc.runs.delete(run_id, owner_tok)))
         return "", runs_rows(svc, owner_tok)
 
     g.delete_btn.click(delete, [run_state, owner], [run_state, my.runs_table], api_visibility="private",
