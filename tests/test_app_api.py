@@ -255,8 +255,8 @@ def test_the_readmes_gradio_client_example_runs_as_written(app_server, tmp_path)
     import sys
     from pathlib import Path
     root = Path(__file__).resolve().parents[1]
-    readme = (root / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("### Scripting the app (gradio_client)"):]
+    readme = (root / "docs" / "app.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Scripting the app (gradio_client)"):]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     assert "owner_tok" in code and "/my_runs" in code
     code = code.replace("http://localhost:7860/", app_server.url)
