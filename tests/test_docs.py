@@ -6,7 +6,8 @@ The pages are README.md and docs/*.md. For each page (one test each), its fenced
   ``python -m mmvet_core ...`` runs in-process (the same ``__main__`` as the real command, argv parsed with shlex,
   output captured); ``export NAME=VALUE`` sets the page's environment; any other line runs in ``bash -c`` with that
   environment. Every command must exit 0.
-- ```` ```python ````: a script, run with ``python -c`` in a subprocess; it must exit 0.
+- ```` ```python ````: a script, run with ``python -c`` in a subprocess (a script is a client of the app, which
+  runs in this process: in-process, it would share the app's environment); it must exit 0.
 - Any other fence (``text``, ``json``, a layout) is not run, and must not hold commands: a line that starts like a
   command (``python ``, ``pip ``, ``$ ``, ...) outside a bash or python block fails `test_commands_are_only_in_run_blocks`.
 
@@ -228,17 +229,22 @@ class PageRun:
             env.update(self.services(need).env)
         return env
 
-    def run_cli(self, argv: list[str], env: dict[str, str]) -> tuple[int, str]:
-        """``python -m mmvet_core ARGV`` in this process: its own __main__, the page's folder and environment."""
+    @staticmethod
+    def run_cli(argv: list[str]) -> None:
+        """``python -m mmvet_core ARGV``: the package's own ``__main__``."""
+        sys.argv = ["python -m mmvet_core", *argv]
+        runpy.run_module("mmvet_core", run_name="__main__", alter_sys=True)
+
+    def in_process(self, fn, arg, env: dict[str, str]) -> tuple[int, str]:
+        """`fn(arg)` in this process, in the page's folder and environment: (exit status, output)."""
         out, saved_env, saved_cwd, saved_argv = io.StringIO(), dict(os.environ), os.getcwd(), sys.argv
         os.environ.clear()
         os.environ.update(env)
         os.chdir(self.folder)
-        sys.argv = ["python -m mmvet_core", *argv]
         code = 0
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-                runpy.run_module("mmvet_core", run_name="__main__", alter_sys=True)
+                fn(arg)
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         finally:
@@ -258,8 +264,8 @@ class PageRun:
         if block.lang == "python":
             proc = subprocess.run([sys.executable, "-c", self.fill(block.text, block)], cwd=self.folder, env=env,
                                   capture_output=True, text=True, timeout=300)
-            printed = proc.stdout + proc.stderr
-            assert proc.returncode == 0, f"{block.page}:{block.line}: the script failed:\n{printed[-3000:]}"
+            code, printed = proc.returncode, proc.stdout + proc.stderr
+            assert code == 0, f"{block.page}:{block.line}: the script failed:\n{printed[-3000:]}"
         else:
             for command, not_run in commands_of(block):
                 if not_run:
@@ -273,7 +279,7 @@ class PageRun:
                     continue
                 started = time.monotonic()
                 if words[:3] == ["python", "-m", "mmvet_core"] and not re.search(r"[|&;<>`$]", command):
-                    code, text = self.run_cli(words[3:], env)
+                    code, text = self.in_process(self.run_cli, words[3:], env)
                 else:
                     code, text = self.run_shell(command, env)
                 print(f"{time.monotonic() - started:6.1f} s  {command}")      # shown with -rP: where time goes
