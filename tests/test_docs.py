@@ -8,19 +8,21 @@ The pages are README.md and docs/*.md. For each page (one test each), its fenced
   environment. Every command must exit 0.
 - ```` ```python ````: a script, run with ``python -c`` in a subprocess (a script is a client of the app, which
   runs in this process: in-process, it would share the app's environment); it must exit 0.
-- Any other fence (``text``, ``json``, a layout) is not run, and must not hold commands: a line that starts like a
-  command (``python ``, ``pip ``, ``$ ``, ...) outside a bash or python block fails `test_commands_are_only_in_run_blocks`.
+- Any other fence (``text``, ``json``, a layout) is not run, and must not hold commands: a line that starts like
+  a command (``python ``, ``pip ``, ``$ ``, ...) outside a bash or python block fails
+  `test_commands_are_only_in_run_blocks`.
 
 Where it runs. A page gets a fresh folder that links the checkout's top-level files and folders (``assets/``,
 ``mmvet_core/``, ``bench/``, ...), so ``assets/examples/...`` is found and ``--out results/`` writes into the
 folder; the page's blocks share it, in order (a later block reads what an earlier one wrote). The environment
 points at the fake judge (tests/fake_judge.py: ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``; nothing real is ever
 called) and ``MMVET_DATA_DIR`` at one data folder that every page shares, as a reader's checkout would: a page
-that grades what an earlier page graded reuses the stored answers (each page also passes alone). The fake judge is an endpoint after the gpt-4-0613
-shutdown (`FakeState.after_gpt4`: it serves ``judge-b``, whose shutdown is announced, and ``judge-c``; it answers
-``gpt-4-0613`` and ``gpt-4`` with OpenAI's 404), and it grades the judge-check reference sets with their official
-grades + 0.1, so checks and estimates have real numbers; any other prompt gets a score that is a function of the
-prompt (always parsable: the official retries are tested elsewhere, here they would only cost time).
+that grades what an earlier page graded reuses the stored answers (each page also passes alone). The fake judge
+is an endpoint after the gpt-4-0613 shutdown (`FakeState.after_gpt4`: it serves ``judge-b``, whose shutdown is
+announced, and ``judge-c``; it answers ``gpt-4-0613`` and ``gpt-4`` with OpenAI's 404), and it grades the
+judge-check reference sets with their official grades + 0.1, so checks and estimates have real numbers; any other
+prompt gets a score that is a function of the prompt (always parsable: the official retries are tested elsewhere,
+here they would only cost time).
 
 Placeholders. A word in CAPITALS that the reader replaces is replaced here, whole words only (`PLACEHOLDERS`):
 ``JUDGE`` is a judge the endpoint serves; ``RUN_ID`` and ``ENTRY`` are read from what an earlier command of the same
@@ -38,9 +40,19 @@ items separated by ``;``::
   judge), its address replacing ``http://localhost:7860``. A page that needs something else (a PostgreSQL server,
   a second machine) adds an entry to `NEEDS`: a function ``(stack, judge, tmp_path_factory) -> Service`` that
   starts it on ``stack`` (a contextlib.ExitStack closed at the end of the module). An unknown name fails the page.
+  For example, a page about PostgreSQL would add (with whatever helper its own tests use to start the server)::
+
+      def start_postgres(stack, judge, tmp_path_factory) -> Service:
+          server = stack.enter_context(PostgresServer(tmp_path_factory.mktemp("pg")))
+          return Service(env={"MMVET_DATABASE_URL": server.url})
+
+      NEEDS["postgres"] = start_postgres
+
+  and mark its blocks ``<!-- docs-test: needs postgres -->``.
 - ``not run: REASON`` (the last item: the rest of the comment is the reason): the block is not run (installing
-  packages, serving forever, the test command itself, benchmarks). A single command may instead end with ``# not run: REASON``. Every command not run is listed by
-  `test_the_commands_not_run_are_few_and_say_why`, which caps their number: keep that set small.
+  packages, serving forever, the test command itself, benchmarks). A single command may instead end with
+  ``# not run: REASON``. Every command not run is listed by `test_the_commands_not_run_are_few_and_say_why`,
+  which caps their number (`MAX_NOT_RUN`): keep that set small.
 
 A new page with commands needs nothing else: it is found by its name (docs/*.md).
 """
@@ -272,7 +284,7 @@ class PageRun:
                     continue
                 command = self.fill(strip_comment(command), block)
                 words = shlex.split(command)
-                if words[:2] == ["export"] or (words and words[0] == "export"):
+                if words[0] == "export":
                     for assignment in words[1:]:
                         name, _, value = assignment.partition("=")
                         self.env[name] = env[name] = value
