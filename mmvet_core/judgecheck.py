@@ -429,7 +429,7 @@ def _verdict(columns: list[CheckColumn]) -> tuple[str, str]:
 
 def _correctability(result: JudgeCheckResult) -> tuple[bool, str]:
     """Whether the measured shift may correct this judge's scores into an official-equivalent estimate (see
-    `mmvet_core.equivalence` and the README's rule), with the reason when not."""
+    `mmvet_core.equivalence` and docs/judges.md's rule), with the reason when not."""
     total = result.total
     lo, hi = total.shift_interval or [total.shift, total.shift]
     if result.n_graded < result.n_expected:

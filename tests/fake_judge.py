@@ -62,12 +62,14 @@ def deterministic_answer(prompt: str, temperature: float) -> str:
     return score
 
 
-def official_grades_answer(offset: float = 0.0, which: str = "default") -> Callable[[str, float], str]:
+def official_grades_answer(offset: float = 0.0, which: str = "default",
+                           otherwise: Callable[[str, float], str] | None = None) -> Callable[[str, float], str]:
     """A judge that answers the official GPT-4-0613 grades of the judge-check reference sets (`which`, as for
     `load_references`; the default ones unless told): for the filled official prompt of a reference sample it answers
     the per-sample mean of the official runs plus `offset`, clipped to [0, 1] (a grade above 1 is unparsable, the
-    official parse refuses it), e.g. ``0.45``; any other prompt gets ``0.0``. Two sets that answer a question word
-    for word alike make one prompt: it gets the mean of both sets' official means (a judge can give one answer)."""
+    official parse refuses it), e.g. ``0.45``; any other prompt gets ``0.0`` (or `otherwise`'s answer when given).
+    Two sets that answer a question word for word alike make one prompt: it gets the mean of both sets' official
+    means (a judge can give one answer)."""
     from mmvet_core.benchmark import load_bundled_v1
     from mmvet_core.judgecheck import load_references
     from mmvet_core.prompt import render_prompt
@@ -83,6 +85,8 @@ def official_grades_answer(offset: float = 0.0, which: str = "default") -> Calla
     table = {prompt: repr(min(1.0, max(0.0, sum(v) / len(v) + offset))) for prompt, v in means.items()}
 
     def answer(prompt: str, temperature: float) -> str:
+        if prompt not in table and otherwise is not None:
+            return otherwise(prompt, temperature)
         return table.get(prompt, "0.0")
 
     return answer

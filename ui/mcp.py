@@ -1,4 +1,4 @@
-"""Agents as users: the app's tools for the Model Context Protocol (Gradio's MCP server, README "Agents (MCP)").
+"""Agents as users: the app's tools for the Model Context Protocol (Gradio's MCP server, docs/agents.md).
 
 Gradio turns every public named API endpoint into an MCP tool (its name from the function's name, its description
 from the docstring, its arguments from the type hints). The tools here are a small set written for agents: plain
