@@ -26,12 +26,11 @@ from .grading import DEFAULT_CONCURRENCY, GRADED, grade_run
 from .endpoints import format_judges, judge_rows, list_judge_models, preflight, retirement_of, today_utc
 from .judge import BASELINE_NAME, DEFAULT_JUDGE_MODEL, JudgeSettings, make_judge
 from .results import ResultsError, read_results, select_predictions, validate_results
-from .equivalence import estimate_equivalent, format_capability_line, format_equivalent_line
-from .judgecheck import (call_count, distinct_prompts, format_check, load_manifest, load_references, run_judge_check,
-                         stored_check)
+from .equivalence import estimate_equivalent, estimate_run, format_capability_line, format_equivalent_line
+from .judgecheck import (call_count, distinct_prompts, format_check, load_manifest, load_references, run_check,
+                         run_judge_check, stored_check)
 from .prompt import examples_label, parse_examples, prompt_template, render_prompt
 from .runs import (ImportRefused, create_run, export_run, import_grades, load_run_view, note_file_name,
-                   run_equivalence,
                    write_intervals_csv)
 from .stats import format_interval, score_intervals
 from .sources import load_benchmark, load_subset
@@ -383,7 +382,7 @@ def cmd_grade(args) -> int:
               "again (it resumes this run).")
         return 1
     _print_scores(view)
-    equivalence = run_equivalence(store, view)
+    equivalence = estimate_run(view, run_check(store, view.run.judge))
     print(format_equivalent_line(equivalence))
     if equivalence.available:
         print(f"  per capability (estimates): {format_capability_line(equivalence)}")
