@@ -521,6 +521,15 @@ def stored_check(store, settings: JudgeSettings, refs: list[Reference] | None = 
     return None if data is None else JudgeCheckResult.from_dict(data)
 
 
+def run_check(store, run_judge: dict) -> JudgeCheckResult | None:
+    """The latest stored check of the judge a run was graded by (the settings stored with the run), or None
+    (imported grades: no judge was called here)."""
+    if run_judge.get("provider") == "imported":
+        return None
+    settings = JudgeSettings(**{k: v for k, v in run_judge.items() if k in JudgeSettings.__dataclass_fields__})
+    return stored_check(store, settings)
+
+
 async def run_judge_check(store, settings: JudgeSettings, api_key: str | None, *, concurrency: int = 16,
                           on_grade: Callable | None = None, stop=None, budget=None,
                           refs: list[Reference] | None = None, judge=None,

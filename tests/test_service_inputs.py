@@ -44,7 +44,7 @@ def test_an_uploaded_lmms_eval_samples_file_is_never_named_after_its_upload_fold
     v = svc.inputs.validate(str(path), ALL, 1, JudgeChoice(JUDGE_BASELINE), original_name="llava-13b_samples.jsonl")
     assert v.model_name == "llava-13b_samples"
     run_id, _ = svc.runs.start(str(path), ALL, 1, JudgeChoice(JUDGE_BASELINE), owner="me", visitor="v",
-                          original_name="llava-13b_samples.jsonl")
+                               original_name="llava-13b_samples.jsonl")
     assert svc.store.get_run(run_id).model_name == "llava-13b_samples"
     wait_done(svc, run_id)
 

@@ -128,7 +128,7 @@ def _estimate_card_and_board(svc, fake_judge):
     report = wait_check(svc, JudgeChoice(JUDGE_HOST))
     assert "654 of 654" in report and "[+" in report and fake_judge.url not in report    # host shown by name
     run_id, _ = svc.runs.start(str(RESULTS.with_name("llava-v1.5-7b.json")), ALL, 1, JudgeChoice(JUDGE_HOST),
-                          owner="me", visitor="v")
+                               owner="me", visitor="v")
     wait_done(svc, run_id)
     card = svc.reading.card(svc.reading.view(run_id))
     assert card["official_equivalent"].startswith("official-equivalent estimate: ")

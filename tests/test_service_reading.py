@@ -72,8 +72,8 @@ def test_a_grade_file_missing_a_sample_opens_as_a_partial_total_that_names_the_i
     view = svc.reading.view(run_id)
     line = views.total_text(view)
     assert "partial" in line and "no grade for 1 of 218 samples of mmvet-v1 (v1_145)" in line
-    assert svc.reading.card(view)["message"] == ("imported from an official grade JSON (no judge call); partial: no grade "
-                                         "for 1 of 218 samples of mmvet-v1 (v1_145)")
+    assert svc.reading.card(view)["message"] == ("imported from an official grade JSON (no judge call); partial: "
+                                                 "no grade for 1 of 218 samples of mmvet-v1 (v1_145)")
     [summary] = svc.reading.runs_of("me")
     assert summary.row()[6] == f"{view.scores.total.mean:.1f} (partial)"
 
@@ -81,14 +81,14 @@ def test_a_grade_file_missing_a_sample_opens_as_a_partial_total_that_names_the_i
 def test_the_form_of_a_run_is_the_settings_it_was_started_with(svc, fake_judge, tmp_path):
     """Issue 19, item 6: after a reload the form showed defaults beside the run card's own settings."""
     run_id, _ = svc.runs.start(str(RESULTS), BARD, 3, JudgeChoice(JUDGE_BASELINE), owner="me", visitor="v",
-                          model_name="mine")
+                               model_name="mine")
     wait_done(svc, run_id)
     assert svc.reading.form_of(svc.reading.view(run_id)) == {
         "n_runs": 3, "judge": JUDGE_BASELINE, "base_url": "", "judge_model": "", "mode": "live",
         "benchmark": BENCH_BUNDLED, "hub_id": "", "subset": "Bard set (168)", "model_name": "mine"}
     own, _ = svc.runs.start(tagged(tmp_path, "own"), ALL, 2, JudgeChoice(JUDGE_OWN, base_url=fake_judge.url,
-                                                                    model="gpt-4o", api_key=VISITOR_KEY),
-                       owner="me", visitor="v")
+                                                                         model="gpt-4o", api_key=VISITOR_KEY),
+                            owner="me", visitor="v")
     form = svc.reading.form_of(svc.reading.view(own))
     assert (form["judge"], form["base_url"], form["judge_model"], form["n_runs"]) == \
         (JUDGE_OWN, fake_judge.url, "gpt-4o", 2)

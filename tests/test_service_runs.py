@@ -32,7 +32,7 @@ def test_the_same_job_started_twice_at_once_is_one_run_paid_once(svc, fake_judge
     fake_judge.state.latency = 0.02
     out: list[tuple[str, bool]] = []
     starts = [threading.Thread(target=lambda: out.append(svc.runs.start(path, ALL, 1, JudgeChoice(JUDGE_HOST),
-                                                                   owner="me", visitor="v1")))
+                                                                        owner="me", visitor="v1")))
               for _ in range(2)]
     for t in starts:
         t.start()
@@ -115,7 +115,7 @@ def test_resume_sends_the_visitors_key_only_to_the_visitors_endpoint(svc, fake_j
 
 def test_run_card_my_runs_rename_delete_and_the_exported_run_json(svc, tmp_path):
     run_id, _ = svc.runs.start(str(RESULTS), BARD, 2, JudgeChoice(JUDGE_BASELINE), owner="me", visitor="v",
-                          model_name="  My <b>model</b>\n v2 ")
+                               model_name="  My <b>model</b>\n v2 ")
     wait_done(svc, run_id)
     card = svc.reading.card(svc.reading.view(run_id))
     assert card["model"] == "My <b>model</b>  v2"              # one line, kept as typed (shown as text)

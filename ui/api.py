@@ -24,7 +24,7 @@ def register_api(svc: GradingService) -> None:
                  mode: str = MODE_LIVE) -> dict:
         """What a results file holds against the benchmark, and what grading it would cost."""
         v = svc.inputs.validate(file_path(results), bench(bench_c, bench_f, hub, sub), int(n_runs),
-                         JudgeChoice(judge_c, model=model, mode=mode), original_name=orig_name(results))
+                                JudgeChoice(judge_c, model=model, mode=mode), original_name=orig_name(results))
         return {"report": v.report, "estimate": v.estimate, "model_name": v.model_name}
 
     @api_errors
@@ -35,9 +35,9 @@ def register_api(svc: GradingService) -> None:
         """Start grading (in the background); poll `status`. The same job started again while it runs returns
         the running run (``started: false``)."""
         run_id, started = svc.runs.start(file_path(results), bench(bench_c, bench_f, hub, sub), int(n_runs),
-                                    JudgeChoice(judge_c, url, model, key, mode), owner=owner_tok,
-                                    visitor=visitor(svc, request), model_name=model_name,
-                                    original_name=orig_name(results))
+                                         JudgeChoice(judge_c, url, model, key, mode), owner=owner_tok,
+                                         visitor=visitor(svc, request), model_name=model_name,
+                                         original_name=orig_name(results))
         return {"run_id": run_id, "share_url": svc.reading.share_url(run_id, base_url(request)), "started": started}
 
     @api_errors
@@ -67,7 +67,7 @@ def register_api(svc: GradingService) -> None:
                     sub: str = "All samples", owner_tok: str = "", request: gr.Request = None) -> dict:
         """Store a grade file as a finished run (no judge call)."""
         run_id = svc.runs.open_grade_file(file_path(f), bench(bench_c, bench_f, hub, sub), owner_tok,
-                                     visitor(svc, request))
+                                          visitor(svc, request))
         return {"run_id": run_id, "share_url": svc.reading.share_url(run_id, base_url(request))}
 
     @api_errors

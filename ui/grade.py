@@ -11,7 +11,7 @@ import asyncio
 import secrets
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Protocol
 
 import gradio as gr
 
@@ -23,8 +23,6 @@ from mmvet_core.service import (BENCH_BUNDLED, BENCH_HUB, BENCH_UPLOAD, JUDGE_BA
 from .common import MODES, Page, base_url, bench_of, esc, file_path, judge_of, runs_rows, toasts, visitor
 from .judge_check import JudgeCheckView, build_judge_check, wire_judge_check
 from .leaderboard import build_publish_control
-from .my_runs import MyRunsView
-from .samples import SamplesView
 from .widgets import (card_html, count_text, judge_note_html, overlay_choices, overlay_warning, progress_html,
                       radar_figures, sample_filter)
 
@@ -91,6 +89,35 @@ class GradeView:
     def bench_inputs(self) -> list:
         """The benchmark fields, in `bench_of`'s order."""
         return [self.bench_choice, self.bench_file, self.hub_id, self.subset]
+
+
+class SamplesParts(Protocol):
+    """What opening or redrawing a run updates in the Samples view (app.py hands the view over): its section,
+    filters, table, one sample's detail and the override buttons."""
+    section: gr.Column
+    f_cap: gr.Dropdown
+    f_min: gr.Number
+    f_max: gr.Number
+    f_flag: gr.Checkbox
+    f_sort: gr.Dropdown
+    sample_count: gr.Markdown
+    samples: gr.Dataframe
+    d_id: gr.Textbox
+    d_image: gr.Image
+    d_question: gr.Textbox
+    d_truth: gr.Textbox
+    d_image_note: gr.Markdown
+    d_pred: gr.Textbox
+    d_flags: gr.Textbox
+    d_attempts: gr.Dataframe
+    override_row: gr.Row
+    o_btn: gr.Button
+    o_clear: gr.Button
+
+
+class RunsList(Protocol):
+    """The My runs view's table, redrawn when a run opens or ends."""
+    runs_table: gr.Dataframe
 
 
 @dataclass
@@ -199,7 +226,7 @@ def build_grade(page: Page) -> GradeView:
                      overlay_note, radar_caps, radar_ints, cap_table, int_table, downloads)
 
 
-def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunDisplay:
+def wire_grade(page: Page, g: GradeView, s: SamplesParts, my: RunsList) -> RunDisplay:
     """Register the Grade view's handlers: validation and estimate as the settings change, the judge check's,
     Grade / Stop / Resume, and the open run's display (on opening, on each change while it grades, on overlay
     changes).

@@ -412,7 +412,7 @@ def build_publish_control(page: Page) -> PublishControl:
         def handler(run_id, owner_tok, n, u, request: gr.Request):
             if kind in ("publish", "republish"):
                 row = svc.board.publish(run_id, n, u, owner_tok, visitor=visitor(svc, request),
-                                  republish=kind == "republish")
+                                        republish=kind == "republish")
                 gr.Info(esc(f"Published as {row['name']} (version {row['version']}): rank "
                             f"{lb.format_rank(row['rank'])}."))
             else:

@@ -197,8 +197,8 @@ def register_mcp_tools(svc: GradingService) -> None:
         with file_work() as work:
             path = _fetched(svc, results_file, file_name, work)
             run_id, started = svc.runs.start(path, _bench(subset), int(judge_runs),
-                                        _judge(judge, base_url, judge_model, api_key), owner=tok,
-                                        visitor=visitor(svc, request), model_name=model_name)
+                                             _judge(judge, base_url, judge_model, api_key), owner=tok,
+                                             visitor=visitor(svc, request), model_name=model_name)
         return _answer({"run_id": run_id, "owner_token": tok, "started": started,
                         "share_url": svc.reading.share_url(run_id, page_base_url(request))})
 
@@ -331,8 +331,8 @@ def register_mcp_tools(svc: GradingService) -> None:
             A JSON object: filter (as applied); rank_note (how to read the ranks); entries, each {entry, name, link, judge, judge_kind, benchmark, runs, total, ci [low, high], rank [best, worst], capabilities, date, reference, official_equivalent}.
         """
         board = svc.board.leaderboard_json({"judge": judge or "", "benchmark": benchmark or "", "query": query or "",
-                                      "sort": sort or "rank", "descending": bool(descending),
-                                      "references": bool(references)})
+                                           "sort": sort or "rank", "descending": bool(descending),
+                                           "references": bool(references)})
         n = max(1, min(int(limit or 50), 500))
         board["entries"] = [{k: v for k, v in row.items() if k != "integrations"} for row in board["entries"][:n]]
         return _answer(board)

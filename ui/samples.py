@@ -3,7 +3,7 @@ every judge attempt, image) and the owner's override of its score."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Callable, Protocol
 
 import gradio as gr
 
@@ -13,8 +13,18 @@ from mmvet_core.service import ServiceError
 from .common import Page, esc, toasts
 from .widgets import count_text, sample_filter
 
-if TYPE_CHECKING:   # (grade imports this module)
-    from .grade import GradeView, RunDisplay
+
+
+class OverlayField(Protocol):
+    """What this view reads of the Grade view (app.py hands it over): the radar overlays chosen."""
+    overlays: gr.Dropdown
+
+
+class OpenRunDisplay(Protocol):
+    """How this view redraws the open run after an override (the Grade view's `RunDisplay`): `refresh(...)`
+    returns the values of `live_outputs` first."""
+    refresh: Callable[..., tuple]
+    live_outputs: list
 
 
 @dataclass
@@ -98,7 +108,7 @@ def build_samples(page: Page) -> SamplesView:
                        o_reason, o_btn, o_clear)
 
 
-def wire_samples(page: Page, s: SamplesView, g: GradeView, display: RunDisplay) -> None:
+def wire_samples(page: Page, s: SamplesView, g: OverlayField, display: OpenRunDisplay) -> None:
     """Register the filters, the row selection (detail) and the override; an override refreshes the Grade view's
     live outputs through `display`."""
     svc, run_state, owner = page.svc, page.run_state, page.owner

@@ -242,8 +242,8 @@ class Judges:
     def equivalence(self, view: RunView):
         """The run's official-equivalent estimate (`equivalence.Equivalence`), or why there is none; computed for
         finished runs only (a running run's scores move)."""
-        from ..equivalence import Equivalence
-        from ..runs import run_equivalence
+        from ..equivalence import Equivalence, estimate_run
+        from ..judgecheck import run_check
 
         if not view.scores.complete:
             return Equivalence(False, "the run is not complete yet", str(view.run.judge.get("model", "?")))
@@ -251,7 +251,7 @@ class Judges:
         hit = self._equivalence_cache.get(view.run.id)
         if hit is not None and hit[0] == key:
             return hit[1]
-        eq = run_equivalence(self.store, view)
+        eq = estimate_run(view, run_check(self.store, view.run.judge))
         if len(self._equivalence_cache) >= EQUIVALENCE_CACHE_SIZE:
             self._equivalence_cache.pop(next(iter(self._equivalence_cache)))
         self._equivalence_cache[view.run.id] = (key, eq)
