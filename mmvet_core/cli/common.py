@@ -16,6 +16,7 @@ from ..judge import BASELINE_NAME, DEFAULT_JUDGE_MODEL, JudgeSettings, make_judg
 from ..prompt import parse_examples
 from ..sources import load_benchmark, load_subset
 from ..stats import format_interval, score_intervals
+from ..store import DATABASE_URL_VAR
 from .parser import UsageError, option
 
 DEFAULT_DB = Path("data") / "mmvet-grader.db"
@@ -54,9 +55,11 @@ def load_benchmark_spec(spec: str):
         raise UsageError(f"benchmark: {e}") from e
 
 
-def default_db() -> Path:
+def default_db() -> Path | str:
+    """The CLI's database: ``$MMVET_DATABASE_URL`` when set, else the data folder's SQLite file."""
     data_dir = os.environ.get("MMVET_DATA_DIR")
-    return Path(data_dir) / "mmvet-grader.db" if data_dir else DEFAULT_DB
+    return (os.environ.get(DATABASE_URL_VAR, "").strip()
+            or (Path(data_dir) / "mmvet-grader.db" if data_dir else DEFAULT_DB))
 
 
 def examples_of(args) -> tuple[int, ...] | None:

@@ -9,13 +9,13 @@ from ..compare import CompareError, combine_sets, compare_sets, format_report, m
 from ..export import GradeFileError, write_grade_json
 from ..gradesets import benchmark_for, load_grade_set, write_comparison
 from ..sources import load_subset
-from ..store import Store
+from ..store import Store, store_exists
 from .common import DEFAULT_DB, default_db, load_benchmark_spec
 from .parser import Command, UsageError, option
 
 
 def _load_sets(specs: list[str], db: str | None, names: list[str] | None = None):
-    store = Store(db or default_db()) if (db or default_db().exists()) else None
+    store = Store(db or default_db()) if (db or store_exists(default_db())) else None
     sets = []
     for i, spec in enumerate(specs):
         try:

@@ -12,7 +12,7 @@ from ..endpoints import format_judges, judge_rows, list_judge_models, today_utc
 from ..grading import DEFAULT_CONCURRENCY
 from ..judge import DEFAULT_JUDGE_MODEL
 from ..judgecheck import call_count, distinct_prompts, format_check, load_manifest, load_references, run_judge_check
-from ..store import Store
+from ..store import Store, store_exists
 from .common import DEFAULT_DB, RETIRED, checked_judge, default_db, judge_settings, retirement_note_of
 from .parser import Command, UsageError, option
 
@@ -70,8 +70,8 @@ def cmd_judges(args) -> int:
     settings = replace(settings, timeout=args.timeout)
     where = settings.base_url or "https://api.openai.com/v1"
     models = asyncio.run(list_judge_models(settings, key, timeout=args.timeout))
-    db = Path(args.db) if args.db else default_db()
-    store = Store(db) if db.exists() else None
+    db = args.db or default_db()
+    store = Store(db) if store_exists(db) else None
     today = today_utc()
     rows = judge_rows(models, settings, today, store) if models.known else []
     print(format_judges(rows, models, where, today))

@@ -50,7 +50,7 @@ class GradingService:
     def __init__(self, settings: ServiceSettings):
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         self.settings = settings
-        self.store = Store(settings.data_dir / "mmvet-grader.db")
+        self.store = Store(settings.database_url or settings.data_dir / "mmvet-grader.db")
         for warning in self.store.warnings:
             log.warning("%s", warning)
         self.store.mark_interrupted()

@@ -11,6 +11,7 @@ from ..hosting import HostingLimits
 from ..judge import DEFAULT_JUDGE_MODEL, JudgeSettings
 from ..keeping import StorageLimits
 from ..requestlimit import RequestLimits
+from ..store import DATABASE_URL_VAR
 
 
 def _default_data_dir() -> Path:
@@ -52,6 +53,7 @@ class ServiceSettings:
     host_secret: str | None = None         # MMVET_HOST_SECRET: unlocks the host's leaderboard controls (hide)
     publish_per_hour: int = 10             # leaderboard publishes (and republishes) per visitor and hour
     mcp_server: bool = True                # MMVET_MCP=0 turns the MCP server (agents' tools, ui/mcp.py) off
+    database_url: str | None = None        # MMVET_DATABASE_URL: PostgreSQL; None: data_dir/mmvet-grader.db
 
     @classmethod
     def from_env(cls, env=None) -> "ServiceSettings":
@@ -87,6 +89,7 @@ class ServiceSettings:
             host_secret=env.get("MMVET_HOST_SECRET") or None,
             publish_per_hour=_int_env(env, "MMVET_PUBLISH_PER_HOUR", 10),
             mcp_server=env.get("MMVET_MCP", "1").strip().lower() not in ("0", "false", "no", "off"),
+            database_url=env.get(DATABASE_URL_VAR, "").strip() or None,
         )
 
     def host_settings(self) -> JudgeSettings:
