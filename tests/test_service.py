@@ -11,7 +11,7 @@ import pytest
 
 from mmvet_core.service import (BENCH_BUNDLED, JUDGE_BASELINE, JUDGE_HOST, JUDGE_OWN, MODE_BATCH, BenchmarkChoice,
                                 GradingService, JudgeChoice, ServiceError, ServiceSettings)
-from tests.fake_judge import RETRY_MARK
+from tests.fake_judge import RETRY_MARK, CallGate
 
 RESULTS = Path(__file__).resolve().parent / "data" / "results" / "llava-v1.5-13b.json"
 HOST_KEY, VISITOR_KEY = "sk-host", "sk-visitor"
@@ -34,7 +34,7 @@ def tagged(tmp_path: Path, tag: str) -> str:
     return str(path)
 
 
-def wait_done(svc: GradingService, run_id: str, timeout: float = 60.0) -> dict:
+def wait_done(svc: GradingService, run_id: str, timeout: float = 180.0) -> dict:
     deadline = time.time() + timeout
     while svc.jobs.is_running(run_id):
         assert time.time() < deadline, "the run did not end"
@@ -45,7 +45,7 @@ def wait_done(svc: GradingService, run_id: str, timeout: float = 60.0) -> dict:
 def test_the_same_job_started_twice_at_once_is_one_run_paid_once(svc, fake_judge, tmp_path):
     """A double click: two starts arrive together. One run, one bill; a third start after the end is a new run."""
     path = tagged(tmp_path, "twice")
-    fake_judge.state.latency = 0.02
+    gate = fake_judge.state.gate = CallGate()   # the judge holds every call until both starts have answered
     out: list[tuple[str, bool]] = []
     starts = [threading.Thread(target=lambda: out.append(svc.start(path, ALL, 1, JudgeChoice(JUDGE_HOST),
                                                                    owner="me", visitor="v1")))
@@ -54,6 +54,7 @@ def test_the_same_job_started_twice_at_once_is_one_run_paid_once(svc, fake_judge
         t.start()
     for t in starts:
         t.join()
+    gate.open()
     assert {rid for rid, _ in out} == {out[0][0]} and sorted(started for _, started in out) == [False, True]
     st = wait_done(svc, out[0][0])
     assert st["status"] == "done" and st["done"] == 218
@@ -96,13 +97,14 @@ def test_an_override_is_checked_before_it_is_stored(svc, score, reason, message)
 
 
 def test_buttons_follow_the_run(svc, fake_judge, tmp_path):
-    fake_judge.state.latency = 0.2
+    gate = fake_judge.state.gate = CallGate()   # the run grades until the test stops it
     run_id, _ = svc.start(tagged(tmp_path, "perm"), ALL, 1, JudgeChoice(JUDGE_HOST), owner="me", visitor="v")
     p = svc.permissions(run_id, "me")
     assert (p.running, p.can_stop, p.can_resume, p.can_override) == (True, True, False, False)
     with pytest.raises(ServiceError, match="Wait until the run ends"):
         svc.override(run_id, "me", "v1_0", 1.0, "too early")
     svc.stop(run_id, "me")
+    gate.open()                                 # (the calls in flight answer within the stop's grace)
     wait_done(svc, run_id)
     p = svc.permissions(run_id, "me")
     assert (p.running, p.can_stop, p.can_resume, p.can_override) == (False, False, True, True)
@@ -112,9 +114,10 @@ def test_buttons_follow_the_run(svc, fake_judge, tmp_path):
 def test_resume_sends_the_visitors_key_only_to_the_visitors_endpoint(svc, fake_judge, tmp_path):
     """A run graded with the host's judge and resumed with "My own key": the key goes to the URL the visitor
     gives now, never to the host's endpoint the run started on."""
-    fake_judge.state.latency = 0.2
+    gate = fake_judge.state.gate = CallGate()   # the run grades until the test stops it
     run_id, _ = svc.start(tagged(tmp_path, "key"), ALL, 1, JudgeChoice(JUDGE_HOST), owner="me", visitor="v")
     svc.stop(run_id, "me")
+    gate.open()
     wait_done(svc, run_id)
     with pytest.raises(ServiceError, match="needs the API key"):
         svc.resume(run_id, "me", "v", JudgeChoice(JUDGE_OWN))
@@ -184,17 +187,18 @@ def test_batch_mode_needs_an_openai_compatible_judge(svc, tmp_path):
 
 
 def test_status_has_no_spread_until_the_runs_are_complete(svc, fake_judge, tmp_path):
-    fake_judge.state.latency = 0.05
+    gate = fake_judge.state.gate = CallGate()   # 200 answers (some 70 of the 436 grades), the rest held until Stop
+    gate.release(200)
     run_id, _ = svc.start(tagged(tmp_path, "spread"), ALL, 2, JudgeChoice(JUDGE_HOST), owner="me", visitor="v")
-    deadline = time.time() + 30
+    deadline = time.time() + 120
     while svc.status(run_id)["done"] < 40:
         assert time.time() < deadline
         time.sleep(0.05)
     svc.stop(run_id, "me")
+    gate.open()
     st = wait_done(svc, run_id)
     assert st["status"] == "stopped" and not st["complete"] and st["total_std"] is None
     assert "partial" in st["total_text"] and f"over {st['done']} of 436 grades" in st["total_text"]   # issue 19.3
-    fake_judge.state.latency = 0.0
     svc.resume(run_id, "me", "v", JudgeChoice(JUDGE_HOST))
     st = wait_done(svc, run_id)
     assert st["complete"] and st["total_std"] is not None
