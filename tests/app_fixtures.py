@@ -56,7 +56,7 @@ class AppHandle:
         from mmvet_core.runs import load_run_view
         return load_run_view(self.store, run_id, evidence_for="*")
 
-    def wait_idle(self, timeout: float = 30.0) -> None:
+    def wait_idle(self, timeout: float = 120.0) -> None:
         """Wait until no grading job of this app is running (so a test leaves nothing behind)."""
         deadline = time.time() + timeout
         while self.svc.jobs.running_count():
