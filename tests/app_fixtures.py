@@ -203,7 +203,7 @@ def progress_text(page) -> str:
     return loc.inner_text() if loc.count() else ""
 
 
-def wait_progress(page, pattern: str, timeout: float = 60.0) -> str:
+def wait_progress(page, pattern: str, timeout: float = 180.0) -> str:
     from playwright.sync_api import expect
 
     expect(page.locator("#progress-text")).to_have_text(re.compile(pattern), timeout=timeout * 1000)
