@@ -667,6 +667,16 @@ class FakeJudgeServer:
             time.sleep(0.01)
         return self
 
+    def wait_quiet(self, timeout: float = 120.0) -> None:
+        """Wait until no client connection is open and no request is being answered: after its client was killed,
+        every request that client had sent is then in `state.calls`."""
+        st = self._server.server_state
+        deadline = time.monotonic() + timeout
+        while st.connections or st.tasks:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(st.connections)} connection(s) still open on the fake judge")
+            time.sleep(0.01)
+
     def __exit__(self, *exc) -> None:
         self._server.should_exit = True
         self._thread.join(timeout=5)
