@@ -56,7 +56,7 @@ class AppHandle:
         from mmvet_core.runs import load_run_view
         return load_run_view(self.store, run_id, evidence_for="*")
 
-    def wait_idle(self, timeout: float = 30.0) -> None:
+    def wait_idle(self, timeout: float = 120.0) -> None:
         """Wait until no grading job of this app is running (so a test leaves nothing behind)."""
         deadline = time.time() + timeout
         while self.svc.jobs.running_count():
@@ -203,7 +203,7 @@ def progress_text(page) -> str:
     return loc.inner_text() if loc.count() else ""
 
 
-def wait_progress(page, pattern: str, timeout: float = 60.0) -> str:
+def wait_progress(page, pattern: str, timeout: float = 180.0) -> str:
     from playwright.sync_api import expect
 
     expect(page.locator("#progress-text")).to_have_text(re.compile(pattern), timeout=timeout * 1000)

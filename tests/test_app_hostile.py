@@ -27,7 +27,7 @@ import pytest
 
 from tests.app_fixtures import start_app, stop_app
 from tests.crowd import StatusClient, percentile
-from tests.fake_judge import FakeJudgeServer
+from tests.fake_judge import CallGate, FakeJudgeServer
 from tests.hostile_files import write_wide_xlsx
 
 gradio_client = pytest.importorskip("gradio_client")
@@ -211,7 +211,11 @@ def test_fifty_viewers_of_a_running_run_do_not_slow_another_visitor(app, judge, 
     tagged = tmp_path / "crowd.json"
     tagged.write_text(json.dumps({k: f"{v} [crowd]" for k, v in preds.items()}), encoding="utf-8")
     mine = open_grades(client(app, "203.0.113.77"), GRADES, "owner-f")
-    judge.state.latency = 1.0                     # the run grades for ~55 s: 218 calls, 4 at a time
+    # the run grades on (1 s a call, 4 at a time) but cannot end while the crowd watches, however long that takes:
+    # the judge answers 150 of its 218+ calls and holds the rest
+    gate = judge.state.gate = CallGate()
+    gate.release(150)
+    judge.state.latency = 1.0
     running = grade(client(app, "203.0.113.55"), tagged, JUDGE_HOST, "owner-g")
     me = StatusClient(app.url, ip="203.0.113.77")
     try:
@@ -237,12 +241,14 @@ def test_fifty_viewers_of_a_running_run_do_not_slow_another_visitor(app, judge, 
     finally:
         judge.state.latency = 0.0
         app.svc.jobs.stop(running)
+        gate.open()
+        judge.state.gate = None
         me.close()
     p50_alone, p50_crowd = percentile(alone, 50), percentile(crowded, 50)
     print(f"status p50 alone {p50_alone:.3f} s, with 50 viewers {p50_crowd:.3f} s; viewers {viewers}")
     assert viewers["n_errors"] == 0 and viewers["calls"] >= 50 * 10 * 0.8, viewers     # they were served
     assert p50_crowd < 1.0 and p50_crowd <= 2 * p50_alone, (p50_alone, p50_crowd, viewers)
-    app.wait_idle(30)
+    app.wait_idle()
 
 
 # --- per-client request limits -------------------------------------------------------------------------------

@@ -49,8 +49,12 @@ def client(board_app):
 
 
 def publish_from_card(page, name: str, link: str = "") -> None:
+    """Publish the run just opened (never published) from its card."""
     control = page.locator("#publish-control")
     expect(control).to_be_visible()
+    # the control shows this run, not the previous one (whose "version 1: on the leaderboard" would otherwise pass
+    # the check below before this click is even handled)
+    expect(page.locator("#publish-state")).to_have_text("Not on the leaderboard.")
     page.locator("#publish-name input, #publish-name textarea").first.fill(name)
     page.locator("#publish-link input, #publish-link textarea").first.fill(link)
     page.locator("#publish-button").click()
@@ -83,6 +87,8 @@ def test_publish_filter_and_overlay_two_radars(board_app, page):
     assert "board=" in page.locator("#board-link textarea").input_value()
 
     page.locator('#board-table [data-testid="cell-0-1"]').click()
+    # the second pick reads the overlays the first one set: only once they are on the page
+    expect(page.locator("#board-card-name")).to_have_text("LLaVA-1.5 13B")
     page.locator('#board-table [data-testid="cell-1-1"]').click()
     legend = page.locator("#board-radar-caps .legendtext")
     expect(legend).to_have_count(2)
