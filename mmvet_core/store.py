@@ -337,6 +337,11 @@ class Store:
         rows = self._query("SELECT * FROM runs WHERE owner = ? ORDER BY created_at DESC", (owner,))
         return [_run_record(r) for r in rows]
 
+    def update_run_judge(self, run_id: str, judge: dict) -> None:
+        """Replace a run's judge record (provenance: the endpoints a resumed run was graded on)."""
+        assert "api_key" not in judge, "keys are never stored"
+        self._exec("UPDATE runs SET judge = ? WHERE id = ?", (json.dumps(judge), run_id))
+
     def rename_run(self, run_id: str, model_name: str) -> None:
         self._exec("UPDATE runs SET model_name = ?, updated_at = ? WHERE id = ?", (model_name, time.time(), run_id))
 
@@ -650,6 +655,25 @@ class Store:
                            " JOIN board_versions AS v ON v.entry_id = e.id AND v.version = e.version"
                            f" {where} ORDER BY e.created_at")
         return [dict(r) for r in rows]
+
+    def board_heads(self, *, include_withdrawn: bool = False) -> list[dict]:
+        """`board_entries` without the frozen copies (id, owner_hash, name, link, version, flags, updated_at): what
+        changes without a new version, read on every refresh of the board."""
+        where = "" if include_withdrawn else "WHERE published = 1 AND hidden = 0"
+        return [dict(r) for r in self._query(f"SELECT * FROM board_entries {where} ORDER BY created_at")]
+
+    def board_version(self, entry_id: str, version: int) -> dict | None:
+        """One stored version (published_at, meta and scores as JSON text), or None."""
+        rows = self._query("SELECT * FROM board_versions WHERE entry_id = ? AND version = ?", (entry_id, version))
+        return dict(rows[0]) if rows else None
+
+    def set_board_meta(self, entry_id: str, version: int, meta: dict) -> None:
+        """Replace a version's meta (the host's verification is written into its provenance); the entry counts
+        as changed (`board_stamp`)."""
+        with self._lock:
+            self._exec("UPDATE board_versions SET meta = ? WHERE entry_id = ? AND version = ?",
+                       (json.dumps(meta, ensure_ascii=False), entry_id, version))
+            self._exec("UPDATE board_entries SET updated_at = ? WHERE id = ?", (time.time(), entry_id))
 
     def board_versions(self, entry_id: str) -> list[dict]:
         rows = self._query("SELECT * FROM board_versions WHERE entry_id = ? ORDER BY version", (entry_id,))
