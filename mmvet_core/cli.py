@@ -226,12 +226,18 @@ def build_parser() -> argparse.ArgumentParser:
     lh = lsub.add_parser("hide", help="hide an entry from the board (host); --show shows it again")
     lh.add_argument("entry", metavar="ENTRY")
     lh.add_argument("--show", action="store_true", help="show a hidden entry again")
+    lv = lsub.add_parser("verify", help="vouch for an entry's judge at its current version (imported grades, an "
+                                        "endpoint the server does not know): it is ranked; --undo withdraws it")
+    lv.add_argument("entry", metavar="ENTRY")
+    lv.add_argument("--undo", action="store_true", help="withdraw the host's verification")
     le = lsub.add_parser("export", help="write the board (every entry and version) to a folder that "
                                         "datasets.load_dataset reads (board.jsonl + README.md card)")
     le.add_argument("dir", metavar="DIR")
-    li = lsub.add_parser("import", help="restore entries from an export folder")
+    li = lsub.add_parser("import", help="restore entries from an export folder (checked field by field)")
     li.add_argument("dir", metavar="DIR")
-    for p_ in (lp, ls, lh, le, li):
+    li.add_argument("--trust", action="store_true", help="the backup is your own: keep its provenance and "
+                                                         "verifications (default: restored entries are unverified)")
+    for p_ in (lp, ls, lh, lv, le, li):
         p_.add_argument("--db", default=None, help=f"SQLite database (default {DEFAULT_DB}, or $MMVET_DATA_DIR)")
 
     pr = sub.add_parser("prompt", help="print the judge prompt that will be sent")
@@ -729,7 +735,7 @@ def cmd_leaderboard(args) -> int:
                                     republish=args.republish, tool_version=__version__)
             print(f"Published {entry.name} as entry {entry.id} (version {entry.version}): total "
                   f"{entry.meta['total']:.1f}, judge {entry.meta['judge']} ({entry.meta['judge_kind']}), "
-                  f"{entry.meta['benchmark_label']}")
+                  f"{entry.meta['benchmark_label']}; {lb.prov.label(entry.provenance)}")
         elif args.board_command == "show":
             entries = lb.load_entries(store)
             rows = lb.board_rows(entries, lb.rank_groups(entries)) + (lb.paper_rows() if args.references else [])
@@ -746,12 +752,16 @@ def cmd_leaderboard(args) -> int:
                 raise UsageError(f"no leaderboard entry {args.entry!r}")
             store.update_board_entry(args.entry, hidden=0 if args.show else 1)
             print(f"Entry {args.entry} is {'shown' if args.show else 'hidden'}.")
+        elif args.board_command == "verify":
+            entry = lb.verify_entry(store, args.entry, not args.undo)
+            print(f"Entry {entry.id} (version {entry.version}): {lb.prov.label(entry.provenance)}.")
         elif args.board_command == "export":
             path = lb.export_board(store, args.dir)
             print(f"wrote {path} and {Path(args.dir) / 'README.md'} (load with datasets.load_dataset({args.dir!r}))")
         elif args.board_command == "import":
-            n = lb.import_board(store, args.dir)
-            print(f"imported {n} entry versions from {args.dir}")
+            n = lb.import_board(store, args.dir, trust=args.trust)
+            print(f"imported {n} entry versions from {args.dir}" + ("" if args.trust else
+                  " (restored unverified: `leaderboard verify ENTRY` ranks one; --trust keeps a backup's own marks)"))
     except lb.BoardError as e:
         raise UsageError(str(e)) from e
     finally:

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from mmvet_core import leaderboard as lb
-from mmvet_core.service import BenchmarkChoice, GradingService, ServiceError, ServiceSettings
+from mmvet_core.service import (JUDGE_BASELINE, JUDGE_OWN, BenchmarkChoice, GradingService, JudgeChoice, ServiceError,
+                                ServiceSettings)
 from mmvet_core.store import Store
 
 REFERENCE = Path(__file__).resolve().parents[1] / "assets" / "reference"
@@ -490,6 +491,58 @@ def test_13b_and_7b_are_two_rank_groups_and_the_paper_rows_are_references(svc):
     assert any(e["name"] == "LLaVA-13B (LLaMA-2) (paper)" and e["total"] == 32.9 for e in refs)
     bard = svc.leaderboard_json({"benchmark": "v1-bard", "references": False})["entries"]
     assert [(e["name"], e["rank"]) for e in bard] == [("7b bard", [1, 1])]      # never ranked with the full set
+
+
+# --- grades made here: provenance from the run itself ------------------------------------------------------------
+RESULTS_13B = REFERENCE / "llava-v1.5-13b.json"
+
+
+def graded(svc: GradingService, judge: JudgeChoice, owner: str, path: Path = RESULTS_13B) -> str:
+    run_id, _ = svc.start(str(path), BenchmarkChoice(), 1, judge, owner=owner, visitor=owner)
+    svc.jobs.wait(run_id, timeout=300)
+    return run_id
+
+
+def test_grades_made_here_are_verified_and_a_visitors_own_endpoint_is_not(tmp_path, fake_judge):
+    """Grades this server made (the offline baseline here; its own judge endpoint in the app's tests) are
+    verified; a visitor's endpoint (the fake judge under another host name, as an attacker's server answering
+    1.0 would be) is recorded and marked, and never ranked with them."""
+    s = GradingService(ServiceSettings(data_dir=tmp_path / "data", host_key="sk-host", host_base_url=fake_judge.url,
+                                       allow_private_endpoints=True, host_secret=SECRET))
+    try:
+        mine = s.publish(graded(s, JudgeChoice(JUDGE_BASELINE), "alice"), "13b, keyword baseline", "", "alice",
+                         visitor="va")
+        assert (mine["provenance"], mine["verified"], mine["rank"]) == \
+            ("graded here (offline baseline)", True, [1, 1])
+        own = JudgeChoice(JUDGE_OWN, base_url=fake_judge.url.replace("127.0.0.1", "localhost"), model="gpt-4-0613",
+                          api_key="sk-mallory")
+        fake_judge.state.answer_fn = lambda prompt, temperature: "1.0"      # "gpt-4-0613" says: perfect
+        theirs = s.publish(graded(s, own, "mallory", REFERENCE / "llava-v1.5-7b.json"), "7b on my own judge", "",
+                           "mallory", visitor="vm")
+        assert (theirs["provenance"], theirs["verified"], theirs["rank"]) == \
+            ("graded on localhost, judge not verified", False, None)
+        assert theirs["provenance_detail"]["endpoints"] == [f"localhost:{fake_judge.url.split(':')[2].split('/')[0]}"]
+        assert theirs["judge_kind"] == "official" and theirs["total"] == 100.0     # its claim, beside the mark
+        s.verify_entry(theirs["entry"], SECRET, visitor="host")
+        ranked = {e["name"]: e["rank"] for e in s.leaderboard_json({"references": False})["entries"]}
+        assert ranked == {"13b, keyword baseline": [1, 1], "7b on my own judge": [1, 1]}   # two judges, two groups
+    finally:
+        s.jobs.shutdown()
+        s.store.close()
+
+
+def test_a_run_resumed_on_another_endpoint_names_both(store):
+    from mmvet_core import provenance as pv
+    from mmvet_core.benchmark import load_bundled_v1
+    from mmvet_core.judge import JudgeSettings
+    from mmvet_core.runs import create_run
+
+    run = create_run(store, benchmark=load_bundled_v1(), spec="bundled", predictions={}, n_runs=1,
+                     settings=JudgeSettings(model="gpt-4-0613", base_url="http://127.0.0.1:8000/v1"),
+                     model_name="m", owner="o")
+    pv.note_endpoint(store, run, "https://evil.example/v1")
+    pv.note_endpoint(store, run, "https://evil.example/v1")
+    assert pv.run_endpoints(store.get_run(run).judge) == ["127.0.0.1:8000", "evil.example"]
 
 
 # --- export / import --------------------------------------------------------------------------------------------
