@@ -1370,4 +1370,5 @@ class GradingService:
             return None
         return {"entry": entry.id, "name": entry.name, "link": entry.link, "version": entry.version,
                 "published": entry.published, "hidden": entry.hidden,
-                "stale": run.updated_at > entry.published_at}
+                "stale": run.updated_at > entry.published_at, "provenance": lb.prov.label(entry.provenance),
+                "verified": lb.prov.is_verified(entry.provenance)}
