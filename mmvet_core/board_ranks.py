@@ -23,6 +23,10 @@ import numpy as np
 
 from .stats import draw_counts
 
+#: Per-sample means are ranked in units of 1e-6: draw totals are then sums of integers, exact in float64 (below
+#: 2^53 for any benchmark size allowed), so a tie is a tie whichever order BLAS adds in, and a grade set added
+#: incrementally gets the very ranks a full build gives it.
+QUANTUM = 1e6
 #: Distinct grade sets a rank group ranks at most (entries past it are listed, unranked, "group full").
 MAX_GRADE_SETS = 2000
 #: Cantelli's inequality on the draws' own mean μ and sd σ of T_j − T_i decides most pairs without counting:
@@ -59,7 +63,7 @@ def better_matrix(scores: np.ndarray, *, resamples: int, seed: int, level: float
                   prune: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(draw totals R × m, better m × m) for the ``m × n`` per-sample scores of one group: ``better[i, j]`` is
     True when j is significantly better than i (fewer than (1 − level)/2 of the draws have ``T_j − T_i ≤ 0``)."""
-    scores = np.asarray(scores, dtype=np.float64)
+    scores = quantize(scores)
     m, n = scores.shape
     counts, mean_counts, cov_counts = _draws(n, resamples, seed)
     totals = counts @ scores.T                                # R × m: every entry's total (× n) in every draw
@@ -81,6 +85,11 @@ def better_matrix(scores: np.ndarray, *, resamples: int, seed: int, level: float
         better = _not_ahead_counts(totals) < cut
     np.fill_diagonal(better, False)
     return totals, better
+
+
+def quantize(scores) -> np.ndarray:
+    """Scores in whole units of 1/`QUANTUM` (as float64): what every total is computed from."""
+    return np.round(np.asarray(scores, dtype=np.float64) * QUANTUM)
 
 
 def bounds_from(better: np.ndarray, mult: np.ndarray | None = None) -> list[tuple[int, int]]:
@@ -123,7 +132,7 @@ class GroupRanks:
 
     def _add(self, key: str, vector: np.ndarray) -> None:
         counts = _draws(self.n, self.resamples, self.seed)[0]
-        t = counts @ vector                                       # this grade set's total in every draw
+        t = counts @ quantize(vector)                             # this grade set's total in every draw
         # j better than the new one: few draws with T_j <= T_new; the new one better than j: few with T_new <= T_j
         others_better = np.count_nonzero(self.totals <= t[:, None], axis=0) < self.cut
         new_better = np.count_nonzero(t[:, None] <= self.totals, axis=0) < self.cut

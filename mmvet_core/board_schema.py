@@ -298,6 +298,19 @@ def check_version(meta: object, scores: object) -> tuple[dict, dict]:
     return meta, scores
 
 
+def recompute_totals(meta: dict, scores: dict) -> dict:
+    """`meta` with its total, capabilities and integrations recomputed from `scores` the way `check_version`
+    checks them (rounded to one decimal), and its interval cleared: for benches and tests that build entries by
+    hand (a published entry's come from `aggregate`)."""
+    ids = meta["sample_ids"]
+    matrix = np.array([scores[sid] for sid in ids], dtype=np.float64)
+    names, members = _columns_of(tuple(meta["sample_caps"][sid] for sid in ids))
+    values = (members @ matrix / members.sum(axis=1, keepdims=True) * 100.0).mean(axis=1)
+    return {**meta, "total": round(_column(matrix, np.ones(len(ids), dtype=bool)), 1), "ci": [None, None],
+            "capabilities": {c: round(float(values[i]), 1) for c, i in names["capabilities"].items()},
+            "integrations": {c: round(float(values[i]), 1) for c, i in names["integrations"].items()}}
+
+
 # ---- a backup row ----------------------------------------------------------------------------------------------
 #: A backup row's own fields (`leaderboard.EXPORT_COLUMNS`); the summary columns must repeat the meta's.
 ROW_FIELDS: dict[str, tuple[bool, Callable[[Any], None]]] = {
