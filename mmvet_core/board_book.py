@@ -21,6 +21,7 @@ from dataclasses import replace
 from . import leaderboard as lb
 from .board_ranks import GroupRanks
 from .board_schema import SchemaError
+from .store import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ class BoardBook:
         self._decode_behind = False                        # rows left to decode in the background
         self._jobs: queue.Queue = queue.Queue()
         self._worker: threading.Thread | None = None
+        self._busy = False                                 # the background thread is working on a job
         self.refreshes = 0                                 # counters for the bench and the tests
         self.background_builds = 0
 
@@ -80,7 +82,7 @@ class BoardBook:
 
     def pending(self) -> bool:
         """Whether background work is queued or running (the bench waits for it)."""
-        return bool(self._building) or self._decode_behind or not self._jobs.empty()
+        return bool(self._building) or self._decode_behind or self._busy or not self._jobs.empty()
 
     def warm(self) -> None:
         """Build the first snapshot in the background (a server start with a large board)."""
@@ -123,14 +125,13 @@ class BoardBook:
         pending: set[str] = set()
         for key, members in groups.items():
             vectors, mult, of = lb.group_grade_sets(members)
-            if not self._sync(key, members, vectors, mult):
-                pending.update(e.id for e in members)
-                continue
-            g = self._groups[key]
-            bounds = g.bounds()
+            g = self._sync(key, members, vectors, mult)
+            bounds = g.bounds() if g is not None else {}
             for e in members:
-                if e.id in of:
+                if e.id in of and of[e.id] in bounds:
                     ranks[e.id] = (*bounds[of[e.id]], g.size)
+                elif e.id in of:
+                    pending.add(e.id)
         rows = lb.board_rows(board, ranks, pending=pending) + self._paper
         self._snap = ((), rows) if self._decode_behind else (stamp, rows)     # partial: the next read looks again
         self.refreshes += 1
@@ -158,21 +159,22 @@ class BoardBook:
             log.warning("%s", lb.describe_bad_row(head, err))
         self._bad[head["id"]] = key
 
-    def _sync(self, key: tuple, members: list[lb.BoardEntry], vectors: dict, mult: dict) -> bool:
-        """Bring group `key` to these grade sets incrementally when that takes few comparisons; else build it in
-        the background and answer False (its entries show "ranking…" meanwhile)."""
-        if key in self._building:
-            return False
+    def _sync(self, key: tuple, members: list[lb.BoardEntry], vectors: dict, mult: dict) -> GroupRanks | None:
+        """Group `key` brought to these grade sets when that takes few comparisons (removals always; a few new
+        sets incrementally). Otherwise its new sets go to the background thread (`GroupRanks.extended`) and the
+        group answers meanwhile for the sets it had, ranked among themselves; the new ones show "ranking…".
+        None when the group has nothing ranked yet."""
         g = self._groups.get(key)
         n = len(members[0].sample_ids)
         if g is None or g.n != n:
             g = GroupRanks(n, resamples=self.resamples, seed=self.seed, level=self.level)
-        if g.sync(vectors, mult, max_adds=_max_new(len(g.keys))):
-            self._groups[key] = g
-            return True
-        self._building.add(key)
-        self._submit(("build", (key, n, dict(vectors), dict(mult))))
-        return False
+        self._groups[key] = g
+        if g.sync(vectors, mult, max_adds=0 if key in self._building else _max_new(len(g.keys))):
+            return g
+        if key not in self._building:
+            self._building.add(key)
+            self._submit(("build", (key, g.copy(), dict(vectors), dict(mult))))
+        return g if g.keys else None
 
     # ---- the background thread ----
     def _submit(self, job) -> None:
@@ -187,11 +189,11 @@ class BoardBook:
                 kind, payload = self._jobs.get(timeout=30)
             except queue.Empty:
                 return
+            self._busy = True
             try:
                 if kind == "build":
-                    key, n, vectors, mult = payload
-                    g = GroupRanks(n, resamples=self.resamples, seed=self.seed, level=self.level)
-                    g.build(vectors, mult)            # the heavy part, outside the lock
+                    key, base, vectors, mult = payload
+                    g = base.extended(vectors, mult)      # the heavy part, outside the lock
                     with self._lock:
                         self._groups[key] = g
                         self._building.discard(key)
@@ -200,12 +202,18 @@ class BoardBook:
                 else:
                     with self._lock:
                         self._refresh(decode_all=True)
+            except StoreError as e:       # the store went away (the server is stopping): nothing to rank
+                log.warning("leaderboard: background refresh stopped: %s", e)
+                with self._lock:
+                    self._building.clear()
+                    self._decode_behind = False
             except Exception:  # noqa: BLE001 — the board keeps its last snapshot; the host's log says why
                 log.exception("leaderboard: background refresh failed")
                 with self._lock:
                     self._building.clear()
                     self._decode_behind = False
             finally:
+                self._busy = False
                 self._jobs.task_done()
 
 

@@ -46,16 +46,30 @@ def _draws(n: int, resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray, n
     return counts, mean, cov
 
 
+def _compact(totals: np.ndarray) -> np.ndarray:
+    """``totals.T`` (m × R, one entry's draws contiguous) as int32 when the whole totals fit (n × QUANTUM below
+    2^31: up to 2,147 samples), else int64: exact either way, and int32 halves the memory each comparison reads."""
+    by_entry = np.ascontiguousarray(totals.T)
+    if by_entry.size and np.abs(by_entry).max() < 2**31 - 1:
+        return by_entry.astype(np.int32)
+    return by_entry.astype(np.int64)
+
+
 def _not_ahead_counts(totals: np.ndarray, pairs: np.ndarray | None = None) -> np.ndarray:
     """``not_ahead[i, j]`` = number of draws (rows of `totals`, R × m) with ``T_j ≤ T_i``; only where `pairs`
-    is True when given (elsewhere -1)."""
+    is True when given (elsewhere -1). For each i the draws of one contiguous run of entries, from the first to
+    the last j asked, are compared (a slice, never a copy): entries sorted by mean make that run the band of
+    undecided pairs; counting a pair that was not asked gives its exact count too."""
     m = totals.shape[1]
-    by_entry = np.ascontiguousarray(totals.T)                 # m × R: one entry's draws are contiguous
+    by_entry = _compact(totals)
     out = np.full((m, m), -1, dtype=np.int64)
     for i in range(m):
         cols = np.arange(m) if pairs is None else np.flatnonzero(pairs[i])
         if len(cols):
-            out[i, cols] = np.count_nonzero(by_entry[cols] <= by_entry[i], axis=1)
+            lo, hi = int(cols[0]), int(cols[-1]) + 1
+            out[i, lo:hi] = np.count_nonzero(by_entry[lo:hi] <= by_entry[i], axis=1)
+    if pairs is not None:
+        out[~pairs] = -1
     return out
 
 
@@ -66,16 +80,19 @@ def better_matrix(scores: np.ndarray, *, resamples: int, seed: int, level: float
     scores = quantize(scores)
     m, n = scores.shape
     counts, mean_counts, cov_counts = _draws(n, resamples, seed)
-    totals = counts @ scores.T                                # R × m: every entry's total (× n) in every draw
     cut = (1.0 - level) / 2.0 * resamples
     if m < 2:
-        return totals, np.zeros((m, m), dtype=bool)
+        return counts @ scores.T, np.zeros((m, m), dtype=bool)
+    mean = scores @ mean_counts
+    order = np.argsort(mean, kind="stable")                  # by mean: the undecided pairs of a row are a band
+    back = np.argsort(order)
+    s = scores[order]
+    totals = counts @ s.T                                     # R × m: every entry's total (× n) in every draw
     if prune:
-        mean = scores @ mean_counts
-        cov = scores @ cov_counts @ scores.T
+        cov = s @ cov_counts @ s.T
         var = np.diag(cov)
         sd = np.sqrt(np.maximum(var[:, None] + var[None, :] - 2.0 * cov, 0.0))
-        gap = mean[None, :] - mean[:, None]                  # gap[i, j]: mean of T_j − T_i over the draws
+        gap = mean[order][None, :] - mean[order][:, None]     # gap[i, j]: mean of T_j − T_i over the draws
         eps = 1e-9 * max(1.0, float(np.abs(totals).max()))
         sure_better = gap > SURE_BETTER * sd + eps
         sure_not = gap < SURE_NOT * sd - eps
@@ -84,7 +101,7 @@ def better_matrix(scores: np.ndarray, *, resamples: int, seed: int, level: float
     else:
         better = _not_ahead_counts(totals) < cut
     np.fill_diagonal(better, False)
-    return totals, better
+    return totals[:, back], better[np.ix_(back, back)]
 
 
 def quantize(scores) -> np.ndarray:
@@ -113,8 +130,24 @@ class GroupRanks:
         self.cut = (1.0 - level) / 2.0 * resamples
         self.keys: list[str] = []
         self.mult = np.zeros(0, dtype=np.int64)
-        self.totals = np.zeros((resamples, 0))
-        self.better = np.zeros((0, 0), dtype=bool)
+        # grown by doubling, so that adding one grade set writes one row and one column (no copy of the rest)
+        # capacity × R: each grade set's draw totals, whole numbers (`QUANTUM`), int32 when they fit (half the
+        # memory each comparison reads)
+        self._dtype = np.int32 if n_samples * QUANTUM < 2**31 - 1 else np.int64
+        self._t = np.zeros((0, resamples), dtype=self._dtype)
+        self._b = np.zeros((0, 0), dtype=bool)              # capacity × capacity: the `better` matrix
+        self._bounds: dict[str, tuple[int, int]] | None = None    # until the group changes
+
+    @property
+    def totals(self) -> np.ndarray:
+        """R × d: every grade set's total in every draw (a view)."""
+        return self._t[:len(self.keys)].T
+
+    @property
+    def better(self) -> np.ndarray:
+        """d × d: ``better[i, j]`` when grade set j is significantly better than i (a view)."""
+        d = len(self.keys)
+        return self._b[:d, :d]
 
     @property
     def size(self) -> int:
@@ -125,50 +158,83 @@ class GroupRanks:
         """Rank these grade sets from scratch (pruned); returns self."""
         self.keys = list(vectors)
         matrix = np.vstack([vectors[k] for k in self.keys]) if self.keys else np.zeros((0, self.n))
-        self.totals, self.better = better_matrix(matrix, resamples=self.resamples, seed=self.seed,
-                                                 level=self.level)
+        totals, self._b = better_matrix(matrix, resamples=self.resamples, seed=self.seed, level=self.level)
+        self._t = np.ascontiguousarray(totals.T).astype(self._dtype)
         self.mult = np.array([mult[k] for k in self.keys], dtype=np.int64)
+        self._bounds = None
         return self
+
+    def _grow(self, need: int) -> None:
+        cap = self._t.shape[0]
+        if need <= cap:
+            return
+        new_cap = max(need, 2 * cap, 16)
+        t = np.zeros((new_cap, self.resamples), dtype=self._dtype)
+        b = np.zeros((new_cap, new_cap), dtype=bool)
+        t[:cap], b[:cap, :cap] = self._t, self._b
+        self._t, self._b = t, b
 
     def _add(self, key: str, vector: np.ndarray) -> None:
         counts = _draws(self.n, self.resamples, self.seed)[0]
-        t = counts @ quantize(vector)                             # this grade set's total in every draw
-        # j better than the new one: few draws with T_j <= T_new; the new one better than j: few with T_new <= T_j
-        others_better = np.count_nonzero(self.totals <= t[:, None], axis=0) < self.cut
-        new_better = np.count_nonzero(t[:, None] <= self.totals, axis=0) < self.cut
+        t = (counts @ quantize(vector)).astype(self._dtype)      # this grade set's total in every draw
         d = len(self.keys)
-        better = np.zeros((d + 1, d + 1), dtype=bool)
-        better[:d, :d] = self.better
-        better[d, :d] = others_better
-        better[:d, d] = new_better
-        self.better = better
-        self.totals = np.hstack([self.totals, t[:, None]])
+        self._grow(d + 1)
+        others = self._t[:d]                                      # d × R
+        # j better than the new one: few draws with T_j <= T_new; the new one better than j: few with T_new <= T_j
+        self._b[d, :d] = np.count_nonzero(others <= t, axis=1) < self.cut
+        self._b[:d, d] = np.count_nonzero(t <= others, axis=1) < self.cut
+        self._b[d, d] = False
+        self._t[d] = t
         self.keys.append(key)
         self.mult = np.append(self.mult, 0)
 
     def _remove(self, keys: set[str]) -> None:
+        d = len(self.keys)
         keep = np.array([k not in keys for k in self.keys], dtype=bool)
         self.keys = [k for k in self.keys if k not in keys]
-        self.better = self.better[np.ix_(keep, keep)]
-        self.totals = self.totals[:, keep]
+        self._b = self._b[:d, :d][np.ix_(keep, keep)]
+        self._t = self._t[:d][keep]
         self.mult = self.mult[keep]
+
+    def copy(self) -> "GroupRanks":
+        """An independent copy (a background thread extends it while this one keeps answering)."""
+        d = len(self.keys)
+        other = GroupRanks(self.n, resamples=self.resamples, seed=self.seed, level=self.level)
+        other.keys, other.mult = list(self.keys), self.mult.copy()
+        other._t, other._b = self._t[:d].copy(), self._b[:d, :d].copy()
+        other._bounds = self._bounds
+        return other
 
     def sync(self, vectors: Mapping[str, np.ndarray], mult: Mapping[str, int], *, max_adds: int) -> bool:
         """Make the group hold exactly the grade sets of `vectors` (with multiplicities `mult`): removed sets
-        dropped, new ones compared with every other. Returns False, changing nothing, when more than `max_adds`
-        sets are new (the caller rebuilds instead, possibly elsewhere)."""
+        dropped (always: cheap), new ones compared with every other. When more than `max_adds` sets are new they
+        are not added and it returns False: the group then ranks its other grade sets among themselves until
+        the caller extends or rebuilds it (possibly elsewhere)."""
         have = set(self.keys)
         new = [k for k in vectors if k not in have]
-        if len(new) > max_adds:
-            return False
         gone = have - set(vectors)
         if gone:
             self._remove(gone)
-        for k in new:
-            self._add(k, vectors[k])
-        self.mult = np.array([mult[k] for k in self.keys], dtype=np.int64)
-        return True
+        if len(new) <= max_adds:
+            for k in new:
+                self._add(k, vectors[k])
+        mult_now = np.array([mult[k] for k in self.keys], dtype=np.int64)
+        if gone or (new and len(new) <= max_adds) or not np.array_equal(mult_now, self.mult):
+            self.mult, self._bounds = mult_now, None
+        return len(new) <= max_adds
+
+    def extended(self, vectors: Mapping[str, np.ndarray], mult: Mapping[str, int]) -> "GroupRanks":
+        """This group brought to `vectors` the cheaper way: a copy extended one grade set at a time (k new sets
+        cost k × d draw comparisons) when the new sets are at most half the old ones, else a pruned build."""
+        new = sum(1 for k in vectors if k not in set(self.keys))
+        if self.keys and new <= max(1, len(self.keys) // 2):
+            g = self.copy()
+            g.sync(vectors, mult, max_adds=new)
+            return g
+        return GroupRanks(self.n, resamples=self.resamples, seed=self.seed, level=self.level).build(vectors, mult)
 
     def bounds(self) -> dict[str, tuple[int, int]]:
-        """Grade set key -> (best, worst) over the group's entries."""
-        return dict(zip(self.keys, bounds_from(self.better, self.mult)))
+        """Grade set key -> (best, worst) over the group's entries (kept until the group changes)."""
+        if self._bounds is None:
+            self._bounds = dict(zip(self.keys, bounds_from(self.better, self.mult)))
+        return self._bounds

@@ -112,6 +112,8 @@ def _ci(v):
 def _sample_ids(v):
     if not isinstance(v, list) or not 1 <= len(v) <= MAX_SAMPLES:
         raise ValueError(f"must be a list of 1 to {MAX_SAMPLES} sample ids")
+    if all(type(sid) is str for sid in v) and _known_ids(tuple(v)):
+        return
     for sid in v:
         if not isinstance(sid, str) or not _SAMPLE_ID.match(sid):
             raise ValueError(f"{str(sid)[:40]!r} is not a sample id")
@@ -119,9 +121,24 @@ def _sample_ids(v):
         raise ValueError("holds a sample id twice")
 
 
+@lru_cache(maxsize=32)
+def _known_ids(ids: tuple[str, ...]) -> bool:
+    """Whether these ids (one benchmark's, shared by its entries) are well-formed and distinct: checked once."""
+    return all(_SAMPLE_ID.match(sid) for sid in ids) and len(set(ids)) == len(ids)
+
+
+@lru_cache(maxsize=32)
+def _known_caps(texts: frozenset[str]) -> bool:
+    """Whether every capability text is a comma-separated list of capability codes: checked once per benchmark."""
+    return all(CAPABILITY_CODE.match(c) for t in texts for c in t.split(","))
+
+
 def _sample_caps(v):
     if not isinstance(v, dict):
         raise ValueError(f"must be a mapping, not {type(v).__name__}")
+    values = tuple(v.values())
+    if all(type(c) is str for c in values) and _known_caps(frozenset(values)):
+        return
     seen: set[str] = set()
     for sid, caps in v.items():
         if isinstance(caps, str) and caps in seen:
@@ -259,14 +276,17 @@ def check_version(meta: object, scores: object) -> tuple[dict, dict]:
         extra = sorted(set(scores) - set(ids))[:1] or sorted(set(ids) - set(scores))[:1]
         raise SchemaError("scores", f"must hold exactly the samples of meta.sample_ids (sample {extra[0][:40]!r} "
                                     f"differs)")
-    for sid in ids:
-        row = scores[sid]
-        if not isinstance(row, list) or len(row) != runs:
-            raise SchemaError(f"scores.{sid}", f"must be a list of {runs} scores (one per judge run)")
-        for v in row:
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0.0 <= v <= 1.0):
-                raise SchemaError(f"scores.{sid}", f"{repr(v)[:20]} is not a score in [0, 1]")
-    matrix = np.array([scores[sid] for sid in ids], dtype=np.float64)          # n × runs
+    rows = [scores[sid] for sid in ids]
+    if any(type(row) is not list or len(row) != runs for row in rows):
+        sid = next(sid for sid, row in zip(ids, rows) if type(row) is not list or len(row) != runs)
+        raise SchemaError(f"scores.{sid}", f"must be a list of {runs} scores (one per judge run)")
+    kinds = {type(v) for row in rows for v in row}
+    matrix = np.array(rows, dtype=np.float64) if kinds <= {int, float} else None      # n × runs
+    if matrix is None or not ((matrix >= 0.0) & (matrix <= 1.0)).all():
+        for sid, row in zip(ids, rows):                  # name the first bad score
+            for v in row:
+                if type(v) not in (int, float) or not (0.0 <= v <= 1.0):
+                    raise SchemaError(f"scores.{sid}", f"{repr(v)[:20]} is not a score in [0, 1]")
 
     total = _column(matrix, np.ones(len(ids), dtype=bool))
     if not _near(meta["total"], total):

@@ -33,6 +33,7 @@ test is possible), and their interval column is empty.
 """
 from __future__ import annotations
 
+import copy
 import csv
 import hashlib
 import io
@@ -44,7 +45,7 @@ import secrets
 import time
 import unicodedata
 from dataclasses import asdict, dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Callable, Iterable
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -302,11 +303,27 @@ class BoardEntry:
         """Per-sample mean over the graded runs, in the order of `ids` (NaN where a sample has none)."""
         return sample_means(ids, self.scores)
 
+    @cached_property
     def grade_set(self) -> tuple[str, np.ndarray]:
         """(digest, per-sample means in sample order): the entry's grades as the ranks and the copy check see
-        them (NaN → 0; published entries are complete)."""
+        them (NaN → 0; published entries are complete). Computed once per decoded entry."""
         means = np.nan_to_num(self.sample_means(self.sample_ids), nan=0.0)
         return grades_digest(self.sample_ids, means), means
+
+    @cached_property
+    def row(self) -> "BoardRow":
+        """The entry's row without a rank (`board_rows` adds it): built once per decoded entry."""
+        m, record = self.meta, self.provenance
+        return BoardRow(
+            entry=self.id, name=self.name, link=self.link, judge=str(m.get("judge", "?")),
+            kind=str(m.get("judge_kind", "?")), benchmark=str(m.get("benchmark", "?")),
+            benchmark_label=str(m.get("benchmark_label", "?")), runs=int(m.get("runs", 0)),
+            total=_num(m.get("total")), ci=_ci(m), rank=None, group_size=0,
+            capabilities={c: _num(v) for c, v in (m.get("capabilities") or {}).items()},
+            integrations={c: _num(v) for c, v in (m.get("integrations") or {}).items()},
+            date=str(m.get("date", "")), version=self.version, metric_note=m.get("metric_note"),
+            provenance=prov.label(record), verified=prov.is_verified(record), rank_note=unranked_reason(self),
+            provenance_detail=dict(record))
 
 
 def rank_key(entry: BoardEntry) -> tuple | None:
@@ -393,7 +410,7 @@ def group_grade_sets(members: list[BoardEntry]) -> tuple[dict[str, np.ndarray], 
     mult: dict[str, int] = {}
     of: dict[str, str] = {}
     for e in members:
-        digest, means = e.grade_set()
+        digest, means = e.grade_set
         if digest not in vectors:
             if len(vectors) >= MAX_GRADE_SETS:
                 continue
@@ -521,26 +538,17 @@ def board_rows(entries: list[BoardEntry], ranks: dict[str, tuple[int, int, int]]
     rows = []
     pending = set(pending)
     for e in entries:
-        m = e.meta
         best, worst, size = ranks.get(e.id, (None, None, 0))
+        base = e.row
+        row = copy.copy(base)                    # a shallow copy: the rank is the row's own, the rest shared
         if best is not None:
-            note = ""
-        elif e.id in pending:
-            note = RANKING_NOTE
+            row.rank, row.group_size, row.rank_note = [best, worst], size, ""
         else:
-            note = unranked_reason(e) or GROUP_FULL_NOTE
-        record = e.provenance
-        eq = estimate(e) if estimate is not None and m.get("judge_kind") == "successor" else None
-        rows.append(BoardRow(
-            entry=e.id, name=e.name, link=e.link, judge=str(m.get("judge", "?")), kind=str(m.get("judge_kind", "?")),
-            benchmark=str(m.get("benchmark", "?")), benchmark_label=str(m.get("benchmark_label", "?")),
-            runs=int(m.get("runs", 0)), total=_num(m.get("total")), ci=_ci(m),
-            rank=[best, worst] if best is not None else None, group_size=size,
-            capabilities={c: _num(v) for c, v in (m.get("capabilities") or {}).items()},
-            integrations={c: _num(v) for c, v in (m.get("integrations") or {}).items()},
-            date=str(m.get("date", "")), version=e.version, metric_note=m.get("metric_note"),
-            official_equivalent=list(eq) if eq else None, provenance=prov.label(record),
-            verified=prov.is_verified(record), rank_note=note, provenance_detail=dict(record)))
+            row.rank_note = RANKING_NOTE if e.id in pending else base.rank_note or GROUP_FULL_NOTE
+        if estimate is not None and e.meta.get("judge_kind") == "successor":
+            eq = estimate(e)
+            row.official_equivalent = list(eq) if eq else None
+        rows.append(row)
     return rows
 
 
@@ -722,7 +730,7 @@ def find_copy(entries: Iterable[BoardEntry], meta: dict, scores: dict, owner: st
             and e.meta.get("samples_sha") == meta.get("samples_sha") and e.sample_ids == ids]
     if not same:
         return None
-    others = np.vstack([e.grade_set()[1] for e in same])
+    others = np.vstack([e.grade_set[1] for e in same])
     differ = np.count_nonzero(np.abs(others - means[None, :]) > 1e-6, axis=1)
     best = int(np.argmin(differ))
     return (same[best], int(differ[best])) if differ[best] <= allowed else None

@@ -43,10 +43,16 @@ def test_incremental_adds_and_removals_equal_a_full_build():
     assert full.bounds()["k40"] == plain[final.index("k40")] == plain[-1]
 
 
-def test_a_group_needing_many_comparisons_is_refused_by_sync():
-    g = GroupRanks(60, **KW).build({"a": table(1, 1)[0]}, {"a": 1})
-    many = {f"k{i}": v for i, v in enumerate(table(2, 10))}
-    assert not g.sync(many, {k: 1 for k in many}, max_adds=5) and g.keys == ["a"]
+def test_many_new_grade_sets_wait_for_the_background_and_the_others_stay_ranked():
+    old = dict(zip("abc", table(1, 3)))
+    g = GroupRanks(60, **KW).build(old, {k: 1 for k in old})
+    many = {**{k: v for k, v in old.items() if k != "c"}, **{f"k{i}": v for i, v in enumerate(table(2, 10))}}
+    mult = {k: 1 for k in many}
+    assert not g.sync(many, mult, max_adds=5)
+    assert g.keys == ["a", "b"] and g.bounds() == GroupRanks(60, **KW).build({k: old[k] for k in "ab"},
+                                                                           {"a": 1, "b": 1}).bounds()
+    extended = g.extended(many, mult)                      # what the background thread does
+    assert extended.bounds() == GroupRanks(60, **KW).build(many, mult).bounds() and g.keys == ["a", "b"]
 
 
 def test_the_covariance_shortcut_prunes_like_the_draws():
