@@ -84,10 +84,6 @@ class BoardBook:
         """Whether background work is queued or running (the bench waits for it)."""
         return bool(self._building) or self._decode_behind or self._busy or not self._jobs.empty()
 
-    def warm(self) -> None:
-        """Build the first snapshot in the background (a server start with a large board)."""
-        self._submit(("refresh", None))
-
     # ---- the refresh ----
     def _refresh(self, *, decode_all: bool) -> list[lb.BoardRow]:
         stamp = self.store.board_stamp()           # read first: a write after it makes the next read refresh

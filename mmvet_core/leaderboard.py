@@ -502,17 +502,20 @@ class BoardRow:
                 *[_num(self.capabilities.get(c)) for c in SIX], self.date,
                 "paper" if self.reference else self.version, self.entry]
 
-    def to_json(self) -> dict:
-        """What ``leaderboard show --json``, the downloads and the API return for this row."""
-        return {"entry": self.entry, "name": self.name, "link": self.link, "judge": self.judge,
+    def to_json(self, *, detail: bool = False) -> dict:
+        """What ``leaderboard show --json``, the downloads and the API return for this row; `detail` adds the
+        frozen provenance record (the downloads, one entry's card) to its label."""
+        out = {"entry": self.entry, "name": self.name, "link": self.link, "judge": self.judge,
                 "judge_kind": self.kind, "benchmark": self.benchmark, "benchmark_label": self.benchmark_label,
                 "runs": self.runs, "total": self.total, "ci": list(self.ci), "rank": self.rank,
                 "rank_group_size": self.group_size, "capabilities": self.capabilities,
                 "integrations": self.integrations, "date": self.date, "version": self.version,
                 "reference": self.reference, "metric_note": self.metric_note,
                 "official_equivalent": self.official_equivalent, "provenance": self.provenance,
-                "verified": self.verified, "rank_note": self.rank_note,
-                "provenance_detail": self.provenance_detail}
+                "verified": self.verified, "rank_note": self.rank_note}
+        if detail:
+            out["provenance_detail"] = self.provenance_detail
+        return out
 
 
 def _num(x) -> float | None:
@@ -681,7 +684,7 @@ def rows_csv(rows: list[BoardRow]) -> str:
 def rows_json(rows: list[BoardRow], f: BoardFilter | None = None) -> str:
     """The board as JSON: ``{"filter", "rank_note", "entries": [row.to_json()]}``."""
     return json.dumps({"filter": asdict((f or BoardFilter()).normalised()), "rank_note": RANK_NOTE,
-                       "entries": [r.to_json() for r in rows[:MAX_ROWS]]}, ensure_ascii=False, indent=1)
+                       "entries": [r.to_json(detail=True) for r in rows[:MAX_ROWS]]}, ensure_ascii=False, indent=1)
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -313,8 +313,8 @@ class GradingService:
         self._read_cache: dict[tuple, object] = {}    # (path, size, mtime, name) -> ResultsFile, oldest first
         self._read_lock = threading.Lock()
         self.book = BoardBook(self.store)          # the leaderboard, ranked off the request path (board_book.py)
-        if self.store.board_stamp()[0] > 64:       # a large board: its first snapshot is built in the background
-            self.book.warm()
+        if self.store.board_stamp()[0]:            # every entry decoded and checked before the first reader comes
+            self.book.refresh()                    # (seconds at thousands); large groups are ranked in the background
         self._publish_lock = threading.Lock()      # name and copy checks, then the write: one publish at a time
         self.keeper = RunKeeper(self.store, settings.storage, settings.data_dir, on_expire=self._forget_files)
         self.keeper.expire(self._running_ids())
@@ -1334,9 +1334,9 @@ class GradingService:
     def _entry_row(self, entry) -> dict:
         for row in self.board_rows():
             if row.entry == entry.id and row.version == entry.version:
-                return row.to_json()
+                return row.to_json(detail=True)
         from . import leaderboard as lb
-        return lb.board_rows([entry], {})[0].to_json()        # not on the board (unpublished, hidden)
+        return lb.board_rows([entry], {})[0].to_json(detail=True)     # not on the board (unpublished, hidden)
 
     def board_entry(self, entry_id: str) -> dict:
         """One entry as the board shows it (read-only, anyone): its row, its frozen metadata and its frozen
