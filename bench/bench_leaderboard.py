@@ -141,7 +141,7 @@ def browser_figures(data_dir: Path, n_rows: int) -> None:
                   f"{time.perf_counter() - t0:.2f} s")
             for how in ("Sort descending",):
                 before = first_row.inner_text()
-                header = page.locator("#board-table [role=columnheader]").nth(6)      # total
+                header = page.locator("#board-table [role=columnheader]").nth(lb.TABLE_COLUMNS.index("total"))
                 t0 = time.perf_counter()
                 header.hover()
                 header.locator("button[aria-label='Open cell menu']").click()

@@ -228,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     lh.add_argument("--show", action="store_true", help="show a hidden entry again")
     lv = lsub.add_parser("verify", help="vouch for an entry's judge at its current version (imported grades, an "
                                         "endpoint the server does not know): it is ranked; --undo withdraws it")
-    lv.add_argument("entry", metavar="ENTRY")
+    lv.add_argument("entries", metavar="ENTRY", nargs="+")
     lv.add_argument("--undo", action="store_true", help="withdraw the host's verification")
     le = lsub.add_parser("export", help="write the board (every entry and version) to a folder that "
                                         "datasets.load_dataset reads (board.jsonl + README.md card)")
@@ -753,8 +753,9 @@ def cmd_leaderboard(args) -> int:
             store.update_board_entry(args.entry, hidden=0 if args.show else 1)
             print(f"Entry {args.entry} is {'shown' if args.show else 'hidden'}.")
         elif args.board_command == "verify":
-            entry = lb.verify_entry(store, args.entry, not args.undo)
-            print(f"Entry {entry.id} (version {entry.version}): {lb.prov.label(entry.provenance)}.")
+            for entry_id in args.entries:
+                entry = lb.verify_entry(store, entry_id, not args.undo)
+                print(f"Entry {entry.id} (version {entry.version}): {lb.prov.label(entry.provenance)}.")
         elif args.board_command == "export":
             path = lb.export_board(store, args.dir)
             print(f"wrote {path} and {Path(args.dir) / 'README.md'} (load with datasets.load_dataset({args.dir!r}))")

@@ -1232,12 +1232,16 @@ class GradingService:
             if link is not None:
                 fields["link"] = lb.check_link(link)
             self._board_action(visitor or owner)
-            with self._publish_lock:
-                lb.check_name_free(self.store.board_heads(include_withdrawn=True), fields["name"],
-                                   entry.owner_hash, entry_id=entry.id)
-                self.store.update_board_entry(entry.id, **fields)
         except lb.BoardError as e:
             raise ServiceError(str(e)) from None
+        with self._publish_lock:
+            try:
+                lb.check_name_free(self.store.board_heads(include_withdrawn=True), fields["name"],
+                                   entry.owner_hash, entry_id=entry.id)
+            except lb.BoardError as e:
+                self.store.log_publish(visitor or owner)        # probing names is bounded, as on publish
+                raise ServiceError(str(e)) from None
+            self.store.update_board_entry(entry.id, **fields)
         self.store.log_publish(visitor or owner)
         self.book.refresh()
         return f"Entry renamed to {fields['name']}."
