@@ -6,9 +6,18 @@ scores (per judge run) and of its metadata (judge, judge kind, benchmark and its
 capabilities, integrations, date): later overrides or the deletion of the run never change the board silently.
 Republishing is explicit and stores a new **version** of the same entry (the old versions stay stored).
 
-**Ranks.** Entries are ranked only against entries of the same *rank group*: the same judge (the official
-``gpt-4-0613`` and its alias ``gpt-4`` are one judge; a prompt ablation is another judge), the same benchmark and
-the very same samples (ids, questions and answers). Within a group every pair is compared with a **paired
+**Trust.** Every version records its **provenance** (`mmvet_core.provenance`): graded here (which judge, which
+endpoints) or imported from a file (the judge it claims). Only entries whose judge is *verified* — graded on this
+server's own judge endpoint, the public OpenAI API or offline, or vouched for by the host (`verify_entry`) — and
+without human overrides are ranked (`rank_key`); the others are listed, marked, unranked. A display name cannot
+impersonate another owner's (`mmvet_core.names`: no invisible characters, no equal TR39 skeleton), and another
+owner's grades cannot be published again (`find_copy`). Backups and stored rows are checked field by field
+(`mmvet_core.board_schema`).
+
+**Ranks.** Entries are ranked only against entries of the same *rank group* (`rank_key`): the same judge kind,
+the same judge (the official ``gpt-4-0613`` and its alias ``gpt-4`` are one judge; a prompt ablation is another
+judge; any other judge also by the endpoints that served it), the same benchmark and the very same samples (ids,
+questions and answers). Within a group every pair is compared with a **paired
 bootstrap** over samples: `RANK_RESAMPLES` draws of the samples (seed `RANK_SEED`; the draws depend only on the
 number of samples, so every entry of a group sees the same draws and results are reproducible), each entry's total
 recomputed on each draw. Entry *j* is **significantly better** than *i* when fewer than 2.5 % of the draws have
@@ -19,7 +28,9 @@ recomputed on each draw. Entry *j* is **significantly better** than *i* when few
 * ``worst(i) = #{j : j not significantly worse than i}`` (i itself included)
 
 so an entry's rank is the range ``best–worst`` ("2–4"); entries whose differences are noise share ranges.
-`RANK_NOTE` says it in one sentence under the table.
+`RANK_NOTE` says it in one sentence under the table. The computation (identical grades counted once, groups
+updated incrementally) is `mmvet_core.board_ranks`; a server keeps its board ranked off the request path with
+`mmvet_core.board_book`.
 
 The paper's models (``assets/paper-scores.json``, judged by the official GPT-4-0613, 5 runs) appear as
 **reference rows**: they are never ranked (the paper published totals without per-sample scores, so no paired

@@ -139,6 +139,16 @@ def test_identical_grades_count_once_in_the_work_and_each_in_the_ranks():
     assert lb.rank_groups(small) == {"a": (1, 1, 4), **{f"copy{i}": (2, 4, 4) for i in range(3)}}
 
 
+def test_a_group_ranks_a_bounded_number_of_grade_sets(monkeypatch):
+    """The bound per group: past `MAX_GRADE_SETS` distinct grade sets, later entries are listed unranked (copies
+    of a ranked grade set still rank: they cost nothing)."""
+    monkeypatch.setattr(lb, "MAX_GRADE_SETS", 2)
+    entries = [entry("a", A), entry("b", B), entry("c", C), entry("a2", A)]
+    ranks = lb.rank_groups(entries)
+    assert set(ranks) == {"a", "b", "a2"} and ranks["a"][2] == 3
+    assert {r.entry: r.rank_note for r in lb.board_rows(entries, ranks)}["c"] == lb.GROUP_FULL_NOTE
+
+
 def test_gpt_4_and_gpt_4_0613_are_one_official_judge():
     assert lb.judge_key("gpt-4", "official") == lb.judge_key("gpt-4-0613", "official") == "gpt-4-0613"
     assert lb.judge_key("gpt-4o", "successor") == "gpt-4o"
