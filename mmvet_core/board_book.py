@@ -26,7 +26,7 @@ from .store import StoreError
 log = logging.getLogger(__name__)
 
 #: Rows a refresh decodes and checks on the request path at most (more: in the background).
-DECODE_ON_REQUEST = 64
+DECODE_ON_REQUEST = 16
 #: New pairs of grade sets a refresh compares on the request path at most (each pair: 2 × 2,000 draws compared):
 #: 20,000 pairs ≈ 0.1 s. A group needing more is (re)built in the background.
 PAIRS_ON_REQUEST = 20_000
