@@ -143,7 +143,7 @@ class BoardBook:
         full = {**head, "published_at": row["published_at"], "meta": row["meta"], "scores": row["scores"]}
         try:
             entry = lb.entry_from_row(full, check=True)
-        except (SchemaError, ValueError, TypeError, KeyError) as e:
+        except (SchemaError, ValueError, TypeError, KeyError, RecursionError) as e:
             self._skip(head, key, e)
             return
         self._bad.pop(head["id"], None)

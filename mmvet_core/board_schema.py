@@ -355,6 +355,15 @@ _SUMMARY = {"judge": "judge", "judge_kind": "judge_kind", "benchmark": "benchmar
             "runs": "runs"}
 
 
+def _json_field(field: str, text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SchemaError(field, f"is not JSON ({e.msg})") from None
+    except RecursionError:
+        raise SchemaError(field, "is JSON nested too deep") from None
+
+
 def check_backup_row(row: object) -> tuple[dict, dict]:
     """(meta, scores) of one backup row (a line of ``board.jsonl``) when every field fits, else `SchemaError`.
     Names and links are the caller's (`leaderboard` checks them with the board's own rules)."""
@@ -369,14 +378,7 @@ def check_backup_row(row: object) -> tuple[dict, dict]:
                 raise SchemaError(name, "is missing")
             continue
         _field(name, check, row[name])
-    try:
-        meta = json.loads(row["meta"])
-    except json.JSONDecodeError as e:
-        raise SchemaError("meta", f"is not JSON ({e.msg})") from None
-    try:
-        scores = json.loads(row["scores"])
-    except json.JSONDecodeError as e:
-        raise SchemaError("scores", f"is not JSON ({e.msg})") from None
+    meta, scores = _json_field("meta", row["meta"]), _json_field("scores", row["scores"])
     meta, scores = check_version(meta, scores)
     for column, key in _SUMMARY.items():
         if column in row and row[column] != meta.get(key):

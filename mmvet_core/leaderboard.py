@@ -374,6 +374,11 @@ def entry_from_row(row: dict, *, check: bool = False) -> BoardEntry:
         if not isinstance(row["name"], str) or not row["name"] or len(row["name"]) > MAX_DISPLAY_NAME \
                 or row["name"] != _shown_name(row["name"]):
             raise SchemaError("name", "is not a visible display name")
+        try:                                      # the card makes it a link: only what a visitor could store
+            if check_link(row["link"]) != row["link"]:
+                raise BoardError("not as stored")
+        except BoardError as e:
+            raise SchemaError("link", f"is not an https link ({e})") from None
     return BoardEntry(id=row["id"], version=int(row["version"]), run_id=row["run_id"], owner_hash=row["owner_hash"],
                       name=row["name"], link=row["link"], published=bool(row["published"]),
                       hidden=bool(row["hidden"]), published_at=float(row["published_at"]), meta=meta, scores=scores)
@@ -788,7 +793,12 @@ def verify_entry(store, entry_id: str, verified: bool = True) -> BoardEntry:
     """The host vouches for an entry's judge at its current version (or withdraws that): written into the
     version's provenance (`provenance.mark_verified`); a later version starts unverified. `BoardError` when there
     is no such entry."""
-    entry = load_entry(store, entry_id or "")
+    try:
+        entry = load_entry(store, entry_id or "")
+        if entry is not None:
+            check_version(entry.meta, entry.scores)
+    except (SchemaError, ValueError, TypeError, KeyError, RecursionError) as e:
+        raise BoardError(f"Entry {entry_id}'s stored copy is damaged ({e}): it cannot be verified.") from None
     if entry is None:
         raise BoardError("No such leaderboard entry.")
     meta = {**entry.meta, "provenance": prov.mark_verified(entry.meta.get("provenance"), verified)}
@@ -815,7 +825,7 @@ def load_entries(store, *, include_withdrawn: bool = False, skipped: list | None
     for r in store.board_entries(include_withdrawn=include_withdrawn):
         try:
             out.append(entry_from_row(r, check=True))
-        except (SchemaError, ValueError, TypeError, KeyError) as e:
+        except (SchemaError, ValueError, TypeError, KeyError, RecursionError) as e:
             log.warning("%s", describe_bad_row(r, e))
             if skipped is not None:
                 skipped.append((r.get("id"), r.get("version"), str(e)))
@@ -931,6 +941,8 @@ def import_board(store, in_dir: str | Path, *, trust: bool = False) -> int:
             row = json.loads(line)
         except json.JSONDecodeError as e:
             raise BoardError(f"{EXPORT_FILE} line {n}: not JSON ({e.msg})") from None
+        except RecursionError:
+            raise BoardError(f"{EXPORT_FILE} line {n}: JSON nested too deep") from None
         meta, scores, name, link = _check_import_row(row, n)
         key = (row["entry_id"], row["version"])
         if key in seen:

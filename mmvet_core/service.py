@@ -1215,7 +1215,7 @@ class GradingService:
         from . import leaderboard as lb
         try:
             entry = lb.load_entry(self.store, entry_id or "")
-        except (ValueError, TypeError, KeyError):        # a damaged stored copy: named in the log by the board
+        except (ValueError, TypeError, KeyError, RecursionError):     # a damaged stored copy (the board logs it)
             entry = None
         if entry is None:
             raise ServiceError("No such leaderboard entry.")
@@ -1368,7 +1368,7 @@ class GradingService:
             return None
         try:
             entry = lb.load_entry(self.store, row["id"])
-        except (ValueError, TypeError, KeyError):      # a damaged stored copy (named in the host's log)
+        except (ValueError, TypeError, KeyError, RecursionError):     # a damaged stored copy (the board logs it)
             return None
         if entry is None:
             return None

@@ -656,6 +656,7 @@ TAMPERED = [
     ("summary-differs", lambda r: {**r, "judge": "gpt-4-0613 (verified)"}, "field judge: .* differs"),
     ("version-not-a-number", lambda r: {**r, "version": "1"}, "field version: must be a whole number"),
     ("meta-not-json", lambda r: {**r, "meta": "{"}, "field meta: is not JSON"),
+    ("scores-nested-deep", lambda r: {**r, "scores": "[" * 100_000 + "]" * 100_000}, "field scores: is JSON nested"),
     ("verified-by-anyone", lambda r: {**r, "meta": _meta(r, provenance={"source": "graded", "verified_by": "me"})},
      "field meta.provenance.verified_by"),
 ]
@@ -726,17 +727,23 @@ def test_a_bad_stored_row_is_skipped_and_named_in_the_log(svc, caplog):
     svc.store.add_board_version("notjson", run_id="r", owner_hash=lb.owner_hash("m"), name="x", link="",
                                 meta={}, scores={})
     svc.store._exec("UPDATE board_versions SET meta = '{' WHERE entry_id = 'notjson'")
+    svc.store.add_board_version("deep", run_id="r", owner_hash=lb.owner_hash("m"), name="y", link="",
+                                meta={}, scores={})
+    svc.store._exec("UPDATE board_versions SET scores = ? WHERE entry_id = 'deep'", ("[" * 100_000 + "]" * 100_000,))
+    svc.store.add_board_version("jslink", run_id="r", owner_hash=lb.owner_hash("m"), name="z",
+                                link="javascript:alert(1)", meta=entry.meta, scores=entry.scores)
     with caplog.at_level("WARNING"):
         table = svc.leaderboard_json({"references": False})
         svc.leaderboard_json({"references": False})
     assert [e["entry"] for e in table["entries"]] == [good["entry"]]
     skipped = [r.getMessage() for r in caplog.records if "skipped entry" in r.getMessage()]
-    assert sorted(m.split("'")[1] for m in skipped) == ["badci", "badrec", "badruns", "badtotal", "notjson"]
+    assert sorted(m.split("'")[1] for m in skipped) == ["badci", "badrec", "badruns", "badtotal", "deep", "jslink",
+                                                         "notjson"]
     assert any("meta.capabilities.rec" in m for m in skipped)
     with pytest.raises(ServiceError, match="No such"):
         svc.board_entry("badrec")
     out = lb.export_board(svc.store, svc.settings.data_dir / "backup")      # the backup still holds them
-    assert out.read_text().count("\n") == 6
+    assert out.read_text().count("\n") == 8
 
 
 @pytest.mark.parametrize("seed, shared", [(0, True), (1, True), (2, False), (3, False)],
