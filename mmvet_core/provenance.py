@@ -75,7 +75,7 @@ def note_endpoint(store, run_id: str, base_url: str | None) -> None:
     """Record that `run_id` is (also) graded on `base_url` (a resume on another endpoint than its first): its
     provenance then names every endpoint its grades came from."""
     run = store.get_run(run_id)
-    if run is None:
+    if run is None or run.judge.get("provider") in ("baseline", "imported"):     # no endpoint grades those
         return
     netloc = endpoint_netloc(base_url)
     if netloc in run_endpoints(run.judge):
