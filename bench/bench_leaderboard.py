@@ -59,7 +59,7 @@ def timed(fn, repeat: int = 1) -> tuple[float, object]:
 def fill(svc: GradingService, n: int, groups: int, *, copies: bool = False, seed: int = 0,
          prefix: str = "model") -> None:
     """`n` verified entries in `groups` rank groups, their frozen copies valid by the board's schema."""
-    run = svc.open_grade_file(str(GRADES), BenchmarkChoice(), "bench")
+    run = svc.runs.open_grade_file(str(GRADES), BenchmarkChoice(), "bench")
     template = lb.make_snapshot(lb_view(svc, run))[0]
     ids = template["sample_ids"]
     rng = np.random.default_rng(seed)
@@ -90,9 +90,9 @@ def wait_ranked(svc: GradingService, timeout: float = 600) -> tuple[float, float
     slowest, reads = 0.0, 0
     while True:
         t = time.perf_counter()
-        rows = svc.board_rows()
+        rows = svc.board.board_rows()
         slowest, reads = max(slowest, time.perf_counter() - t), reads + 1
-        if all(r.rank or r.reference or not r.verified for r in rows) and not svc.book.pending():
+        if all(r.rank or r.reference or not r.verified for r in rows) and not svc.board.book.pending():
             return time.perf_counter() - t0, slowest, reads
         if time.perf_counter() - t0 > timeout:
             raise TimeoutError("the board was not ranked in time")
@@ -215,46 +215,46 @@ def main() -> None:
         svc.store.close()
         t_start, svc = timed(lambda: GradingService(ServiceSettings(data_dir=Path(tmp), publish_per_hour=10**6,
                                                                     host_secret="bench")))
-        cold, rows = timed(svc.board_rows)
+        cold, rows = timed(svc.board.board_rows)
         print(f"service start (every entry decoded and checked before the first reader): {t_start:.1f} s; first "
               f"read of the board: {cold * 1000:.1f} ms, {len(rows)} rows ({len(rows) - args.entries} paper "
               f"reference rows), {sum(1 for r in rows if r.rank)} ranked at once")
         ready, slowest, reads = wait_ranked(svc)
-        print(f"every group ranked {ready:.2f} s later ({svc.book.background_builds} background build(s)); "
+        print(f"every group ranked {ready:.2f} s later ({svc.board.book.background_builds} background build(s)); "
               f"slowest of {reads} reads meanwhile: {slowest * 1000:.1f} ms")
-        warm, _ = timed(lambda: [r.cells() for r in svc.leaderboard()], repeat=5)
+        warm, _ = timed(lambda: [r.cells() for r in svc.board.leaderboard()], repeat=5)
         print(f"open the board again (filter + sort by rank + table cells): {warm * 1000:.1f} ms")
         for sort, desc in (("total", True), ("name", False), ("math", True), ("date", False)):
-            t, out = timed(lambda: [r.cells() for r in svc.leaderboard({"sort": sort, "descending": desc})],
+            t, out = timed(lambda: [r.cells() for r in svc.board.leaderboard({"sort": sort, "descending": desc})],
                            repeat=5)
             print(f"sort by {sort}{' (descending)' if desc else ''}: {t * 1000:.1f} ms ({len(out)} rows)")
-        t, out = timed(lambda: svc.leaderboard("judge=official&q=model-0-00"), repeat=5)
+        t, out = timed(lambda: svc.board.leaderboard("judge=official&q=model-0-00"), repeat=5)
         print(f"filter judge=official, name contains 'model-0-00': {t * 1000:.1f} ms ({len(out)} rows)")
-        t, text = timed(lambda: lb.rows_csv(svc.leaderboard()), repeat=3)
+        t, text = timed(lambda: lb.rows_csv(svc.board.leaderboard()), repeat=3)
         print(f"CSV download: {t * 1000:.1f} ms ({len(text) / 1e3:.0f} kB)")
-        t, data = timed(lambda: svc.leaderboard_json(), repeat=3)
+        t, data = timed(lambda: svc.board.leaderboard_json(), repeat=3)
         print(f"JSON (API) table: {t * 1000:.1f} ms ({len(data['entries'])} rows)")
 
-        run = svc.open_grade_file(str(GRADES), BenchmarkChoice(), "late")
-        t_pub, row = timed(lambda: svc.publish(run, "one more", "", "late", visitor="late"))
-        t_ver, _ = timed(lambda: svc.verify_entry(row["entry"], "bench", visitor="host"))
-        t_after, rows = timed(svc.board_rows)
+        run = svc.runs.open_grade_file(str(GRADES), BenchmarkChoice(), "late")
+        t_pub, row = timed(lambda: svc.board.publish(run, "one more", "", "late", visitor="late"))
+        t_ver, _ = timed(lambda: svc.board.verify_entry(row["entry"], "bench", visitor="host"))
+        t_after, rows = timed(svc.board.board_rows)
         one = next(r for r in rows if r.entry == row["entry"])
         print(f"publish one more entry: {t_pub * 1000:.0f} ms (imported: listed, not ranked); the host verifies "
               f"it: {t_ver * 1000:.0f} ms (its group changes by one entry); next read: {t_after * 1000:.1f} ms, "
               f"its rank {lb.format_rank(one.rank)} of {one.group_size}")
-        t_un, _ = timed(lambda: svc.unpublish(row["entry"], "late", visitor="late"))
-        t_after, _ = timed(svc.board_rows)
+        t_un, _ = timed(lambda: svc.board.unpublish(row["entry"], "late", visitor="late"))
+        t_after, _ = timed(svc.board.board_rows)
         print(f"unpublish it: {t_un * 1000:.0f} ms; next read: {t_after * 1000:.1f} ms; background builds so far: "
-              f"{svc.book.background_builds}")
+              f"{svc.board.book.background_builds}")
 
         t_fill, _ = timed(lambda: fill(svc, 200, 1, seed=1, prefix="restored"))
-        t_read, rows = timed(svc.board_rows)
+        t_read, rows = timed(svc.board.board_rows)
         ready, slowest, reads = wait_ranked(svc)
         print(f"200 more distinct entries land at once ({t_fill:.1f} s to write): the next read {t_read * 1000:.0f} "
               f"ms ({sum(1 for r in rows if r.rank_note.startswith('ranking'))} rows 'ranking…'); all ranked "
               f"{ready:.2f} s later; slowest of {reads} reads meanwhile {slowest * 1000:.1f} ms")
-        n_rows = len(svc.board_rows())
+        n_rows = len(svc.board.board_rows())
         svc.jobs.shutdown()
         svc.store.close()
         if args.http:

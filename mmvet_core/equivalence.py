@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 
 from .graded import OFFICIAL_JUDGES
 from .judgecheck import JudgeCheckResult, format_shift
-from .stats import IntervalRow
+from .stats import IntervalRow, score_intervals
 
 #: How the number is named wherever it is shown.
 LABEL = "official-equivalent estimate"
@@ -71,6 +71,11 @@ class Equivalence:
     @property
     def total(self) -> EquivalentColumn | None:
         return self.columns[0] if self.columns and self.columns[0].name == "total" else None
+
+    def csv_text(self) -> str:
+        """`make_equivalent_csv_text` of this estimate (the file `runs.export_run` writes beside the official
+        files, given the estimate)."""
+        return make_equivalent_csv_text(self)
 
     def to_dict(self) -> dict:
         return {"label": LABEL, "disclaimer": DISCLAIMER, **asdict(self)}
@@ -139,6 +144,18 @@ def estimate_equivalent(rows: list[IntervalRow], check: JudgeCheckResult | None,
         return Equivalence(False, "nothing graded yet", judge)
     return Equivalence(True, check.correction_note, judge, check.created_at, list(check.models), columns)
 
+
+
+def estimate_run(view, check: JudgeCheckResult | None) -> Equivalence:
+    """The official-equivalent estimate of a run (`runs.RunView`: its judge, benchmark version and effective
+    scores) from its judge's stored check (`judgecheck.run_check`), or the reason there is none. Pure: the caller
+    reads the check; a view is taken as it is (finished or not)."""
+    judge = view.run.judge
+    reason = unavailable_reason(judge, view.benchmark.version, check)
+    if reason is not None:          # said before any bootstrap is computed
+        return Equivalence(False, reason, str(judge.get("model", "?")))
+    rows = score_intervals(view.benchmark, view.effective_scores()) if view.n_graded else []
+    return estimate_equivalent(rows, check, run_judge=judge, benchmark_version=view.benchmark.version)
 
 def format_equivalent_line(eq: Equivalence) -> str:
     """The one-line summary (CLI, run card): the estimate and its interval, labelled, or why there is none.

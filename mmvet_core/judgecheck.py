@@ -429,7 +429,7 @@ def _verdict(columns: list[CheckColumn]) -> tuple[str, str]:
 
 def _correctability(result: JudgeCheckResult) -> tuple[bool, str]:
     """Whether the measured shift may correct this judge's scores into an official-equivalent estimate (see
-    `mmvet_core.equivalence` and the README's rule), with the reason when not."""
+    `mmvet_core.equivalence` and docs/judges.md's rule), with the reason when not."""
     total = result.total
     lo, hi = total.shift_interval or [total.shift, total.shift]
     if result.n_graded < result.n_expected:
@@ -519,6 +519,15 @@ def stored_check(store, settings: JudgeSettings, refs: list[Reference] | None = 
     data = store.latest_judge_check(check_settings(settings).fingerprint(),
                                     refs=None if refs is None else references_key(refs))
     return None if data is None else JudgeCheckResult.from_dict(data)
+
+
+def run_check(store, run_judge: dict) -> JudgeCheckResult | None:
+    """The latest stored check of the judge a run was graded by (the settings stored with the run), or None
+    (imported grades: no judge was called here)."""
+    if run_judge.get("provider") == "imported":
+        return None
+    settings = JudgeSettings(**{k: v for k, v in run_judge.items() if k in JudgeSettings.__dataclass_fields__})
+    return stored_check(store, settings)
 
 
 async def run_judge_check(store, settings: JudgeSettings, api_key: str | None, *, concurrency: int = 16,

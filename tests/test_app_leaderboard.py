@@ -72,7 +72,7 @@ def row_count(page) -> int:
 def test_publish_filter_and_overlay_two_radars(board_app, page):
     run13 = open_grade_file(page, GRADES_13B)
     publish_from_card(page, "LLaVA-1.5 13B", "https://github.com/haotian-liu/LLaVA")
-    assert board_app.svc.entry_of_run(run13, board_app.store.get_run(run13).owner)["version"] == 1
+    assert board_app.svc.board.entry_of_run(run13, board_app.store.get_run(run13).owner)["version"] == 1
     run7 = open_grade_file(page, GRADES_7B)
     publish_from_card(page, EVIL_NAME)                      # a script in a name: kept, shown as text
 
@@ -88,7 +88,7 @@ def test_publish_filter_and_overlay_two_radars(board_app, page):
     # the host vouches for both in the page (MMVET_HOST_SECRET), and they are ranked
     page.locator("#board-host").get_by_text("Host: hide or verify an entry").click()
     for run in (run13, run7):
-        entry = board_app.svc.entry_of_run(run, board_app.store.get_run(run).owner)["entry"]
+        entry = board_app.svc.board.entry_of_run(run, board_app.store.get_run(run).owner)["entry"]
         page.locator("#board-host-entry input, #board-host-entry textarea").first.fill(entry)
         page.locator("#board-host-secret input").fill(HOST_SECRET)
         page.locator("#board-verify").click()
@@ -152,7 +152,7 @@ def test_a_javascript_link_is_refused_in_the_page(board_app, page):
     page.locator("#publish-button").click()
     expect(page.get_by_text("Only https:// links are accepted")).to_be_visible()
     expect(page.locator("#publish-state")).to_have_text("Not on the leaderboard.")
-    assert not [r for r in board_app.svc.board_rows() if r.name == "bad link"]
+    assert not [r for r in board_app.svc.board.board_rows() if r.name == "bad link"]
 
 
 # --- through the HTTP API (gradio_client) -------------------------------------------------------------------
@@ -217,6 +217,6 @@ def test_api_script_in_a_name_and_javascript_link(board_app, client):
 def test_api_leaderboard_is_the_table_of_the_view(board_app, client):
     table = client.predict(board="judge=official&benchmark=v1", api_name="/leaderboard")
     assert table["rank_note"].startswith("Rank “2–4” means")
-    assert table == board_app.svc.leaderboard_json("judge=official&benchmark=v1")
+    assert table == board_app.svc.board.leaderboard_json("judge=official&benchmark=v1")
     refs = [e for e in table["entries"] if e["reference"]]
     assert refs and all(e["rank"] is None and e["judge"] == "gpt-4-0613 (paper)" for e in refs)

@@ -314,38 +314,38 @@ def svc(tmp_path):
 
 def opened(svc: GradingService, path: Path, owner: str, subset: str = "All samples") -> str:
     """A finished run of `owner`: the official grades of a reference model (no judge call)."""
-    return svc.open_grade_file(str(path), BenchmarkChoice(subset=subset), owner)
+    return svc.runs.open_grade_file(str(path), BenchmarkChoice(subset=subset), owner)
 
 
 def test_publish_freezes_the_scores_and_republish_is_a_new_version(svc):
     run = opened(svc, GRADES_13B, "alice")
-    row = svc.publish(run, "LLaVA-1.5 13b", "https://github.com/haotian-liu/LLaVA", "alice", visitor="va")
+    row = svc.board.publish(run, "LLaVA-1.5 13b", "https://github.com/haotian-liu/LLaVA", "alice", visitor="va")
     assert (row["name"], row["total"], row["judge_kind"], row["benchmark"], row["runs"], row["version"]) == \
         ("LLaVA-1.5 13b", 36.3, "official", "v1", 3, 1)
     # a grade file's judge is its claim: listed with its total, marked, not ranked until the host verifies it
     assert row["ci"] == [30.7, 42.0] and row["rank"] is None and row["verified"] is False
     assert row["provenance"] == "imported, judge not verified"
     assert row["provenance_detail"]["source"] == "imported" and "gpt-4" in row["provenance_detail"]["judge"]
-    assert "verified by the host" in svc.verify_entry(row["entry"], SECRET, visitor="vh")
-    verified = svc.board_entry(row["entry"])["row"]
+    assert "verified by the host" in svc.board.verify_entry(row["entry"], SECRET, visitor="vh")
+    verified = svc.board.board_entry(row["entry"])["row"]
     assert (verified["rank"], verified["provenance"]) == ([1, 1], "imported, verified by the host")
-    detail = svc.board_entry(row["entry"])
+    detail = svc.board.board_entry(row["entry"])
     assert len(detail["samples"]) == 218 and detail["samples"][0]["id"] == "v1_0"
     frozen = {s["id"]: s["scores"] for s in detail["samples"]}
 
-    svc.override(run, "alice", "v1_0", 1.0 if frozen["v1_0"][0] < 1 else 0.0, "a human grade")
-    assert svc.board_entry(row["entry"])["row"]["total"] == 36.3         # the board did not move
-    assert svc.entry_of_run(run, "alice")["stale"] is True
+    svc.runs.override(run, "alice", "v1_0", 1.0 if frozen["v1_0"][0] < 1 else 0.0, "a human grade")
+    assert svc.board.board_entry(row["entry"])["row"]["total"] == 36.3         # the board did not move
+    assert svc.board.entry_of_run(run, "alice")["stale"] is True
     with pytest.raises(ServiceError, match="already on the board"):
-        svc.publish(run, "again", "", "alice", visitor="va")
-    again = svc.publish(run, "LLaVA-1.5 13b", "", "alice", visitor="va", republish=True)
+        svc.board.publish(run, "again", "", "alice", visitor="va")
+    again = svc.board.publish(run, "LLaVA-1.5 13b", "", "alice", visitor="va", republish=True)
     assert again["entry"] == row["entry"] and again["version"] == 2 and again["total"] != 36.3
     assert again["rank"] is None and again["verified"] is False         # a new version is not verified
-    assert svc.board_entry(row["entry"])["versions"] == [1, 2]
+    assert svc.board.board_entry(row["entry"])["versions"] == [1, 2]
 
-    svc.delete(run, "alice")                                             # the run is gone, the entry stays
-    assert svc.board_entry(row["entry"])["row"]["version"] == 2
-    assert [r.name for r in svc.leaderboard({"references": False})] == ["LLaVA-1.5 13b"]
+    svc.runs.delete(run, "alice")                                             # the run is gone, the entry stays
+    assert svc.board.board_entry(row["entry"])["row"]["version"] == 2
+    assert [r.name for r in svc.board.leaderboard({"references": False})] == ["LLaVA-1.5 13b"]
 
 
 def test_only_finished_runs_are_published(svc, tmp_path):
@@ -354,53 +354,53 @@ def test_only_finished_runs_are_published(svc, tmp_path):
     partial.write_text(json.dumps(dict(list(grades.items())[:100])))
     run = opened(svc, partial, "alice")
     with pytest.raises(ServiceError, match="finished run"):
-        svc.publish(run, "partial", "", "alice", visitor="va")
+        svc.board.publish(run, "partial", "", "alice", visitor="va")
 
 
 def test_nobody_but_the_owner_publishes_renames_or_unpublishes(svc):
     run = opened(svc, GRADES_13B, "alice")
     for who in ("mallory", ""):
         with pytest.raises(ServiceError, match="owner"):
-            svc.publish(run, "stolen", "", who, visitor="vm")
-    entry = svc.publish(run, "LLaVA 13b", "", "alice", visitor="va")["entry"]
+            svc.board.publish(run, "stolen", "", who, visitor="vm")
+    entry = svc.board.publish(run, "LLaVA 13b", "", "alice", visitor="va")["entry"]
     for who in ("mallory", ""):
         with pytest.raises(ServiceError, match="owner"):
-            svc.rename_entry(entry, who, "pwned", visitor="vm")
+            svc.board.rename_entry(entry, who, "pwned", visitor="vm")
         with pytest.raises(ServiceError, match="owner"):
-            svc.unpublish(entry, who, visitor="vm")
-    assert svc.board_entry(entry)["row"]["name"] == "LLaVA 13b"
+            svc.board.unpublish(entry, who, visitor="vm")
+    assert svc.board.board_entry(entry)["row"]["name"] == "LLaVA 13b"
 
-    assert svc.rename_entry(entry, "alice", "LLaVA-1.5 13b", "https://x.org/card", visitor="va")
-    assert (svc.board_entry(entry)["row"]["name"], svc.board_entry(entry)["row"]["link"]) == \
+    assert svc.board.rename_entry(entry, "alice", "LLaVA-1.5 13b", "https://x.org/card", visitor="va")
+    assert (svc.board.board_entry(entry)["row"]["name"], svc.board.board_entry(entry)["row"]["link"]) == \
         ("LLaVA-1.5 13b", "https://x.org/card")
     with pytest.raises(ServiceError, match="https"):
-        svc.rename_entry(entry, "alice", "ok", "javascript:alert(1)", visitor="va")
-    svc.unpublish(entry, "alice", visitor="va")
-    assert svc.leaderboard({"references": False}) == []
+        svc.board.rename_entry(entry, "alice", "ok", "javascript:alert(1)", visitor="va")
+    svc.board.unpublish(entry, "alice", visitor="va")
+    assert svc.board.leaderboard({"references": False}) == []
     with pytest.raises(ServiceError, match="No such"):
-        svc.board_entry(entry)
-    svc.restore_entry(entry, "alice", visitor="va2")
-    assert [r.entry for r in svc.leaderboard({"references": False})] == [entry]
+        svc.board.board_entry(entry)
+    svc.board.restore_entry(entry, "alice", visitor="va2")
+    assert [r.entry for r in svc.board.leaderboard({"references": False})] == [entry]
 
 
 def test_the_host_hides_any_entry_with_the_secret_only(svc, tmp_path):
-    entry = svc.publish(opened(svc, GRADES_13B, "alice"), "LLaVA 13b", "", "alice", visitor="va")["entry"]
+    entry = svc.board.publish(opened(svc, GRADES_13B, "alice"), "LLaVA 13b", "", "alice", visitor="va")["entry"]
     for secret in ("", "wrong", "host-secret-12"):
         with pytest.raises(ServiceError, match="host"):
-            svc.hide_entry(entry, secret, visitor="vm")
+            svc.board.hide_entry(entry, secret, visitor="vm")
     # guessing the secret is a board action: after the hour's three, even the right secret is refused from there
     with pytest.raises(ServiceError, match="3 times in the last hour"):
-        svc.hide_entry(entry, SECRET, visitor="vm")
+        svc.board.hide_entry(entry, SECRET, visitor="vm")
     with pytest.raises(ServiceError, match="3 times in the last hour"):
-        svc.verify_entry(entry, SECRET, visitor="vm")
+        svc.board.verify_entry(entry, SECRET, visitor="vm")
     with pytest.raises(ServiceError, match="owner"):
-        svc.unpublish(entry, SECRET)                        # the secret is not an owner token
-    svc.hide_entry(entry, SECRET, visitor="vh")
-    assert svc.leaderboard({"references": False}) == []
-    svc.restore_entry(entry, "alice", visitor="va")         # the owner cannot undo the host's hiding
-    assert svc.leaderboard({"references": False}) == []
-    svc.hide_entry(entry, SECRET, hidden=False, visitor="vh")
-    assert len(svc.leaderboard({"references": False})) == 1
+        svc.board.unpublish(entry, SECRET)                        # the secret is not an owner token
+    svc.board.hide_entry(entry, SECRET, visitor="vh")
+    assert svc.board.leaderboard({"references": False}) == []
+    svc.board.restore_entry(entry, "alice", visitor="va")         # the owner cannot undo the host's hiding
+    assert svc.board.leaderboard({"references": False}) == []
+    svc.board.hide_entry(entry, SECRET, hidden=False, visitor="vh")
+    assert len(svc.board.leaderboard({"references": False})) == 1
     no_secret = GradingService(ServiceSettings(data_dir=tmp_path / "other"))
     try:
         for control in (no_secret.hide_entry, no_secret.verify_entry):
@@ -412,29 +412,29 @@ def test_the_host_hides_any_entry_with_the_secret_only(svc, tmp_path):
 
 def test_publishing_is_rate_limited_per_visitor(svc):
     runs = [opened(svc, p, "alice") for p in (GRADES_13B, GRADES_7B, GRADES_7B_1RUN)]
-    svc.publish(runs[0], "one", "", "alice", visitor="va")
-    svc.publish(runs[0], "one", "", "alice", visitor="va", republish=True)
-    svc.publish(runs[1], "two", "", "alice", visitor="va")
+    svc.board.publish(runs[0], "one", "", "alice", visitor="va")
+    svc.board.publish(runs[0], "one", "", "alice", visitor="va", republish=True)
+    svc.board.publish(runs[1], "two", "", "alice", visitor="va")
     with pytest.raises(ServiceError, match="3 times in the last hour"):
-        svc.publish(runs[2], "three", "", "alice", visitor="va")
-    svc.publish(runs[2], "three", "", "alice", visitor="another address")     # per visitor
+        svc.board.publish(runs[2], "three", "", "alice", visitor="va")
+    svc.board.publish(runs[2], "three", "", "alice", visitor="another address")     # per visitor
     with pytest.raises(ServiceError, match="No run"):
-        svc.publish("no-such-run", "x", "", "alice", visitor="vz")           # refusals cost nothing
+        svc.board.publish("no-such-run", "x", "", "alice", visitor="vz")           # refusals cost nothing
     assert svc.store.count_publishes("vz", 0) == 0
 
 
 def test_unpublish_rename_and_restore_join_the_publish_limit(svc):
     """Issue 26, attack 4: one unpublish (free, unlimited) made every reader wait for a recompute; now each of
     them is a board action of the visitor's hour."""
-    entry = svc.publish(opened(svc, GRADES_13B, "alice"), "13b", "", "alice", visitor="va")["entry"]
-    svc.unpublish(entry, "alice", visitor="va")
-    svc.restore_entry(entry, "alice", visitor="va")
-    for action in (lambda: svc.unpublish(entry, "alice", visitor="va"),
-                   lambda: svc.rename_entry(entry, "alice", "13b again", visitor="va"),
-                   lambda: svc.restore_entry(entry, "alice", visitor="va")):
+    entry = svc.board.publish(opened(svc, GRADES_13B, "alice"), "13b", "", "alice", visitor="va")["entry"]
+    svc.board.unpublish(entry, "alice", visitor="va")
+    svc.board.restore_entry(entry, "alice", visitor="va")
+    for action in (lambda: svc.board.unpublish(entry, "alice", visitor="va"),
+                   lambda: svc.board.rename_entry(entry, "alice", "13b again", visitor="va"),
+                   lambda: svc.board.restore_entry(entry, "alice", visitor="va")):
         with pytest.raises(ServiceError, match="3 times in the last hour"):
             action()
-    assert [r.name for r in svc.leaderboard({"references": False})] == ["13b"]
+    assert [r.name for r in svc.board.leaderboard({"references": False})] == ["13b"]
 
 
 def test_names_and_links_are_validated_before_anything_is_stored(svc):
@@ -442,64 +442,64 @@ def test_names_and_links_are_validated_before_anything_is_stored(svc):
     for name, link, message in [("", "", "display name"), ("x" * 81, "", "80"), ("LLaVA\u3164", "", "U\\+3164"),
                                 ("ok", "javascript:alert(1)", "https"), ("ok", "data:text/html,x", "https")]:
         with pytest.raises(ServiceError, match=message):
-            svc.publish(run, name, link, "alice", visitor="va")
+            svc.board.publish(run, name, link, "alice", visitor="va")
     assert svc.store.board_entries(include_withdrawn=True) == []
     assert svc.store.count_publishes("va", 0) == 0                      # refused before the limit counts
-    row = svc.publish(run, "<img src=x onerror=alert(1)>", "", "alice", visitor="va")
+    row = svc.board.publish(run, "<img src=x onerror=alert(1)>", "", "alice", visitor="va")
     assert row["name"] == "<img src=x onerror=alert(1)>"        # kept as text; every view shows it as text
 
 
 def test_a_look_alike_of_another_owners_name_is_refused_on_publish_and_rename(svc):
     """Issue 26, attack 2: a Cyrillic а, or the same name in other case, next to the real "LLaVA-13B"."""
-    svc.publish(opened(svc, GRADES_13B, "victim"), "LLaVA-13B", "", "victim", visitor="v1")
+    svc.board.publish(opened(svc, GRADES_13B, "victim"), "LLaVA-13B", "", "victim", visitor="v1")
     run = opened(svc, GRADES_7B, "mallory")
     for fake in ("LLаVA-13B", "llava-13b", "LLaVA-13B"):
         with pytest.raises(ServiceError, match="looks the same"):
-            svc.publish(run, fake, "", "mallory", visitor="v2")
+            svc.board.publish(run, fake, "", "mallory", visitor="v2")
     with pytest.raises(ServiceError, match="3 times in the last hour"):     # probing names is bounded too
-        svc.publish(run, "LLaVA-13В", "", "mallory", visitor="v2")
-    entry = svc.publish(run, "Mallory's 7B", "", "mallory", visitor="v3")["entry"]
+        svc.board.publish(run, "LLaVA-13В", "", "mallory", visitor="v2")
+    entry = svc.board.publish(run, "Mallory's 7B", "", "mallory", visitor="v3")["entry"]
     with pytest.raises(ServiceError, match="looks the same"):
-        svc.rename_entry(entry, "mallory", "ⅬLaVA-13B", visitor="v3")
-    svc.unpublish(entry, "mallory", visitor="v3")
-    assert [r.name for r in svc.leaderboard({"references": False})] == ["LLaVA-13B"]
+        svc.board.rename_entry(entry, "mallory", "ⅬLaVA-13B", visitor="v3")
+    svc.board.unpublish(entry, "mallory", visitor="v3")
+    assert [r.name for r in svc.board.leaderboard({"references": False})] == ["LLaVA-13B"]
 
 
 def test_another_owners_grades_are_refused_whatever_the_name(svc, tmp_path):
     """Issue 26, attack 1: the victim's public per-sample scores, written back as an official grade file and
     published again (under the victim's name or any other), are refused; the victim's own republish is not."""
-    victim = svc.publish(opened(svc, GRADES_7B, "victim"), "keyword baseline 7b", "", "victim", visitor="v1")
-    means = {s["id"]: sum(s["scores"]) / len(s["scores"]) for s in svc.board_entry(victim["entry"])["samples"]}
+    victim = svc.board.publish(opened(svc, GRADES_7B, "victim"), "keyword baseline 7b", "", "victim", visitor="v1")
+    means = {s["id"]: sum(s["scores"]) / len(s["scores"]) for s in svc.board.board_entry(victim["entry"])["samples"]}
     copied = {sid: {"model": ["gpt-4-0613"] * 5, "content": [repr(m)] * 5, "score": [m] * 5}   # 5 "official" runs
               for sid, m in means.items()}
     path = tmp_path / "llava-v1.5-7b_gpt-4-0613-grade-5runs.json"
     path.write_text(json.dumps(copied))
     run = opened(svc, path, "mallory")
     with pytest.raises(ServiceError, match="already on the board as “keyword baseline 7b”") as refused:
-        svc.publish(run, "Mallory's official 7B", "", "mallory", visitor="v2")
+        svc.board.publish(run, "Mallory's official 7B", "", "mallory", visitor="v2")
     assert victim["entry"] in str(refused.value)
     flipped = 1.0 - copied["v1_0"]["score"][0]
     one_changed = {**copied, "v1_0": {**copied["v1_0"], "score": [flipped] * 5, "content": [repr(flipped)] * 5}}
     path.write_text(json.dumps(one_changed))
     with pytest.raises(ServiceError, match="all but 1 of 218 samples"):
-        svc.publish(opened(svc, path, "mallory"), "Mallory's official 7B", "", "mallory", visitor="v3")
+        svc.board.publish(opened(svc, path, "mallory"), "Mallory's official 7B", "", "mallory", visitor="v3")
     assert svc.store.count_publishes("v2", 0) == 1          # the refusal counted: copying is a board action too
-    assert [r.name for r in svc.leaderboard({"references": False})] == ["keyword baseline 7b"]
+    assert [r.name for r in svc.board.leaderboard({"references": False})] == ["keyword baseline 7b"]
 
 
 def test_13b_and_7b_are_two_rank_groups_and_the_paper_rows_are_references(svc):
     for path, owner, name, subset in [(GRADES_13B, "alice", "13b", "All samples"), (GRADES_7B, "bob", "7b", "All samples"),
                                       (GRADES_7B_1RUN, "bob", "7b bard", "Bard set (168)")]:
-        entry = svc.publish(opened(svc, path, owner, subset), name, "", owner, visitor=owner)["entry"]
-        svc.verify_entry(entry, SECRET, visitor="host")     # the host vouches for the official grade files
-    table = svc.leaderboard_json("benchmark=v1")
+        entry = svc.board.publish(opened(svc, path, owner, subset), name, "", owner, visitor=owner)["entry"]
+        svc.board.verify_entry(entry, SECRET, visitor="host")     # the host vouches for the official grade files
+    table = svc.board.leaderboard_json("benchmark=v1")
     ranked = [(e["name"], e["rank"]) for e in table["entries"] if not e["reference"]]
     assert ranked == [("13b", [1, 1]), ("7b", [2, 2])]
     refs = [e for e in table["entries"] if e["reference"]]
     assert {e["judge"] for e in refs} == {"gpt-4-0613 (paper)"} and all(e["rank"] is None for e in refs)
     assert {e["provenance"] for e in refs} == {"paper: official metric (gpt-4-0613, 5 runs)"}
     assert any(e["name"] == "LLaVA-13B (LLaMA-2) (paper)" and e["total"] == 32.9 for e in refs)
-    bard = svc.leaderboard_json({"benchmark": "v1-bard", "references": False})["entries"]
+    bard = svc.board.leaderboard_json({"benchmark": "v1-bard", "references": False})["entries"]
     assert [(e["name"], e["rank"]) for e in bard] == [("7b bard", [1, 1])]      # never ranked with the full set
 
 
@@ -508,7 +508,7 @@ RESULTS_13B = REFERENCE / "llava-v1.5-13b.json"
 
 
 def graded(svc: GradingService, judge: JudgeChoice, owner: str, path: Path = RESULTS_13B) -> str:
-    run_id, _ = svc.start(str(path), BenchmarkChoice(), 1, judge, owner=owner, visitor=owner)
+    run_id, _ = svc.runs.start(str(path), BenchmarkChoice(), 1, judge, owner=owner, visitor=owner)
     svc.jobs.wait(run_id, timeout=300)
     return run_id
 
@@ -520,21 +520,21 @@ def test_grades_made_here_are_verified_and_a_visitors_own_endpoint_is_not(tmp_pa
     s = GradingService(ServiceSettings(data_dir=tmp_path / "data", host_key="sk-host", host_base_url=fake_judge.url,
                                        allow_private_endpoints=True, host_secret=SECRET))
     try:
-        mine = s.publish(graded(s, JudgeChoice(JUDGE_BASELINE), "alice"), "13b, keyword baseline", "", "alice",
+        mine = s.board.publish(graded(s, JudgeChoice(JUDGE_BASELINE), "alice"), "13b, keyword baseline", "", "alice",
                          visitor="va")
         assert (mine["provenance"], mine["verified"], mine["rank"]) == \
             ("graded here (offline baseline)", True, [1, 1])
         own = JudgeChoice(JUDGE_OWN, base_url=fake_judge.url.replace("127.0.0.1", "localhost"), model="gpt-4-0613",
                           api_key="sk-mallory")
         fake_judge.state.answer_fn = lambda prompt, temperature: "1.0"      # "gpt-4-0613" says: perfect
-        theirs = s.publish(graded(s, own, "mallory", REFERENCE / "llava-v1.5-7b.json"), "7b on my own judge", "",
+        theirs = s.board.publish(graded(s, own, "mallory", REFERENCE / "llava-v1.5-7b.json"), "7b on my own judge", "",
                            "mallory", visitor="vm")
         assert (theirs["provenance"], theirs["verified"], theirs["rank"]) == \
             ("graded on localhost, judge not verified", False, None)
         assert theirs["provenance_detail"]["endpoints"] == [f"localhost:{fake_judge.url.split(':')[2].split('/')[0]}"]
         assert theirs["judge_kind"] == "official" and theirs["total"] == 100.0     # its claim, beside the mark
-        s.verify_entry(theirs["entry"], SECRET, visitor="host")
-        ranked = {e["name"]: e["rank"] for e in s.leaderboard_json({"references": False})["entries"]}
+        s.board.verify_entry(theirs["entry"], SECRET, visitor="host")
+        ranked = {e["name"]: e["rank"] for e in s.board.leaderboard_json({"references": False})["entries"]}
         assert ranked == {"13b, keyword baseline": [1, 1], "7b on my own judge": [1, 1]}   # two judges, two groups
     finally:
         s.jobs.shutdown()
@@ -561,12 +561,12 @@ def test_export_is_a_dataset_folder_and_import_round_trips(svc, tmp_path, monkey
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     run = opened(svc, GRADES_13B, "alice")
-    e13 = svc.publish(run, "13b", "https://x.org", "alice", visitor="va")["entry"]
-    svc.override(run, "alice", "v1_1", 1.0, "human")
-    svc.publish(run, "13b", "https://x.org", "alice", visitor="va", republish=True)
-    e7 = svc.publish(opened(svc, GRADES_7B, "bob"), "7b", "", "bob", visitor="vb")["entry"]
-    svc.verify_entry(e7, SECRET, visitor="host")
-    svc.unpublish(e7, "bob", visitor="vb")
+    e13 = svc.board.publish(run, "13b", "https://x.org", "alice", visitor="va")["entry"]
+    svc.runs.override(run, "alice", "v1_1", 1.0, "human")
+    svc.board.publish(run, "13b", "https://x.org", "alice", visitor="va", republish=True)
+    e7 = svc.board.publish(opened(svc, GRADES_7B, "bob"), "7b", "", "bob", visitor="vb")["entry"]
+    svc.board.verify_entry(e7, SECRET, visitor="host")
+    svc.board.unpublish(e7, "bob", visitor="vb")
     out = tmp_path / "board-export"
     lb.export_board(svc.store, out)
 
@@ -582,14 +582,14 @@ def test_export_is_a_dataset_folder_and_import_round_trips(svc, tmp_path, monkey
     fresh = GradingService(ServiceSettings(data_dir=tmp_path / "restored"))
     try:
         assert lb.import_board(fresh.store, out, trust=True) == 3       # the host's own backup
-        assert fresh.leaderboard_json({"references": False}) == svc.leaderboard_json({"references": False})
+        assert fresh.board.leaderboard_json({"references": False}) == svc.board.leaderboard_json({"references": False})
         for eid in (e13, e7):
             a, b = lb.load_entry(svc.store, eid), lb.load_entry(fresh.store, eid)
             assert (a.version, a.name, a.link, a.published, a.hidden, a.meta, a.scores) == \
                 (b.version, b.name, b.link, b.published, b.hidden, b.meta, b.scores)
-        fresh.restore_entry(e7, "bob")          # ownership survives the round trip (through the hash)
+        fresh.board.restore_entry(e7, "bob")          # ownership survives the round trip (through the hash)
         with pytest.raises(ServiceError, match="owner"):
-            fresh.unpublish(e13, "bob")
+            fresh.board.unpublish(e13, "bob")
         lb.export_board(fresh.store, tmp_path / "again")
         assert (tmp_path / "again" / lb.EXPORT_FILE).read_text().count("\n") == 3
     finally:
@@ -599,8 +599,8 @@ def test_export_is_a_dataset_folder_and_import_round_trips(svc, tmp_path, monkey
 def test_a_backup_is_its_own_word_until_the_host_trusts_it(svc, tmp_path):
     """Without --trust, a restored version keeps its claims visible and loses their verification: a backup
     edited to say "graded here, verified" ranks nothing until the host verifies the entry."""
-    entry = svc.publish(opened(svc, GRADES_13B, "alice"), "13b", "", "alice", visitor="va")["entry"]
-    svc.verify_entry(entry, SECRET, visitor="host")
+    entry = svc.board.publish(opened(svc, GRADES_13B, "alice"), "13b", "", "alice", visitor="va")["entry"]
+    svc.board.verify_entry(entry, SECRET, visitor="host")
     path = lb.export_board(svc.store, tmp_path / "export")
     row = json.loads(path.read_text())
     meta = json.loads(row["meta"])
@@ -611,11 +611,11 @@ def test_a_backup_is_its_own_word_until_the_host_trusts_it(svc, tmp_path):
     fresh = GradingService(ServiceSettings(data_dir=tmp_path / "restored", host_secret=SECRET))
     try:
         assert lb.import_board(fresh.store, path.parent) == 1
-        shown = fresh.leaderboard_json({"references": False})["entries"][0]
+        shown = fresh.board.leaderboard_json({"references": False})["entries"][0]
         assert (shown["rank"], shown["verified"]) == (None, False)
         assert shown["provenance"] == "restored from a backup (graded on api.openai.com), judge not verified"
-        fresh.verify_entry(entry, SECRET, visitor="host")
-        assert fresh.leaderboard_json({"references": False})["entries"][0]["rank"] == [1, 1]
+        fresh.board.verify_entry(entry, SECRET, visitor="host")
+        assert fresh.board.leaderboard_json({"references": False})["entries"][0]["rank"] == [1, 1]
     finally:
         fresh.store.close()
 
@@ -668,8 +668,8 @@ def backup_rows(tmp_path_factory) -> list[dict]:
     tmp = tmp_path_factory.mktemp("backup")
     s = GradingService(ServiceSettings(data_dir=tmp / "data"))
     try:
-        s.publish(opened(s, GRADES_7B_1RUN, "bob"), "7b", "", "bob", visitor="vb")
-        s.publish(opened(s, GRADES_13B, "alice"), "13b", "", "alice", visitor="va")
+        s.board.publish(opened(s, GRADES_7B_1RUN, "bob"), "7b", "", "bob", visitor="vb")
+        s.board.publish(opened(s, GRADES_13B, "alice"), "13b", "", "alice", visitor="va")
         path = lb.export_board(s.store, tmp / "export")
         return [json.loads(line) for line in path.read_text().splitlines()]
     finally:
@@ -702,7 +702,7 @@ def test_an_untampered_backup_imports(backup_rows, tmp_path):
 
 
 def test_import_refuses_a_look_alike_of_another_owners_name_and_duplicate_lines(svc, tmp_path):
-    svc.publish(opened(svc, GRADES_13B, "alice"), "LLaVA-13B", "", "alice", visitor="va")
+    svc.board.publish(opened(svc, GRADES_13B, "alice"), "LLaVA-13B", "", "alice", visitor="va")
     path = lb.export_board(svc.store, tmp_path / "export")
     row = json.loads(path.read_text())
     impostor = {**row, "entry_id": "impostor1", "owner_hash": lb.owner_hash("mallory"), "name": "LLаVA-13B"}
@@ -717,7 +717,7 @@ def test_import_refuses_a_look_alike_of_another_owners_name_and_duplicate_lines(
 def test_a_bad_stored_row_is_skipped_and_named_in_the_log(svc, caplog):
     """Issue 26, attack 5: a row written around the import's checks (an old version, a hand-edited database)
     no longer takes the board, the API and MCP down: it is skipped and the host's log names it once."""
-    good = svc.publish(opened(svc, GRADES_13B, "alice"), "13b", "", "alice", visitor="va")
+    good = svc.board.publish(opened(svc, GRADES_13B, "alice"), "13b", "", "alice", visitor="va")
     entry = lb.load_entry(svc.store, good["entry"])
     for eid, meta in [("badrec", {**entry.meta, "capabilities": {**entry.meta["capabilities"], "rec": "lots"}}),
                       ("badruns", {**entry.meta, "runs": "many"}), ("badci", {**entry.meta, "ci": ["a", "b"]}),
@@ -733,15 +733,15 @@ def test_a_bad_stored_row_is_skipped_and_named_in_the_log(svc, caplog):
     svc.store.add_board_version("jslink", run_id="r", owner_hash=lb.owner_hash("m"), name="z",
                                 link="javascript:alert(1)", meta=entry.meta, scores=entry.scores)
     with caplog.at_level("WARNING"):
-        table = svc.leaderboard_json({"references": False})
-        svc.leaderboard_json({"references": False})
+        table = svc.board.leaderboard_json({"references": False})
+        svc.board.leaderboard_json({"references": False})
     assert [e["entry"] for e in table["entries"]] == [good["entry"]]
     skipped = [r.getMessage() for r in caplog.records if "skipped entry" in r.getMessage()]
     assert sorted(m.split("'")[1] for m in skipped) == ["badci", "badrec", "badruns", "badtotal", "deep", "jslink",
                                                          "notjson"]
     assert any("meta.capabilities.rec" in m for m in skipped)
     with pytest.raises(ServiceError, match="No such"):
-        svc.board_entry("badrec")
+        svc.board.board_entry("badrec")
     out = lb.export_board(svc.store, svc.settings.data_dir / "backup")      # the backup still holds them
     assert out.read_text().count("\n") == 8
 
@@ -761,9 +761,9 @@ def test_pruned_ranks_equal_counting_every_draw(seed, shared):
 def test_a_published_run_never_expires_and_unpublishing_lets_it_expire_again(svc):
     """Issue 20's expiry spares published runs (issue 18): publishing pins the run, unpublishing unpins it."""
     run = opened(svc, GRADES_13B, "alice")
-    entry = svc.publish(run, "13b", "", "alice", visitor="va")["entry"]
+    entry = svc.board.publish(run, "13b", "", "alice", visitor="va")["entry"]
     assert run in svc.store.protected_run_ids()
-    svc.unpublish(entry, "alice", visitor="va")
+    svc.board.unpublish(entry, "alice", visitor="va")
     assert run not in svc.store.protected_run_ids()
-    svc.restore_entry(entry, "alice", visitor="va")
+    svc.board.restore_entry(entry, "alice", visitor="va")
     assert run in svc.store.protected_run_ids()
