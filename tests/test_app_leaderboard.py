@@ -26,7 +26,6 @@ HOST_SECRET = "host-secret-for-tests"
 EVIL_NAME = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
 OWNER, INTRUDER = "api-owner-token-A", "api-intruder-token-B"
 
-expect.set_options(timeout=30_000)
 
 
 @pytest.fixture(scope="module")
