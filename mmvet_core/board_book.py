@@ -26,7 +26,7 @@ from .store import StoreError
 log = logging.getLogger(__name__)
 
 #: Rows a refresh decodes and checks on the request path at most (more: in the background).
-DECODE_ON_REQUEST = 16
+DECODE_ON_REQUEST = 8
 #: New pairs of grade sets a refresh compares on the request path at most (each pair: 2 × 2,000 draws compared):
 #: 20,000 pairs ≈ 0.1 s. A group needing more is (re)built in the background.
 PAIRS_ON_REQUEST = 20_000
@@ -60,8 +60,8 @@ class BoardBook:
         thread's refresh once a first snapshot exists."""
         stamp = self.store.board_stamp()
         snap = self._snap
-        if snap is not None and snap[0] == stamp:
-            return snap[1]
+        if snap is not None and (snap[0] == stamp or self._decode_behind):
+            return snap[1]                       # current, or the background is reading the rest of a big change
         if not self._lock.acquire(blocking=snap is None):
             return snap[1]                       # someone is refreshing: this board now, theirs on the next read
         try:

@@ -29,7 +29,6 @@ EVIL_NAME = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</scr
 PROVENANCE = 4          # the table's provenance column
 OWNER, INTRUDER = "api-owner-token-A", "api-intruder-token-B"
 
-expect.set_options(timeout=30_000)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ from tests.app_fixtures import HOST_KEY, RESULTS_DIR, browser, new_page, start_a
 from tests.fake_judge import FakeJudgeServer, FakeState
 
 LLAVA_13B = RESULTS_DIR / "llava-v1.5-13b.json"
-expect.set_options(timeout=30_000)
 
 
 @pytest.fixture

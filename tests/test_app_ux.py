@@ -31,7 +31,6 @@ LLAVA_13B = RESULTS_DIR / "llava-v1.5-13b.json"
 LLAVA_7B = RESULTS_DIR / "llava-v1.5-7b.json"
 ROOT = Path(__file__).resolve().parent.parent
 
-expect.set_options(timeout=20_000)
 
 
 
