@@ -40,9 +40,14 @@ def _official_total(files: list[str]) -> float:
 
 
 #: Official totals of every reference set, pinned (also the official CSVs' totals: 13b 36.1 and 36.3 over 1 + 3
-#: runs, 7b 31.2 and 31.1, the 7b re-run 30.7, InternLM-XComposer2-VL-7B 51.2)
+#: runs, 7b 31.2 and 31.1, the 7b re-run 30.7, InternLM-XComposer2-VL-7B 51.2; the Qwen2.5-VL-3B sets of
+#: HangyuRan/mm-vet-visualizer have no CSV: their totals are the official aggregation of their grade files)
 PINNED_TOTALS = {"llava-v1.5-13b": 36.3, "llava-v1.5-7b": 31.1, "llava-v1.5-7b-rerun": 30.7,
-                 "internlm-xcomposer2-vl-7b": 51.2}
+                 "internlm-xcomposer2-vl-7b": 51.2, "qwen2.5-vl-3b": 60.9, "qwen2.5-vl-3b-claude-images": 31.1,
+                 "qwen2.5-vl-3b-gemini-images": 21.6}
+#: The default check's sets, in manifest order: official totals from 21.6 to 60.9
+DEFAULT_SETS = ["llava-v1.5-13b", "llava-v1.5-7b", "internlm-xcomposer2-vl-7b", "qwen2.5-vl-3b",
+                "qwen2.5-vl-3b-claude-images", "qwen2.5-vl-3b-gemini-images"]
 
 
 def test_every_reference_set_is_byte_identical_to_its_source_and_its_official_total_is_pinned():
@@ -60,8 +65,8 @@ def test_every_reference_set_is_byte_identical_to_its_source_and_its_official_to
 
 
 @pytest.mark.parametrize("which, expected", [
-    (None, ["llava-v1.5-13b", "llava-v1.5-7b", "internlm-xcomposer2-vl-7b"]),
-    ("default", ["llava-v1.5-13b", "llava-v1.5-7b", "internlm-xcomposer2-vl-7b"]),
+    (None, DEFAULT_SETS),
+    ("default", DEFAULT_SETS),
     ("llava-v1.5-7b-rerun,llava-v1.5-13b", ["llava-v1.5-13b", "llava-v1.5-7b-rerun"]),
 ], ids=["none", "default", "named-in-manifest-order"])
 def test_reference_sets_are_selected_by_name(which, expected):
@@ -75,13 +80,29 @@ def test_all_and_an_unknown_reference_set():
 
 
 def test_the_default_references_spread_the_level_and_the_llava_sets_are_the_test_data_copies(refs):
-    assert [(r.model, r.official_total) for r in refs] == [("llava-v1.5-13b", 36.3), ("llava-v1.5-7b", 31.1),
-                                                           ("internlm-xcomposer2-vl-7b", 51.2)]
+    assert [(r.model, r.official_total) for r in refs] == [(m, PINNED_TOTALS[m]) for m in DEFAULT_SETS]
+    assert min(r.official_total for r in refs) < 30 and max(r.official_total for r in refs) > 60
     for r in refs[:2]:
         assert r.predictions == json.loads((DATA / "results" / f"{r.model}.json").read_text(encoding="utf-8"))
         assert len(r.official) == 218 and all(len(v) == 4 for v in r.official.values())
-    assert len(refs[2].official) == 218 and all(len(v) == 1 for v in refs[2].official.values())
-    assert call_count(refs=refs) == 654 == 3 * 218
+    for r in refs[2:]:
+        assert len(r.official) == 218 and all(len(v) == 1 for v in r.official.values())
+        assert len(r.predictions) == 218
+    assert call_count(refs=refs) == 1308 == 6 * 218
+
+
+def test_every_grade_of_the_qwen_sets_records_the_official_judge_and_the_held_out_sets_are_not_shipped():
+    """Issue 23: the HangyuRan/mm-vet-visualizer grade files record gpt-4-0613 for every sample (its `gpt4o-mini`
+    is a model under test); Qwen2.5-VL-7B on the original images and Qwen2.5-VL-3B on the GPT-generated images stay
+    out of the shipped references (they test the estimate on models it never saw)."""
+    sources = {s.model: s for s in load_manifest()}
+    for name in ("qwen2.5-vl-3b", "qwen2.5-vl-3b-claude-images", "qwen2.5-vl-3b-gemini-images"):
+        grades = json.loads((ROOT / "assets" / "reference" / sources[name].grades[0]).read_text())
+        assert len(grades) == 218 and {tuple(g["model"]) for g in grades.values()} == {("gpt-4-0613",)}
+        assert "none declared" in sources[name].source["licence"]
+    shipped = {p for s in load_manifest() for p in s.source["paths"]}
+    assert not shipped & {"prediction/qwen7b/pred_original.json", "score/score_original_7B.json",
+                          "prediction/qwen3b/pred_gpt.json", "score/qwen3b/pred_gpt.json"}
 
 
 def test_a_judge_answering_the_official_grades_has_delta_bar_0_and_is_close(store):
