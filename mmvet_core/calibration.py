@@ -151,6 +151,12 @@ def make_strata(capabilities: Mapping[str, Sequence[str]], ids: Sequence[str],
                   members.reshape(len(ids), 1 + len(capability_names)), ["total", *capability_names])
 
 
+def strata_of(benchmark) -> Strata:
+    """The strata of a `benchmark.Benchmark`'s samples (its capabilities as columns)."""
+    return make_strata({sid: s.capabilities for sid, s in benchmark.samples.items()}, benchmark.ids,
+                       benchmark.capabilities)
+
+
 @dataclass
 class Correction:
     """A fitted correction (D fits at once, D = 1 for the point fit): ``f[d, t, b]`` the expected official grade of
@@ -180,6 +186,15 @@ def bin_index(values: np.ndarray, grades: np.ndarray) -> np.ndarray:
     gg = np.where(finite, g, values[0])
     idx = np.clip(np.searchsorted(values, gg), 0, len(values) - 1)
     return np.where(finite & (values[idx] == gg), idx, -1)
+
+
+def _lean(total: np.ndarray, count: np.ndarray, prior: np.ndarray, shrink: float) -> np.ndarray:
+    """``(total + shrink·prior) / (count + shrink)``: a mean of `count` values leaning on `prior` by `shrink`
+    pseudo-values; the prior itself where there is nothing (also with `shrink` 0)."""
+    prior = np.broadcast_to(prior, np.broadcast_shapes(np.shape(total), np.shape(prior)))
+    den = count + shrink
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, (total + shrink * prior) / np.where(den > 0, den, 1.0), prior)
 
 
 def fit_correction(pairs: PairSet, strata: Strata, values: np.ndarray, weights: np.ndarray | None = None,
@@ -213,16 +228,16 @@ def fit_correction(pairs: PairSet, strata: Strata, values: np.ndarray, weights: 
         slope = np.where(det > 1e-12, (sw * swco - swc * swo) / np.where(det > 1e-12, det, 1.0), 0.0)
         intercept = np.where(sw > 0, (swo - slope * swc) / np.where(sw > 0, sw, 1.0), 0.0)
     line = np.clip(intercept[:, None] + slope[:, None] * c, 0.0, 1.0)
-    f0 = (S0 + shrink * line) / (N0 + shrink)
-    f1 = (S1 + shrink * f0[:, None, :]) / (N1 + shrink)
-    f2 = np.clip((S2 + shrink * f1[:, strata.group_of, :]) / (N2 + shrink), 0.0, 1.0)
+    f0 = _lean(S0, N0, line, shrink)
+    f1 = _lean(S1, N1, f0[:, None, :], shrink)
+    f2 = np.clip(_lean(S2, N2, f1[:, strata.group_of, :], shrink), 0.0, 1.0)
     corr = Correction(values, f2)
     if point:
         resid = np.where(valid, pairs.official - f2[0][strata.integration[None, :], np.maximum(bins, 0)], 0.0)
         sq = np.bincount(np.maximum(bins, 0).ravel(), weights=(resid ** 2 * valid).ravel(), minlength=nb)
         n = np.bincount(np.maximum(bins, 0).ravel(), weights=valid.ravel().astype(float), minlength=nb)
         overall = float(sq.sum() / n.sum()) if n.sum() else 0.0
-        corr.var = (sq + shrink * overall) / (n + shrink)
+        corr.var = _lean(sq, n, np.full(nb, overall), shrink)
         corr.n_pooled, corr.n_group, corr.n_integration = N0[0], N1[0], N2[0]
     return corr
 
@@ -263,6 +278,7 @@ class LomoRow:
 class LomoTable:
     columns: list[str]
     rows: list[LomoRow] = field(default_factory=list)
+    delta_bar: float = math.nan     # mean |corrected − official| per sample, each model corrected by the others
 
     def errors(self, column: int = 0) -> np.ndarray:
         return np.array([r.error[column] for r in self.rows], dtype=float)
@@ -287,13 +303,14 @@ class LomoTable:
         return max([MIN_DRIFT, *rates])
 
     def to_dict(self) -> dict:
-        return {"columns": self.columns, "rows": [r.__dict__ for r in self.rows]}
+        return {"columns": self.columns, "rows": [dict(r.__dict__) for r in self.rows], "delta_bar": self.delta_bar}
 
     @classmethod
     def from_dict(cls, data: Mapping | None) -> "LomoTable | None":
         if not data:
             return None
-        return cls(list(data["columns"]), [LomoRow(**r) for r in data["rows"]])
+        return cls(list(data["columns"]), [LomoRow(**r) for r in data["rows"]],
+                   float(data.get("delta_bar", math.nan)))
 
 
 def _scatter_var(corr: Correction, grades: np.ndarray, members: np.ndarray) -> np.ndarray:
@@ -329,7 +346,7 @@ def out_of_model_variance(pairs: PairSet, strata: Strata, values: np.ndarray, sh
         sq += np.bincount(b[ok], weights=(f[ok] - pairs.official[j][ok]) ** 2, minlength=nb)
         n += np.bincount(b[ok], minlength=nb)
     overall = float(sq.sum() / n.sum()) if n.sum() else 0.0
-    return (sq + shrink * overall) / (n + shrink)
+    return _lean(sq, n, np.full(nb, overall), shrink)
 
 
 def leave_one_model_out(pairs: PairSet, strata: Strata, shrink: float = SHRINK) -> LomoTable:
@@ -340,12 +357,17 @@ def leave_one_model_out(pairs: PairSet, strata: Strata, shrink: float = SHRINK) 
     if len(pairs.models) < 2:
         return table
     values = grade_bins(pairs.candidate)
+    abs_sum, abs_n = 0.0, 0
     for j, corr in _lomo_fits(pairs, strata, values, shrink):
         model = pairs.models[j]
         rest = pairs.without([model])
         corr.var = out_of_model_variance(rest, strata, values, shrink) if len(rest.models) > 1 else corr.var
         g = pairs.candidate[j][None, :]
-        pred = column_scores(corrected_grades(corr, strata, g)[0], strata.members)
+        fixed = corrected_grades(corr, strata, g)[0]
+        pred = column_scores(fixed, strata.members)
+        ok = np.isfinite(fixed[0]) & np.isfinite(pairs.official[j])
+        abs_sum += float(np.abs(fixed[0][ok] - pairs.official[j][ok]).sum())
+        abs_n += int(ok.sum())
         off_grades = np.where(np.isfinite(g), pairs.official[j][None, :], np.nan)
         off = column_scores(off_grades, strata.members)
         others = [t for t in rest.official_totals if math.isfinite(t)]
@@ -355,6 +377,7 @@ def leave_one_model_out(pairs: PairSet, strata: Strata, shrink: float = SHRINK) 
         table.rows.append(LomoRow(model, float(total), [float(x) for x in pred], [float(x) for x in off],
                                   [float(a - b) for a, b in zip(pred, off)], [float(x) for x in scatter],
                                   float(outside)))
+    table.delta_bar = abs_sum / abs_n if abs_n else math.nan
     return table
 
 

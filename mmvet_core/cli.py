@@ -26,7 +26,7 @@ from .grading import DEFAULT_CONCURRENCY, GRADED, grade_run
 from .endpoints import format_judges, judge_rows, list_judge_models, preflight, retirement_of, today_utc
 from .judge import BASELINE_NAME, DEFAULT_JUDGE_MODEL, JudgeSettings, make_judge
 from .results import ResultsError, read_results, select_predictions, validate_results
-from .equivalence import estimate_equivalent, format_capability_line, format_equivalent_line
+from .equivalence import format_capability_line, format_equivalent_line
 from .judgecheck import (call_count, distinct_prompts, format_check, load_manifest, load_references, run_judge_check,
                          stored_check)
 from .prompt import examples_label, parse_examples, prompt_template, render_prompt

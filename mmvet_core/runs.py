@@ -282,22 +282,23 @@ def equivalent_file_name(model: str, judge: str, n_runs: int, subset: str | None
     return cap.replace("-cap-score-", "-official-equivalent-estimate-")
 
 
-def run_equivalence(store: Store, view: "RunView"):
-    """The run's official-equivalent estimate (`equivalence.Equivalence`) from its judge's latest stored check,
-    or the reason there is none."""
+def run_equivalence(store: Store, view: "RunView", *, resamples: int | None = None):
+    """The run's official-equivalent estimate (`equivalence.Equivalence`) from its judge's check at its endpoint
+    (`judgecheck.current_check`: the grown check, named in the estimate), or the reason there is none."""
     from .equivalence import Equivalence, estimate_equivalent, unavailable_reason
-    from .judgecheck import stored_check
+    from .judgecheck import current_check
 
     judge = view.run.judge
     check = None
-    if judge.get("provider") != "imported":
+    if judge.get("provider") not in ("imported", "baseline"):
         settings = JudgeSettings(**{k: v for k, v in judge.items() if k in JudgeSettings.__dataclass_fields__})
-        check = stored_check(store, settings)
+        check = current_check(store, settings)
     reason = unavailable_reason(judge, view.benchmark.version, check)
     if reason is not None:          # said before any bootstrap is computed
         return Equivalence(False, reason, str(judge.get("model", "?")))
-    rows = score_intervals(view.benchmark, view.effective_scores()) if view.n_graded else []
-    return estimate_equivalent(rows, check, run_judge=judge, benchmark_version=view.benchmark.version)
+    return estimate_equivalent(view.benchmark, view.effective_scores(), check, run_judge=judge,
+                               predictions=view.run.predictions, benchmark_version=view.benchmark.version,
+                               resamples=resamples)
 
 
 def note_file_name(model: str, judge: str, n_runs: int, subset: str | None = None) -> str:
