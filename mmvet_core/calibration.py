@@ -105,7 +105,7 @@ class PairSet:
             cand.append([_num(entry["candidate"][where[s]]) if s in where else math.nan for s in ids])
             off.append([_num(entry["official"][where[s]]) if s in where else math.nan for s in ids])
             models.append(model)
-            totals.append(float(entry.get("official_total", math.nan)))
+            totals.append(_num(entry.get("official_total")))
         shape = (len(models), len(ids))
         return cls(models, list(ids), np.array(cand, dtype=float).reshape(shape),
                    np.array(off, dtype=float).reshape(shape), totals)

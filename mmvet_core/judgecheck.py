@@ -346,7 +346,8 @@ def assess_judge(benchmark: Benchmark, refs: list[Reference], candidate: dict[st
     _assess_levels(result, models, per_model, boots, off_boot)
     result.verdict, result.verdict_kind = _verdict(columns)
     result.close = result.verdict_kind == "close"
-    result.pairs = make_pairs(benchmark, [r for r in refs if r.model in per_model], candidate)
+    result.pairs = make_pairs(benchmark, [r for r in refs if r.model in per_model], candidate,
+                              {m: round(v["official_total"], 1) for m, v in per_model.items()})
     calibrate(result, benchmark)
     return result
 
@@ -357,10 +358,12 @@ def prediction_hash(text) -> str:
     return hashlib.sha256(str(text).encode("utf-8")).hexdigest()[:10]
 
 
-def make_pairs(benchmark: Benchmark, refs: list[Reference], candidate: dict) -> dict:
+def make_pairs(benchmark: Benchmark, refs: list[Reference], candidate: dict,
+               totals: dict[str, float] | None = None) -> dict:
     """Every (candidate grade, official grade) pair of the check, per reference model, in benchmark order: the
     candidate's per-sample mean over its runs (None when not graded), the official per-sample mean, the model's
-    official total and its predictions' hashes. Stored with the check: estimates are computed from it."""
+    official total (the manifest's, else `totals`) and its predictions' hashes. Stored with the check: estimates
+    are computed from it."""
     out = {}
     for ref in refs:
         ids = [sid for sid in benchmark.ids if sid in ref.official]
@@ -368,7 +371,8 @@ def make_pairs(benchmark: Benchmark, refs: list[Reference], candidate: dict) -> 
         out[ref.model] = {"ids": ids,
                           "candidate": [None if c is None else round(float(c), 6) for c in cand],
                           "official": [_mean_runs(ref.official[sid]) for sid in ids],
-                          "official_total": ref.official_total,
+                          "official_total": (ref.official_total if ref.official_total is not None
+                                             else (totals or {}).get(ref.model)),
                           "pred_hash": [prediction_hash(ref.predictions.get(sid, "")) for sid in ids]}
     return out
 
