@@ -127,26 +127,30 @@ def unavailable_reason(run_judge: dict, benchmark_version: str, check: JudgeChec
     return None
 
 
-def in_sample_model(check: JudgeCheckResult, predictions: dict | None) -> str | None:
+def in_sample_model(check: JudgeCheckResult, predictions: dict | None, *, hashes: dict | None = None) -> str | None:
     """The check's reference model whose answers the run's `predictions` repeat (at least `IN_SAMPLE_SHARE` of
-    the reference's samples word for word), or None."""
-    if not predictions:
+    the reference's samples word for word), or None. `hashes`: the answers' `prediction_hash`es instead (a
+    leaderboard entry keeps those, not the answers)."""
+    if hashes is None and predictions:
+        hashes = {sid: prediction_hash(p) for sid, p in predictions.items()}
+    if not hashes:
         return None
     best, share = None, 0.0
     for model, entry in check.pairs.items():
-        hashes = entry.get("pred_hash") or []
+        ref_hashes = entry.get("pred_hash") or []
         ids = entry.get("ids") or []
-        if not hashes:
+        if not ref_hashes:
             continue
-        same = sum(1 for sid, h in zip(ids, hashes) if sid in predictions and prediction_hash(predictions[sid]) == h)
-        if same / len(hashes) > share:
-            best, share = model, same / len(hashes)
+        same = sum(1 for sid, h in zip(ids, ref_hashes) if hashes.get(sid) == h)
+        if same / len(ref_hashes) > share:
+            best, share = model, same / len(ref_hashes)
     return best if share >= IN_SAMPLE_SHARE else None
 
 
 def estimate_equivalent(benchmark, scores: dict[str, list[float | None]], check: JudgeCheckResult | None, *,
                         run_judge: dict, predictions: dict | None = None, benchmark_version: str = "v1",
-                        resamples: int | None = None, seed: int = 0) -> Equivalence:
+                        resamples: int | None = None, seed: int = 0,
+                        prediction_hashes: dict | None = None) -> Equivalence:
     """The official-equivalent estimate of a run (`scores`: sample id -> per-run grades, `benchmark` its benchmark)
     from its judge's check: total and each capability. Pure; never raises for a missing check (the result says why
     there is no estimate). `predictions`: the run's answers (for the in-sample label)."""
@@ -170,7 +174,7 @@ def estimate_equivalent(benchmark, scores: dict[str, list[float | None]], check:
     if not np.isfinite(grades).any():
         return Equivalence(False, "nothing graded yet", judge)
     pairs = PairSet.from_dict(check.pairs, ids)
-    left_out = in_sample_model(check, predictions)
+    left_out = in_sample_model(check, predictions, hashes=prediction_hashes)
     if left_out is not None:
         pairs = pairs.without([left_out])
         lomo = leave_one_model_out(pairs, strata)
@@ -195,6 +199,35 @@ def estimate_equivalent(benchmark, scores: dict[str, list[float | None]], check:
         eq.label_note = (f"extrapolated: {est.extrapolated:.1f} points {side} the references' official totals "
                          f"({lo:.1f}–{hi:.1f}); the interval is widened by {cols[0].widened:.1f}")
     return eq
+
+
+def entry_equivalence(store, entry, *, resamples: int | None = None) -> Equivalence:
+    """The official-equivalent estimate of a leaderboard entry (`leaderboard.BoardEntry`, a successor judge's):
+    from its frozen scores and the current check of its judge (`leaderboard.estimate_keys`; an entry published
+    before those keys were kept finds them from its run while the run is stored)."""
+    from .benchmark import load_bundled_v1
+    from .judgecheck import check_of_fingerprint
+
+    meta = entry.meta
+    judge = {"model": meta.get("judge", "?"), "provider": "openai", "prompt_examples": None}
+    fingerprint, hashes = meta.get("judge_check_fingerprint"), meta.get("prediction_hashes")
+    if not fingerprint:
+        from .leaderboard import estimate_keys
+        run = store.get_run(entry.run_id) if entry.run_id else None
+        keys = estimate_keys(run, str(meta.get("judge_kind"))) if run is not None else {}
+        fingerprint, hashes = keys.get("judge_check_fingerprint"), keys.get("prediction_hashes")
+    if not fingerprint:
+        return Equivalence(False, "the entry does not say which judge check could correct it", judge["model"])
+    check = check_of_fingerprint(store, fingerprint)
+    version = str(meta.get("version", ""))
+    reason = unavailable_reason(judge, version, check)
+    if reason is not None:
+        return Equivalence(False, reason, judge["model"])
+    bench = load_bundled_v1()
+    ids = [sid for sid in meta.get("sample_ids") or bench.ids if sid in bench.samples]
+    return estimate_equivalent(bench.subset(ids, meta.get("subset") or "entry"), entry.scores, check,
+                               run_judge=judge, benchmark_version=version, resamples=resamples,
+                               prediction_hashes=hashes or {})
 
 
 def format_equivalent_line(eq: Equivalence) -> str:

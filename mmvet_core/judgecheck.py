@@ -522,6 +522,10 @@ def format_check(result: JudgeCheckResult) -> str:
     where = f" at {judge.get('base_url')}" if judge.get("base_url") else ""
     lines = [f"Judge check of {judge.get('model')}{where} (official prompt) on {', '.join(result.models)}: "
              f"{result.n_graded} of {result.n_expected} reference grades."]
+    if result.check_id:
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(result.created_at)) if result.created_at else "?"
+        lines.append(f"  Check {result.check_id} of {when}: this judge's check at this endpoint; it grows as the "
+                     "judge grades more reference sets, and official-equivalent estimates name it.")
     if result.message:
         lines.append(f"  {result.message}")
     if result.n_graded < result.n_expected:
@@ -608,7 +612,12 @@ def current_check(store, settings: JudgeSettings) -> JudgeCheckResult | None:
     when there is none."""
     if settings.provider == "imported":
         return None
-    fingerprint, prompt = check_settings(settings).fingerprint(), check_prompt_id()
+    return check_of_fingerprint(store, check_settings(settings).fingerprint())
+
+
+def check_of_fingerprint(store, fingerprint: str) -> JudgeCheckResult | None:
+    """`current_check` of the judge whose check settings have this fingerprint."""
+    prompt = check_prompt_id()
     best = None
     for entry in store.judge_checks():
         if entry.get("fingerprint") != fingerprint or entry.get("prompt", "") not in (prompt, ""):

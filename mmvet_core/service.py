@@ -61,6 +61,8 @@ MODE_BATCH = "batch"
 STATUS_TTL = 2.0
 #: How many runs' `status` answers are kept (each is a few KB).
 FINISHED_CACHE_SIZE = 256
+#: Bootstrap draws of a leaderboard entry's official-equivalent estimate (a run's card uses the default 1000).
+BOARD_RESAMPLES = 300
 #: Results files read by `validate` kept for `start` (Grade right after the check makes no second parse, so the
 #: run and its ``?run=`` address come at once): how many, and up to which file size.
 READ_CACHE_SIZE, READ_CACHE_MAX_BYTES = 16, 5_000_000
@@ -1008,7 +1010,8 @@ class GradingService:
                                  and judge.get("model") not in OFFICIAL_JUDGES)
         return {"official_equivalent": format_equivalent_line(eq), "official_equivalent_shown": shown,
                 "official_equivalent_capabilities": format_capability_line(eq),
-                "official_equivalent_estimate": eq.to_dict()}
+                "official_equivalent_label": eq.label, "official_equivalent_check": eq.check_text if eq.available
+                else "", "official_equivalent_estimate": eq.to_dict()}
 
     def status(self, run_id: str) -> dict:
         """Progress and scores of a run (what a script polls after grade). Computed once per change of the run
@@ -1240,7 +1243,7 @@ class GradingService:
         """Every row of the board (entries with their ranks, then the paper's reference rows), computed once per
         change of the board (ranks cost a paired bootstrap per rank group)."""
         from . import leaderboard as lb
-        stamp = self.store.board_stamp()
+        stamp = (self.store.board_stamp(), self.store.judge_checks_stamp())   # a new check changes estimates
         cached = self._board
         if cached is not None and cached[0] == stamp:
             return cached[1]
@@ -1257,9 +1260,22 @@ class GradingService:
                                     hidden=bool(row["hidden"]))
                 entries.append(known)
             self._board_entries = {(e.id, e.version): e for e in entries}
-            rows = lb.board_rows(entries, lb.rank_groups(entries, cache=self._rank_cache)) + lb.paper_rows()
+            rows = lb.board_rows(entries, lb.rank_groups(entries, cache=self._rank_cache),
+                                 estimate=self._entry_estimate) + lb.paper_rows()
             self._board = (stamp, rows)
             return rows
+
+    def _entry_estimate(self, entry) -> dict | None:
+        """A successor entry's official-equivalent estimate on the board (`equivalence.entry_equivalence`),
+        computed once per entry version and stored check."""
+        from .equivalence import entry_equivalence
+
+        key = (entry.version, self.store.judge_checks_stamp())
+        hit = self._equivalence_cache.get(("entry", entry.id))
+        if hit is None or hit[0] != key:
+            hit = (key, entry_equivalence(self.store, entry, resamples=BOARD_RESAMPLES).short())
+            self._equivalence_cache[("entry", entry.id)] = hit
+        return hit[1]
 
     def leaderboard(self, filters=None) -> list:
         """The board's rows (`leaderboard.BoardRow`) that `filters` (`leaderboard.BoardFilter`, a dict of its
