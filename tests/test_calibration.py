@@ -33,8 +33,11 @@ def test_strata_put_each_sample_in_its_integration_and_rarest_capability_group()
                                    [True, False, True, True], [True, False, True, False]]
     bench = load_bundled_v1()
     full = strata_of(bench)
-    assert len(full.integrations) == 16 and full.groups[0] == "math" or "math" in full.groups
+    assert len(full.integrations) == 16 and full.members.shape == (218, 7)
     assert sorted(full.groups) == sorted(["math", "spat", "gen", "know", "ocr", "rec"])
+    math_group = full.groups.index("math")                         # every math sample is in the math group
+    assert all(full.group_of[full.integration[i]] == math_group
+               for i, sid in enumerate(bench.ids) if "math" in bench.samples[sid].capabilities)
 
 
 @pytest.mark.parametrize("values, grades, expected", [
