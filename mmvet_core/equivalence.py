@@ -93,6 +93,11 @@ class Equivalence:
                if len(self.reference_range) == 2 else "")
         return f"check {self.check_id[:8] or '?'} ({when}; {len(self.references)} reference models{rng})"
 
+    def csv_text(self) -> str:
+        """`make_equivalent_csv_text` of this estimate (the file `runs.export_run` writes beside the official
+        files, given the estimate)."""
+        return make_equivalent_csv_text(self)
+
     def to_dict(self) -> dict:
         return {"label_text": LABEL, "disclaimer": DISCLAIMER, **asdict(self), "check": self.check_text}
 
@@ -201,6 +206,19 @@ def estimate_equivalent(benchmark, scores: dict[str, list[float | None]], check:
     return eq
 
 
+def estimate_run(view, check: JudgeCheckResult | None, *, resamples: int | None = None) -> Equivalence:
+    """The official-equivalent estimate of a run (`runs.RunView`: its judge, benchmark, effective scores and
+    answers) from its judge's check (`judgecheck.run_check`), or the reason there is none. Pure: the caller reads
+    the check; a view is taken as it is (finished or not)."""
+    judge = view.run.judge
+    reason = unavailable_reason(judge, view.benchmark.version, check)
+    if reason is not None:          # said before any bootstrap is computed
+        return Equivalence(False, reason, str(judge.get("model", "?")))
+    return estimate_equivalent(view.benchmark, view.effective_scores(), check, run_judge=judge,
+                               predictions=view.run.predictions, benchmark_version=view.benchmark.version,
+                               resamples=resamples)
+
+
 def entry_equivalence(store, entry, *, resamples: int | None = None) -> Equivalence:
     """The official-equivalent estimate of a leaderboard entry (`leaderboard.BoardEntry`, a successor judge's):
     from its frozen scores and the current check of its judge (`leaderboard.estimate_keys`; an entry published
@@ -229,6 +247,18 @@ def entry_equivalence(store, entry, *, resamples: int | None = None) -> Equivale
                                run_judge=judge, benchmark_version=version, resamples=resamples,
                                prediction_hashes=hashes or {})
 
+
+
+def estimate_run(view, check: JudgeCheckResult | None) -> Equivalence:
+    """The official-equivalent estimate of a run (`runs.RunView`: its judge, benchmark version and effective
+    scores) from its judge's stored check (`judgecheck.run_check`), or the reason there is none. Pure: the caller
+    reads the check; a view is taken as it is (finished or not)."""
+    judge = view.run.judge
+    reason = unavailable_reason(judge, view.benchmark.version, check)
+    if reason is not None:          # said before any bootstrap is computed
+        return Equivalence(False, reason, str(judge.get("model", "?")))
+    rows = score_intervals(view.benchmark, view.effective_scores()) if view.n_graded else []
+    return estimate_equivalent(rows, check, run_judge=judge, benchmark_version=view.benchmark.version)
 
 def format_equivalent_line(eq: Equivalence) -> str:
     """The one-line summary (CLI, run card): the estimate and its interval, labelled, the check it rests on and

@@ -645,6 +645,15 @@ def stored_check(store, settings: JudgeSettings, refs: list[Reference] | None = 
     return None if data is None else JudgeCheckResult.from_dict(data)
 
 
+def run_check(store, run_judge: dict) -> JudgeCheckResult | None:
+    """The check of the judge a run was graded by (the settings stored with the run: `current_check`), or None
+    (imported grades and the keyword baseline: no judge to correct)."""
+    if run_judge.get("provider") in ("imported", "baseline"):
+        return None
+    settings = JudgeSettings(**{k: v for k, v in run_judge.items() if k in JudgeSettings.__dataclass_fields__})
+    return current_check(store, settings)
+
+
 def grown_references(store, settings: JudgeSettings, refs: list[Reference]) -> list[Reference]:
     """`refs` and every other reference set of the manifest the judge's current check holds (a check grows: a
     later check with fewer sets keeps the others), in manifest order."""

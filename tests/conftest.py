@@ -8,8 +8,22 @@ import pytest
 
 from mmvet_core.store import Store
 from tests.fake_judge import FakeJudgeServer
+from tests.pg_server import PostgresServer
 
 ROOT = Path(__file__).resolve().parents[1]
+WORKERS_PER_CORE, MAX_WORKERS = 2, 8
+
+
+def pytest_xdist_auto_num_workers(config) -> int | None:
+    """What ``-n auto`` (the README's test command) starts: two workers per core this process may run on, at most
+    8. A worker of the app's tests spends much of its time waiting (for Chromium, the app, a judge held by the test),
+    so one per core would leave the cores idle; each runs its own Chromium and servers, hence the cap. Nothing in
+    the suite depends on how many there are or on how busy they make the machine.
+    ``PYTEST_XDIST_AUTO_NUM_WORKERS=N`` still decides when set (xdist's own rule)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(MAX_WORKERS, WORKERS_PER_CORE * cores))
 
 
 def cli_env(**extra: str) -> dict[str, str]:
@@ -30,5 +44,38 @@ def fake_judge():
 @pytest.fixture
 def store(tmp_path):
     s = Store(tmp_path / "grader.db")
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A PostgreSQL server of this test process (tests/pg_server.py; each xdist worker starts its own). Fails,
+    never skips, when PostgreSQL is not installed."""
+    with PostgresServer() as server:
+        yield server
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    """The URL of a new, empty PostgreSQL database (dropped after the test)."""
+    url = pg_server.new_database()
+    yield url
+    pg_server.drop_database(url)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_location(request, tmp_path):
+    """Where a store lives, once per backend: a SQLite file in `tmp_path`, then a new PostgreSQL database."""
+    if request.param == "sqlite":
+        yield tmp_path / "grader.db"
+    else:
+        yield request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def any_store(db_location):
+    """A `Store` on each backend in turn (see `db_location`)."""
+    s = Store(db_location)
     yield s
     s.close()

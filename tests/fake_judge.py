@@ -12,6 +12,10 @@ reasoning-model parameter rejections. It also serves the Files and Batch APIs (`
 `batch_hold`) and Azure OpenAI's deployment route (``/openai/deployments/{model}/chat/completions``, key in
 ``api-key``).
 
+A test that must see something *while* a run grades does not make the judge slow and hope the machine is fast
+enough to look in time: it sets a `CallGate` (``state.gate``), which holds every chat call until the test lets
+some through (`CallGate.release`), then waits for what those answers cause.
+
 Hostile modes (attacks a visitor's endpoint can perform, issue 9): a huge 200 body streamed in 1 MB chunks
 (`huge_body`), an endpoint that accepts the request and never answers (`hang`), one that drips a byte every N
 seconds forever (`drip_every`), a 307 redirect re-sending the POST elsewhere (`redirect_to`), and a 401 whose body
@@ -58,15 +62,16 @@ def deterministic_answer(prompt: str, temperature: float) -> str:
     return score
 
 
-def official_grades_answer(offset: float = 0.0, which: str = "default", *, transform: Callable | None = None,
+def official_grades_answer(offset: float = 0.0, which: str = "default",
+                           otherwise: Callable[[str, float], str] | None = None, *, transform: Callable | None = None,
                            extra: list | None = None) -> Callable[[str, float], str]:
     """A judge that answers the official GPT-4-0613 grades of the judge-check reference sets (`which`, as for
     `load_references`; the default ones unless told) and of the `extra` references (`judgecheck.Reference`s the
     check never sees: held-out models): for the filled official prompt of a reference sample it answers the
     per-sample mean of the official runs plus `offset`, or ``transform(official, sample, prompt)`` when given,
     clipped to [0, 1] (a grade above 1 is unparsable, the official parse refuses it), e.g. ``0.45``; any other prompt
-    gets ``0.0``. Two sets that answer a question word for word alike make one prompt: it gets the mean of both sets'
-    official means (a judge can give one answer)."""
+    gets ``0.0`` (or `otherwise`'s answer when given). Two sets that answer a question word for word alike make one
+    prompt: it gets the mean of both sets' official means (a judge can give one answer)."""
     from mmvet_core.benchmark import load_bundled_v1
     from mmvet_core.judgecheck import load_references
     from mmvet_core.prompt import render_prompt
@@ -86,6 +91,8 @@ def official_grades_answer(offset: float = 0.0, which: str = "default", *, trans
              for prompt, v in means.items()}
 
     def answer(prompt: str, temperature: float) -> str:
+        if prompt not in table and otherwise is not None:
+            return otherwise(prompt, temperature)
         return table.get(prompt, "0.0")
 
     return answer
@@ -118,9 +125,65 @@ def simulate_grades(answer: Callable[[str, float], str], predictions: dict[str, 
             for sid, s in bench.samples.items()}
 
 
+class CallGate:
+    """Holds the fake judge's chat calls until the test lets them through: `release(n)` lets n more calls answer,
+    `open()` every call from now on (the ones held included). A held call whose client hung up (a timeout, a
+    stopped run) leaves without taking a pass. Thread-safe: the test releases from its own thread.
+
+    >>> gate = CallGate()
+    >>> gate.release(2); gate.passes
+    2
+    """
+
+    POLL_S = 0.01       # how often a held call looks for a pass (and whether its client is still there)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.passes = 0         # calls that may still go through
+        self.is_open = False
+        self.held = 0           # calls waiting now
+        self.passed = 0         # calls let through so far
+
+    def release(self, n: int = 1) -> None:
+        with self._lock:
+            self.passes += n
+
+    def open(self) -> None:
+        with self._lock:
+            self.is_open = True
+
+    async def wait(self, gone: Callable[[], object] | None = None) -> bool:
+        """Wait for a pass: True once the call may answer, False when `gone()` (an awaitable) says its client left."""
+        with self._lock:
+            self.held += 1
+        try:
+            while True:
+                with self._lock:
+                    if self.is_open or self.passes > 0:
+                        if not self.is_open:
+                            self.passes -= 1
+                        self.passed += 1
+                        return True
+                if gone is not None and await gone():
+                    return False
+                await asyncio.sleep(self.POLL_S)
+        finally:
+            with self._lock:
+                self.held -= 1
+
+    def wait_held(self, n: int = 1, timeout: float = 60.0) -> None:
+        """(From the test's thread) wait until at least `n` calls are held at the gate."""
+        deadline = time.monotonic() + timeout
+        while self.held < n:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.held} call(s) held at the gate, not {n}")
+            time.sleep(0.01)
+
+
 @dataclass
 class FakeState:
     latency: float = 0.0                 # seconds before every answer
+    gate: CallGate | None = None         # when set, every chat call waits for a pass from the test (`CallGate`)
     model_reported: str = "gpt-4-0613"
     served_models: set[str] | None = None    # None: any model
     api_key: str | None = None           # when set, other keys get 401
@@ -128,8 +191,8 @@ class FakeState:
     retry_after: float = 0.05
     fail_500: int = 0                    # the next N calls answer 500
     fail_500_ratio: float = 0.0          # this share of all calls answers 500 (seeded, reproducible)
-    slow_calls: int = 0                  # the next N calls sleep `slow_seconds` (client timeouts)
-    slow_seconds: float = 5.0
+    slow_calls: int = 0                  # the next N calls wait `slow_seconds` (client timeouts) or until the
+    slow_seconds: float = 5.0            # client hangs up, whichever comes first
     reject_max_tokens: bool = False      # 400 like reasoning models
     reject_temperature: bool = False
     answer_fn: object = None             # callable(prompt, temperature) -> str, overrides the default
@@ -323,11 +386,7 @@ def make_app(state: FakeState) -> FastAPI:
         return {"ok": True}
 
     # --- Files and Batch APIs (the shapes of OpenAI's /v1/files and /v1/batches) ------------------------------
-    @app.middleware("http")
-    async def no_batch_api(request: Request, call_next):
-        if not state.batch_api and request.url.path.startswith(("/v1/files", "/v1/batches")):
-            return JSONResponse({"detail": "Not Found"}, status_code=404)      # FastAPI's own 404 (vLLM)
-        return await call_next(request)
+    app.add_middleware(_NoBatchApi, state=state)
 
     def file_object(fid: str) -> dict:
         f = state.files[fid]
@@ -429,7 +488,8 @@ def make_app(state: FakeState) -> FastAPI:
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
-        return await answer(await request.json(), request.headers.get("authorization", ""))
+        return await answer(await request.json(), request.headers.get("authorization", ""),
+                            gone=request.is_disconnected)
 
     @app.post("/openai/deployments/{deployment}/chat/completions")
     async def azure_chat(deployment: str, request: Request):
@@ -438,9 +498,11 @@ def make_app(state: FakeState) -> FastAPI:
             return _error(404, "Resource not found")
         body = await request.json()
         body.setdefault("model", deployment)
-        return await answer(body, f"Bearer {request.headers.get('api-key', '')}", route=f"azure:{deployment}")
+        return await answer(body, f"Bearer {request.headers.get('api-key', '')}", route=f"azure:{deployment}",
+                            gone=request.is_disconnected)
 
-    async def answer(body: dict, auth: str, route: str = "openai"):
+    async def answer(body: dict, auth: str, route: str = "openai", gone: Callable[[], object] | None = None):
+        """Answer one chat call; `gone()` (awaitable) tells whether its client hung up meanwhile."""
         record = {"model": body.get("model"), "prompt": body["messages"][-1]["content"],
                   "temperature": body.get("temperature"), "max_tokens": body.get("max_tokens"),
                   "max_completion_tokens": body.get("max_completion_tokens"), "body": body, "route": route,
@@ -491,7 +553,11 @@ def make_app(state: FakeState) -> FastAPI:
             state.peak_in_flight = max(state.peak_in_flight, state.in_flight)
         try:
             if state.take("slow_calls"):
-                await asyncio.sleep(state.slow_seconds)
+                await _until_gone(state.slow_seconds, gone)
+            gate = state.gate
+            if gate is not None and not await gate.wait(gone):
+                record["status"] = "gone"       # the client hung up while the call was held: nothing to answer
+                return Response(status_code=499)
             if state.latency:
                 await asyncio.sleep(state.latency)
         finally:
@@ -507,6 +573,31 @@ def make_app(state: FakeState) -> FastAPI:
         return JSONResponse(completion_body(state, record["prompt"], content), headers=rl_headers)
 
     return app
+
+
+async def _until_gone(seconds: float, gone: Callable[[], object] | None) -> None:
+    """Sleep `seconds`, or less when `gone()` says the client hung up (a slow call then ends with its client, and
+    a server shut down after a client timeout is not held up by it)."""
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        if gone is not None and await gone():
+            return
+        await asyncio.sleep(min(left, 0.05))
+
+
+class _NoBatchApi:
+    """`FakeState.batch_api` off: /v1/files and /v1/batches answer FastAPI's own 404, as vLLM's do. (A plain ASGI
+    middleware: Starlette's BaseHTTPMiddleware would hide a client's hang-up from `Request.is_disconnected`.)"""
+
+    def __init__(self, app, state: FakeState):
+        self.app, self.state = app, state
+
+    async def __call__(self, scope, receive, send):
+        if (scope["type"] == "http" and not self.state.batch_api
+                and scope["path"].startswith(("/v1/files", "/v1/batches"))):
+            await JSONResponse({"detail": "Not Found"}, status_code=404)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
 
 def _per_second(times: list[float], start: float) -> list[int]:

@@ -11,7 +11,7 @@ import asyncio
 import secrets
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Protocol
 
 import gradio as gr
 
@@ -23,8 +23,6 @@ from mmvet_core.service import (BENCH_BUNDLED, BENCH_HUB, BENCH_UPLOAD, JUDGE_BA
 from .common import MODES, Page, base_url, bench_of, esc, file_path, judge_of, runs_rows, toasts, visitor
 from .judge_check import JudgeCheckView, build_judge_check, wire_judge_check
 from .leaderboard import build_publish_control
-from .my_runs import MyRunsView
-from .samples import SamplesView
 from .widgets import (card_html, count_text, judge_note_html, overlay_choices, overlay_warning, progress_html,
                       radar_figures, sample_filter)
 
@@ -91,6 +89,35 @@ class GradeView:
     def bench_inputs(self) -> list:
         """The benchmark fields, in `bench_of`'s order."""
         return [self.bench_choice, self.bench_file, self.hub_id, self.subset]
+
+
+class SamplesParts(Protocol):
+    """What opening or redrawing a run updates in the Samples view (app.py hands the view over): its section,
+    filters, table, one sample's detail and the override buttons."""
+    section: gr.Column
+    f_cap: gr.Dropdown
+    f_min: gr.Number
+    f_max: gr.Number
+    f_flag: gr.Checkbox
+    f_sort: gr.Dropdown
+    sample_count: gr.Markdown
+    samples: gr.Dataframe
+    d_id: gr.Textbox
+    d_image: gr.Image
+    d_question: gr.Textbox
+    d_truth: gr.Textbox
+    d_image_note: gr.Markdown
+    d_pred: gr.Textbox
+    d_flags: gr.Textbox
+    d_attempts: gr.Dataframe
+    override_row: gr.Row
+    o_btn: gr.Button
+    o_clear: gr.Button
+
+
+class RunsList(Protocol):
+    """The My runs view's table, redrawn when a run opens or ends."""
+    runs_table: gr.Dataframe
 
 
 @dataclass
@@ -199,13 +226,13 @@ def build_grade(page: Page) -> GradeView:
                      overlay_note, radar_caps, radar_ints, cap_table, int_table, downloads)
 
 
-def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunDisplay:
+def wire_grade(page: Page, g: GradeView, s: SamplesParts, my: RunsList) -> RunDisplay:
     """Register the Grade view's handlers: validation and estimate as the settings change, the judge check's,
     Grade / Stop / Resume, and the open run's display (on opening, on each change while it grades, on overlay
     changes).
 
     While a run grades, the page does not poll: one stream per open page (`follow`) pushes the run's version
-    (`GradingService.run_version`, read once for all the pages that follow the run) into a hidden box when it
+    (`RunReading.run_version`, read once for all the pages that follow the run) into a hidden box when it
     changes, at most every FOLLOW_EVERY_S, and that change redraws the page with its current filters and overlays.
     A run that does not change costs its viewers nothing but a heartbeat."""
     svc, run_state, owner = page.svc, page.run_state, page.owner
@@ -216,7 +243,7 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
         """The endpoint's chat models (own key) and what to say beside the judge that will grade (own key and the
         server's judge): its shutdown date and check, or that it is shut down and what the endpoint serves."""
         try:
-            rows, chosen, facts = svc.judge_field(judge_of(judge_c, url, model, key))
+            rows, chosen, facts = svc.judges.judge_field(judge_of(judge_c, url, model, key))
         except ServiceError:         # incomplete fields or a refused URL: said when Grade uses them
             return gr.skip(), gr.HTML(value="", visible=False)
         names = [r.name for r in rows]
@@ -246,7 +273,7 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
     # ---- setup ----
     @toasts(3)
     def check(results, bench_c, bench_f, hub, sub, n_runs, judge_c, model, mode_label, name_now):
-        v = svc.validate(file_path(results), bench_of(bench_c, bench_f, hub, sub), n_runs,
+        v = svc.inputs.validate(file_path(results), bench_of(bench_c, bench_f, hub, sub), n_runs,
                          judge_of(judge_c, model=model, mode_label=mode_label))
         return v.report, v.estimate, (name_now or v.model_name) if v.model_name else gr.skip()
 
@@ -299,7 +326,7 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
     def start(results, bench_c, bench_f, hub, sub, n_runs, judge_c, url, model, key, mode_label, name,
               owner_tok, request: gr.Request):
         try:
-            run_id, started = svc.start(file_path(results), bench_of(bench_c, bench_f, hub, sub), n_runs,
+            run_id, started = svc.runs.start(file_path(results), bench_of(bench_c, bench_f, hub, sub), n_runs,
                                         judge_of(judge_c, url, model, key, mode_label), owner=owner_tok,
                                         visitor=visitor(svc, request), model_name=name or "")
         except JudgeUnavailable as e:     # said in place under Grade, with the judges the endpoint serves
@@ -310,7 +337,7 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
                     gr.Dropdown(choices=rows, value=None) if rows else gr.skip())
         if not started:
             gr.Info("This job is already grading: showing its run (nothing is paid twice).")
-        note = svc.judge_note(run_id)
+        note = svc.judges.judge_note(run_id)
         if note:
             gr.Info(esc(f"Note: {note}; stored grades stay viewable and exportable."))
         return run_id, gr.HTML(value="", visible=False), gr.skip()
@@ -328,7 +355,7 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
             while last is not None and following.get(session) == token:
                 running = svc.jobs.is_running(run_id)
                 await asyncio.sleep(FOLLOW_EVERY_S if running else 0)
-                now = await asyncio.to_thread(svc.run_version, run_id, FOLLOW_EVERY_S if running else 0)
+                now = await asyncio.to_thread(svc.reading.run_version, run_id, FOLLOW_EVERY_S if running else 0)
                 if now is not None and now != last:
                     last, beat = now, time.monotonic()
                     yield f"{run_id}|{now}"
@@ -347,7 +374,7 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
 
     @toasts(0)
     def stop(run_id, owner_tok):
-        gr.Info(svc.stop(run_id, owner_tok))
+        gr.Info(svc.runs.stop(run_id, owner_tok))
 
     g.stop_btn.click(stop, [run_state, owner], None, api_visibility="private")
 
@@ -355,8 +382,8 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
     def resume(run_id, judge_c, url, model, key, owner_tok, request: gr.Request):
         session = getattr(request, "session_hash", None)
         if run_id and session:            # the page shows the run as it is now: `follow` draws what changes
-            drawn[session] = svc.run_version(run_id, 0)
-        gr.Info(svc.resume(run_id, owner_tok, visitor(svc, request), judge_of(judge_c, url, model, key)))
+            drawn[session] = svc.reading.run_version(run_id, 0)
+        gr.Info(svc.runs.resume(run_id, owner_tok, visitor(svc, request), judge_of(judge_c, url, model, key)))
 
     # a stream per open page: its own concurrency group, unbounded (it waits on asyncio, holding no thread)
     follow_opts = dict(api_visibility="private", show_progress="hidden", concurrency_limit=None,
@@ -374,10 +401,10 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
         # Ask whether the job runs BEFORE reading the run: a job that ends while we read then still changes the
         # run's version once more (`follow`), so the final state is always shown.
         running = bool(run_id) and svc.jobs.is_running(run_id)
-        view = svc.view(run_id) if run_id else None
+        view = svc.reading.view(run_id) if run_id else None
         if view is None:
             return tuple(gr.skip() for _ in view_outputs)
-        view = svc.with_failure(view)
+        view = svc.reading.with_failure(view)
         # Mid-run updates redraw the two plotly charts every RADAR_EVERY_S only: redrawing them every
         # second cost the browser as much CPU as the grading itself (bench/bench_app_e2e.py).
         now = time.monotonic()
@@ -391,11 +418,11 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
                 radar_sent[radar_key] = now
         flags = view.flag_counts()
         flag_text = ", ".join(f"{k}: {v}" for k, v in sorted(flags.items())) or "none"
-        files = svc.downloads(view) if not running and view.n_graded else None
-        perms = svc.permissions(run_id, owner_tok)
+        files = svc.reading.downloads(view) if not running and view.n_graded else None
+        perms = svc.runs.permissions(run_id, owner_tok)
         rows = views.sample_rows(view, sample_filter(cap_f, lo, hi, flagged, order))
         shown = count_text(view, rows)
-        live = (progress_html(svc, view), views.total_text(view), card_html(svc.card(view)),
+        live = (progress_html(svc, view), views.total_text(view), card_html(svc.reading.card(view)),
                 f"Flagged samples — {flag_text}", rc, ri,
                 {"data": views.capability_rows(view), "headers": views.table_columns(view, "capability")},
                 {"data": views.integration_rows(view), "headers": views.table_columns(view, "integration")},
@@ -420,7 +447,7 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
     def form_values(view, owner: bool) -> tuple:
         """The owner's form shows the opened run's own settings (a reload used to show the defaults beside the
         run card's); a grade file's view and a shared view leave the form as it is."""
-        form = svc.form_of(view) if owner else None
+        form = svc.reading.form_of(view) if owner else None
         if form is None:
             return tuple(gr.skip() for _ in form_outputs)
         mode_label = next((label for label, m in MODES.items() if m == form["mode"]), list(MODES)[0])
@@ -447,7 +474,7 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
         if run_id and session:            # read BEFORE the run is: a change while it is drawn is followed
             if len(drawn) > 10_000:
                 drawn.clear()
-            drawn[session] = svc.run_version(run_id, 0)
+            drawn[session] = svc.reading.run_version(run_id, 0)
         return refresh(run_id, [], "all", lo, hi, flagged, order, owner_tok, "", opened=True)
 
     # the page's version box changes once per change of the run it follows: redraw with the page's current inputs
@@ -460,12 +487,12 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
     run_state.change(None, run_state, None, js=SET_ADDRESS_JS, api_visibility="private")
 
     def share_of(run_id, request: gr.Request):
-        return svc.share_url(run_id, base_url(request)) if run_id else ""
+        return svc.reading.share_url(run_id, base_url(request)) if run_id else ""
 
     run_state.change(share_of, run_state, g.share, api_visibility="private", queue=False)
 
     def on_overlays(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id):
-        view = svc.view(run_id) if run_id else None
+        view = svc.reading.view(run_id) if run_id else None
         if view is None:
             return gr.skip(), gr.skip(), gr.skip()
         rc, ri = radar_figures(svc, view, overlay_sel, owner_tok)

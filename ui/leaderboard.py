@@ -168,33 +168,33 @@ def register_leaderboard_api(svc: GradingService) -> None:
         `board` is a deep link's filter text (``judge=official&benchmark=v1``); else the named filters."""
         filters = board if board else {"judge": judge, "benchmark": benchmark, "query": query, "sort": sort,
                                        "descending": descending, "references": references}
-        return svc.leaderboard_json(filters)
+        return svc.board.leaderboard_json(filters)
 
     @api_errors
     def leaderboard_entry(entry_id: str) -> dict:
         """One entry: its row, frozen metadata and frozen per-sample scores (read-only)."""
-        return svc.board_entry(entry_id)
+        return svc.board.board_entry(entry_id)
 
     @api_errors
     def publish(run_id: str, name: str, link: str = "", owner_tok: str = "", republish: bool = False,
                 request: gr.Request = None) -> dict:
         """Publish your finished run under a display name (republish: a new version of its entry)."""
-        return svc.publish(run_id, name, link, owner_tok, visitor=visitor(svc, request), republish=republish)
+        return svc.board.publish(run_id, name, link, owner_tok, visitor=visitor(svc, request), republish=republish)
 
     @api_errors
     def rename_entry(entry_id: str, name: str, link: str = "", owner_tok: str = "") -> str:
         """Rename your entry (and set or clear its link)."""
-        return svc.rename_entry(entry_id, owner_tok, name, link)
+        return svc.board.rename_entry(entry_id, owner_tok, name, link)
 
     @api_errors
     def unpublish(entry_id: str, owner_tok: str = "") -> str:
         """Take your entry off the board."""
-        return svc.unpublish(entry_id, owner_tok)
+        return svc.board.unpublish(entry_id, owner_tok)
 
     @api_errors
     def hide_entry(entry_id: str, secret: str = "", hidden: bool = True) -> str:
         """The host hides (or shows) an entry; needs the host secret."""
-        return svc.hide_entry(entry_id, secret, hidden)
+        return svc.board.hide_entry(entry_id, secret, hidden)
 
     for fn in (leaderboard, leaderboard_entry, publish, rename_entry, unpublish, hide_entry):
         gr.api(fn, api_name=fn.__name__)
@@ -259,8 +259,8 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
 
     def refresh(judge_v, bench_v, query_v, sort_v, desc_v, refs_v, chosen, page, request: gr.Request):
         f = _filter(judge_v, bench_v, query_v, sort_v, desc_v, refs_v)
-        every = svc.board_rows()
-        rows, number, count_text = page_of(svc.leaderboard(f), page)
+        every = svc.board.board_rows()
+        rows, number, count_text = page_of(svc.board.leaderboard(f), page)
         judges, benches = filter_choices(every)
         keys = {overlay_key(r): r for r in every}
         choices = [(overlay_label(r), overlay_key(r)) for r in rows]
@@ -301,7 +301,7 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
                    show_progress="minimal")
 
     def overlay_radars(chosen):
-        keys = {overlay_key(r): r for r in svc.board_rows()}
+        keys = {overlay_key(r): r for r in svc.board.board_rows()}
         return radars([keys[c] for c in chosen or [] if c in keys])
 
     overlays.change(overlay_radars, overlays, [radar_caps, radar_ints], api_visibility="private",
@@ -311,7 +311,7 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
     def pick(chosen, evt: gr.SelectData):
         row = evt.row_value or []
         entry_id = row[-1] if row else ""
-        keys = {overlay_key(r): r for r in svc.board_rows()}
+        keys = {overlay_key(r): r for r in svc.board.board_rows()}
         match = next((k for k, r in keys.items()
                       if (entry_id and r.entry == entry_id) or (not entry_id and r.reference
                                                                 and len(row) > 4 and r.name == row[1]
@@ -321,7 +321,7 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
             chosen.append(match)
         if not entry_id:
             return gr.Dropdown(value=chosen), gr.HTML(""), gr.Dataframe(visible=False)
-        entry = svc.board_entry(entry_id)
+        entry = svc.board.board_entry(entry_id)
         return (gr.Dropdown(value=chosen), card_html(entry),
                 gr.Dataframe(value=sample_cells(entry), visible=True))
 
@@ -329,7 +329,7 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
 
     def download(*args):
         f = _filter(*args)
-        rows = svc.leaderboard(f)
+        rows = svc.board.leaderboard(f)
         csv_text, json_text = lb.rows_csv(rows), lb.rows_json(rows, f)
         # one folder per distinct table (the exports folder's housekeeping bounds them by age and size)
         digest = hashlib.sha256((csv_text + json_text).encode("utf-8")).hexdigest()[:16]
@@ -345,11 +345,11 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
     if svc.settings.host_secret:
         @toasts(0)
         def hide(entry_id, secret):
-            gr.Info(esc(svc.hide_entry((entry_id or "").strip(), secret, True)))
+            gr.Info(esc(svc.board.hide_entry((entry_id or "").strip(), secret, True)))
 
         @toasts(0)
         def show(entry_id, secret):
-            gr.Info(esc(svc.hide_entry((entry_id or "").strip(), secret, False)))
+            gr.Info(esc(svc.board.hide_entry((entry_id or "").strip(), secret, False)))
 
         for btn, fn in ((hide_btn, hide), (show_btn, show)):
             btn.click(fn, [host_entry, host_secret], None, api_visibility="private") \
@@ -368,10 +368,10 @@ class PublishControl:
 
 def publish_state(svc: GradingService, run_id: str, owner: str) -> tuple[bool, str, str, str]:
     """(visible, what the control says, name, link) for the owner's open run."""
-    perms = svc.permissions(run_id, owner)
+    perms = svc.runs.permissions(run_id, owner)
     if not perms.owner:
         return False, "", "", ""
-    entry = svc.entry_of_run(run_id, owner)
+    entry = svc.board.entry_of_run(run_id, owner)
     if entry is None:
         return True, "Not on the leaderboard.", "", ""
     where = ("hidden by the host" if entry["hidden"] else
@@ -412,17 +412,17 @@ def build_publish_control(page: Page) -> PublishControl:
         @toasts(4)
         def handler(run_id, owner_tok, n, u, request: gr.Request):
             if kind in ("publish", "republish"):
-                row = svc.publish(run_id, n, u, owner_tok, visitor=visitor(svc, request),
-                                  republish=kind == "republish")
+                row = svc.board.publish(run_id, n, u, owner_tok, visitor=visitor(svc, request),
+                                        republish=kind == "republish")
                 gr.Info(esc(f"Published as {row['name']} (version {row['version']}): rank "
                             f"{lb.format_rank(row['rank'])}."))
             else:
-                entry = svc.entry_of_run(run_id, owner_tok)
+                entry = svc.board.entry_of_run(run_id, owner_tok)
                 if entry is None:
                     gr.Warning("This run is not on the leaderboard yet: publish it first.")
                     return show(run_id, owner_tok)
-                message = svc.rename_entry(entry["entry"], owner_tok, n, u) if kind == "rename" \
-                    else svc.unpublish(entry["entry"], owner_tok)
+                message = svc.board.rename_entry(entry["entry"], owner_tok, n, u) if kind == "rename" \
+                    else svc.board.unpublish(entry["entry"], owner_tok)
                 gr.Info(esc(message))
             return show(run_id, owner_tok)
         return handler
