@@ -249,17 +249,6 @@ def entry_equivalence(store, entry, *, resamples: int | None = None) -> Equivale
 
 
 
-def estimate_run(view, check: JudgeCheckResult | None) -> Equivalence:
-    """The official-equivalent estimate of a run (`runs.RunView`: its judge, benchmark version and effective
-    scores) from its judge's stored check (`judgecheck.run_check`), or the reason there is none. Pure: the caller
-    reads the check; a view is taken as it is (finished or not)."""
-    judge = view.run.judge
-    reason = unavailable_reason(judge, view.benchmark.version, check)
-    if reason is not None:          # said before any bootstrap is computed
-        return Equivalence(False, reason, str(judge.get("model", "?")))
-    rows = score_intervals(view.benchmark, view.effective_scores()) if view.n_graded else []
-    return estimate_equivalent(rows, check, run_judge=judge, benchmark_version=view.benchmark.version)
-
 def format_equivalent_line(eq: Equivalence) -> str:
     """The one-line summary (CLI, run card): the estimate and its interval, labelled, the check it rests on and
     its label (in-sample, extrapolated), or why there is none.
