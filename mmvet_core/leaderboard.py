@@ -36,11 +36,12 @@ The paper's models (``assets/paper-scores.json``, judged by the official GPT-4-0
 **reference rows**: they are never ranked (the paper published totals without per-sample scores, so no paired
 test is possible), and their interval column is empty.
 
-**Official-equivalent hook.** Ranks never mix judges. An official-equivalent estimate of a successor judge's score
-(issue 17, ``mmvet_core/equivalence.py``, built elsewhere) plugs in through the `estimate` parameter of
-`board_rows`: a callable ``(entry) -> (score, low, high) | None`` whose result fills the row's
-``official_equivalent`` field. A view that ranks those estimates across judges must say so with
-`OFFICIAL_EQUIVALENT_VIEW`; it is not built here.
+**Official-equivalent column.** Ranks never mix judges. A successor judge's entry shows its official-equivalent
+estimate (``mmvet_core/equivalence.py``) when its judge has a check on this server: the service passes it through
+the `estimate` parameter of `board_rows`, a callable ``(entry) -> Equivalence.short() | None`` whose result fills
+the row's ``official_equivalent`` ([estimate, low, high]), its label (in-sample, extrapolated) and the check it
+rests on. Rows of the official judge (the paper's included) say "official metric" there instead. A view that ranks
+those estimates across judges must say so with `OFFICIAL_EQUIVALENT_VIEW`; it is not built here.
 """
 from __future__ import annotations
 
@@ -88,9 +89,12 @@ OFFICIAL_EQUIVALENT_VIEW = "official-equivalent"
 OFFICIAL_JUDGE_KEY = "gpt-4-0613"
 KINDS = ("official", "successor", "baseline")
 SIX = ("rec", "ocr", "know", "gen", "spat", "math")
+#: The column of the official-equivalent estimate (successor judges with a check; never the official metric).
+ESTIMATE_COLUMN = "official-equivalent (estimate)"
+OFFICIAL_METRIC = "official metric"
 #: Columns of the board's table (CSV / the view), in order.
-TABLE_COLUMNS = ["rank", "name", "judge", "kind", "provenance", "benchmark", "runs", "total", "95% CI", *SIX, "date",
-                 "version", "entry"]
+TABLE_COLUMNS = ["rank", "name", "judge", "kind", "provenance", "benchmark", "runs", "total", "95% CI",
+                 ESTIMATE_COLUMN, *SIX, "date", "version", "entry"]
 #: Sortable keys of `BoardFilter.sort`.
 SORT_KEYS = ("rank", "name", "judge", "kind", "benchmark", "runs", "total", "ci_low", "ci_high", *SIX, "date")
 EXPORT_FILE = "board.jsonl"
@@ -273,7 +277,22 @@ def make_snapshot(view, *, tool_version: str = "", trusted=None) -> tuple[dict, 
         "provenance": prov.run_provenance(view, trusted=trusted),
     }
     meta["grades_sha"] = grades_digest(meta["sample_ids"], sample_means(meta["sample_ids"], scores))
+    meta.update(estimate_keys(run, kind))
     return meta, scores
+
+
+def estimate_keys(run, kind: str) -> dict:
+    """What a successor entry keeps to find its official-equivalent estimate later (never the endpoint's address):
+    the fingerprint of its judge's check and its answers' hashes (the in-sample test)."""
+    if kind != "successor" or run.judge.get("provider") in ("imported", "baseline") \
+            or run.judge.get("prompt_examples") is not None:
+        return {}
+    from .judge import JudgeSettings
+    from .judgecheck import check_settings, prediction_hash
+
+    settings = JudgeSettings(**{k: v for k, v in run.judge.items() if k in JudgeSettings.__dataclass_fields__})
+    return {"judge_check_fingerprint": check_settings(settings).fingerprint(),
+            "prediction_hashes": {sid: prediction_hash(p) for sid, p in run.predictions.items()}}
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -500,6 +519,8 @@ class BoardRow:
     verified: bool = False                     # the judge is vouched for (graded here on a trusted endpoint, or host)
     rank_note: str = ""                        # why there is no rank ("not ranked: …", "ranking…"), "" when ranked
     provenance_detail: dict | None = None      # the frozen provenance record (API, MCP, JSON download)
+    official_equivalent_label: str = ""     # in-sample, extrapolated
+    official_equivalent_check: str = ""     # the check it rests on (id, date, reference models and their range)
 
     def rank_cell(self) -> str:
         """The rank column: ``2–4``; ``ref`` for the paper's rows; ``…`` while the group is being ranked; ``—``
@@ -510,11 +531,23 @@ class BoardRow:
             return "…"
         return format_rank(self.rank)
 
+    def estimate_text(self) -> str:
+        """The estimate column's cell: ``33.0 [30.0, 36.3] · extrapolated · check 3f2a9c1b (…)``, "official metric"
+        for the official judge, "" otherwise."""
+        if self.kind == "official":
+            # an unverified claim (an imported file that names gpt-4-0613) is not presented as the official metric
+            return OFFICIAL_METRIC if (self.reference or self.verified) else "official judge claimed, not verified"
+        if not self.official_equivalent:
+            return ""
+        est, low, high = self.official_equivalent
+        parts = [f"{est:.1f} [{low:.1f}, {high:.1f}]", self.official_equivalent_label, self.official_equivalent_check]
+        return " · ".join(p for p in parts if p)
+
     def cells(self) -> list:
         """The row as the view's table shows it (`TABLE_COLUMNS`)."""
         ci = "" if None in self.ci else f"[{self.ci[0]:.1f}, {self.ci[1]:.1f}]"
         return [self.rank_cell(), self.name, self.judge, self.kind, self.provenance,
-                self.benchmark_label, self.runs, _num(self.total), ci,
+                self.benchmark_label, self.runs, _num(self.total), ci, self.estimate_text(),
                 *[_num(self.capabilities.get(c)) for c in SIX], self.date,
                 "paper" if self.reference else self.version, self.entry]
 
@@ -527,7 +560,9 @@ class BoardRow:
                 "rank_group_size": self.group_size, "capabilities": self.capabilities,
                 "integrations": self.integrations, "date": self.date, "version": self.version,
                 "reference": self.reference, "metric_note": self.metric_note,
-                "official_equivalent": self.official_equivalent, "provenance": self.provenance,
+                "official_equivalent": self.official_equivalent,
+                "official_equivalent_label": self.official_equivalent_label,
+                "official_equivalent_check": self.official_equivalent_check, "provenance": self.provenance,
                 "verified": self.verified, "rank_note": self.rank_note}
         if detail:
             out["provenance_detail"] = self.provenance_detail
@@ -549,11 +584,11 @@ GROUP_FULL_NOTE = f"not ranked: its rank group holds {MAX_GRADE_SETS} distinct g
 
 
 def board_rows(entries: list[BoardEntry], ranks: dict[str, tuple[int, int, int]], *,
-               estimate: Callable[[BoardEntry], tuple | None] | None = None,
+               estimate: Callable[[BoardEntry], dict | None] | None = None,
                pending: Iterable[str] = ()) -> list[BoardRow]:
-    """One `BoardRow` per entry, with its rank from `rank_groups` and its provenance. `estimate` is the
-    official-equivalent hook (see the module docstring): None leaves ``official_equivalent`` empty. Entries in
-    `pending` belong to a group being ranked (`RANKING_NOTE`)."""
+    """One `BoardRow` per entry, with its rank from `rank_groups` and its provenance. `estimate` gives a successor
+    entry's official-equivalent estimate (see the module docstring): None leaves ``official_equivalent`` empty.
+    Entries in `pending` belong to a group being ranked (`RANKING_NOTE`)."""
     rows = []
     pending = set(pending)
     for e in entries:
@@ -566,7 +601,9 @@ def board_rows(entries: list[BoardEntry], ranks: dict[str, tuple[int, int, int]]
             row.rank_note = RANKING_NOTE if e.id in pending else base.rank_note or GROUP_FULL_NOTE
         if estimate is not None and e.meta.get("judge_kind") == "successor":
             eq = estimate(e)
-            row.official_equivalent = list(eq) if eq else None
+            row.official_equivalent = [eq["estimate"], eq["low"], eq["high"]] if eq else None
+            row.official_equivalent_label = eq.get("label", "") if eq else ""
+            row.official_equivalent_check = eq.get("check_text", "") if eq else ""
         rows.append(row)
     return rows
 

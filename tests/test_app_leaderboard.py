@@ -6,18 +6,21 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+
+from mmvet_core import leaderboard as lb
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 from playwright.sync_api import expect
 
 from app import BENCH_BUNDLED
 from tests.app_fixtures import (  # noqa: F401  (fixtures)
-    browser, fake_server, host_app, new_page, open_grade_file, reopen,
+    browser, fake_server, host_app, new_page, open_grade_file, reopen, upload_results, wait_progress,
 )
 
 REFERENCE = Path(__file__).resolve().parents[1] / "assets" / "reference"
@@ -125,7 +128,8 @@ def test_publish_filter_and_overlay_two_radars(board_app, page):
     files = page.locator("#board-downloads a")
     expect(files).to_have_count(2)
     csv_text = page.request.get(files.nth(0).get_attribute("href")).text()
-    assert csv_text.splitlines()[0].startswith("rank,name,judge,kind,provenance,benchmark,runs,total,95% CI,rec,")
+    assert csv_text.splitlines()[0].startswith("rank,name,judge,kind,provenance,benchmark,runs,total,95% CI,"
+                                               "official-equivalent (estimate),rec,")
     assert [(r[0], r[1], r[4]) for r in csv.reader(io.StringIO(csv_text))][1:] == \
         [("1", "LLaVA-1.5 13B", "imported, verified by the host")]
 
@@ -225,3 +229,52 @@ def test_api_leaderboard_is_the_table_of_the_view(board_app, client):
     assert table == board_app.svc.board.leaderboard_json("judge=official&benchmark=v1")
     refs = [e for e in table["entries"] if e["reference"]]
     assert refs and all(e["rank"] is None and e["judge"] == "gpt-4-0613 (paper)" for e in refs)
+
+
+# --- issue 23: the official-equivalent estimate on the board and an extrapolated run's label -------------------
+def test_an_extrapolated_run_is_labelled_on_its_card_and_the_board_shows_its_estimate(board_app, page, tmp_path):
+    """A visitor's own judge-b (answering each reference sample's official grade + 0.1) has a check at its
+    endpoint. A model whose answers judge-b grades 0 everywhere lies far below the references' official totals
+    (21.6 to 60.9): its card labels the estimate "extrapolated" and names the check; published, its board row
+    shows the estimate, the label and the check in the estimate column, and the paper's rows say "official
+    metric" there."""
+    from mmvet_core.benchmark import load_bundled_v1
+    from mmvet_core.judge import JudgeSettings
+    from mmvet_core.judgecheck import assess_judge, check_prompt_id, check_settings, load_references
+    from tests.fake_judge import FakeJudgeServer, FakeState, official_grades_answer, simulate_grades
+
+    answer = official_grades_answer(0.1)
+    bench = load_bundled_v1()
+    blank = tmp_path / "blank-model.json"
+    blank.write_text(json.dumps({sid: "I cannot see the image." for sid in bench.ids}), encoding="utf-8")
+    with FakeJudgeServer(FakeState(answer_fn=answer, model_reported="judge-b")) as own:
+        # judge-b's check at this endpoint, stored as a check run from the app stores it (the check itself is
+        # tested in test_app_judgecheck.py; its 1308 grades would only slow this test)
+        refs = load_references()
+        settings = check_settings(JudgeSettings(base_url=own.url, model="judge-b"))
+        check = assess_judge(bench, refs, {r.model: simulate_grades(answer, r.predictions) for r in refs},
+                             settings.to_dict(), resamples=300)
+        check_id = board_app.store.put_judge_check(settings.fingerprint(), settings.to_dict(), check.to_dict(),
+                                                   prompt=check_prompt_id(), refs=check.references)
+        reopen(page, board_app.url)
+        page.locator("#judge-choice").get_by_text("My own key / endpoint", exact=True).click()
+        page.locator("#base-url textarea, #base-url input").first.fill(own.url)
+        page.locator("#judge-model textarea, #judge-model input").first.fill("judge-b")
+        page.locator("#api-key input").fill("sk-own")
+        upload_results(page, blank)
+        expect(page.locator("#validation-report textarea")).to_have_value(re.compile(r"218 of 218"))
+        page.locator("#grade-button").click()
+        wait_progress(page, r"^done: 218 / 218")
+    expect(page.locator("#card-equivalent-label")).to_have_text("extrapolated")
+    card = page.locator("#card-equivalent")
+    expect(card).to_contain_text("EXTRAPOLATED: ")
+    expect(card).to_contain_text(re.compile(rf"corrected per grade by check {check_id[:8]} \(\d{{4}}-\d\d-\d\d; "
+                                            r"6 reference models, official totals 21\.6–60\.9\)"))
+    publish_from_card(page, "Blank model")
+    open_board(page, board_app.url, "q=Blank model&refs=0")
+    column = lb.TABLE_COLUMNS.index(lb.ESTIMATE_COLUMN)
+    cell = page.locator(f'#board-table [data-testid="cell-0-{column}"]')    # the estimate column
+    expect(cell).to_have_text(re.compile(rf"^\s*\d+\.\d \[\d+\.\d, \d+\.\d\] · extrapolated · check {check_id[:8]} "))
+    expect(page.locator("#board-table [role=columnheader]").nth(column)).to_contain_text(lb.ESTIMATE_COLUMN)
+    open_board(page, board_app.url, "judge=official&benchmark=v1")           # the paper's rows
+    expect(page.locator(f'#board-table [data-testid="cell-0-{column}"]')).to_have_text("official metric")

@@ -24,7 +24,8 @@ MAX_OVERLAYS = 8
 #: Rows the table shows at once: a page of a large board opens and re-sorts fast (the whole board re-rendered
 #: in the browser took 2-4 s at 1,000 entries); "Sort by" and the filters act on every row, the downloads hold all.
 PAGE_ROWS = 100
-DATATYPES = ["str", "str", "str", "str", "str", "str", "number", "number", "str", *["number"] * 6, "str", "str", "str"]
+DATATYPES = ["str", "str", "str", "str", "str", "str", "number", "number", "str", "str", *["number"] * 6, "str",
+             "str", "str"]
 BENCH_COL = lb.TABLE_COLUMNS.index("benchmark")
 SAMPLE_COLUMNS = ["sample", "capabilities", "score per judge run", "mean"]
 

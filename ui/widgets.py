@@ -35,7 +35,9 @@ def card_html(card: dict) -> str:
     if card.get("official_equivalent_shown"):
         # the estimate, labelled as one (never the official metric), right under the judge
         caps = card.get("official_equivalent_capabilities") or ""
-        items = (f'<dt>Official-equivalent (estimate)</dt><dd id="card-equivalent">{e(card["official_equivalent"])}'
+        label = card.get("official_equivalent_label") or ""      # in-sample, extrapolated: said before the number
+        badge = f'<strong class="equivalent-label" id="card-equivalent-label">{e(label)}</strong> ' if label else ""
+        items = (f'<dt>Official-equivalent (estimate)</dt><dd id="card-equivalent">{badge}{e(card["official_equivalent"])}'
                  + (f"<br><small>{e('per capability (estimates): ' + caps)}</small>" if caps else "") + "</dd>"
                  + items)
     return f'<div class="card"><h3 id="card-model">{e(card["model"])}</h3><dl>{items}</dl></div>'

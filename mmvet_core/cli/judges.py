@@ -5,13 +5,15 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
 from ..endpoints import format_judges, judge_rows, list_judge_models, today_utc
 from ..grading import DEFAULT_CONCURRENCY
 from ..judge import DEFAULT_JUDGE_MODEL
-from ..judgecheck import call_count, distinct_prompts, format_check, load_manifest, load_references, run_judge_check
+from ..judgecheck import (call_count, distinct_prompts, format_check, load_manifest, load_references, run_judge_check,
+                          stored_check)
 from ..store import Store, store_exists
 from .common import DEFAULT_DB, RETIRED, checked_judge, default_db, judge_settings, retirement_note_of
 from .parser import Command, UsageError, option
@@ -39,8 +41,17 @@ def cmd_judge_check(args) -> int:
     note = retirement_note_of(settings)
     if note:
         print(f"Warning: {note}; its check and its grades stay stored and viewable after that date.")
+    held = [m for m in (getattr(stored_check(store, settings), "models", None) or []) if m not in
+            {r.model for r in refs}]
+    if held:
+        print(f"This judge's check already holds {', '.join(held)}: they stay in it (a check grows; their answers "
+              "are stored, no call).")
     result = asyncio.run(_judge_check(store, settings, key, args.concurrency, n, refs, args.resamples, args.seed))
-    print(f"\nJudge calls: {result.calls} made, {result.cached} reused.")
+    print(f"\nJudge calls: {result.calls} made, {result.cached} reused (grades already stored, or answered from "
+          "the store).")
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(result.created_at))
+    print(f"Check {result.check_id} of {when}" + (": unchanged (same reference sets, same grades), kept as it was."
+                                                   if result.unchanged else "."))
     print(format_check(result))
     if args.out:
         out = Path(args.out)

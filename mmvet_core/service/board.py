@@ -4,6 +4,7 @@ entry; anyone reads the board's rows (ranked off the request path by `board_book
 board as JSON."""
 from __future__ import annotations
 
+import copy
 import threading
 import time
 
@@ -18,6 +19,9 @@ from .records import ServiceError
 from .runs import Runs
 from .settings import ServiceSettings
 
+#: Bootstrap draws of a leaderboard entry's official-equivalent estimate (a run's card uses the default 1000).
+BOARD_RESAMPLES = 300
+
 
 class Board:
     """Published runs and their honest ranks; every refusal a `ServiceError`."""
@@ -28,6 +32,8 @@ class Board:
         if store.board_stamp()[0]:                 # every entry decoded and checked before the first reader comes
             self.book.refresh()                    # (seconds at thousands); large groups are ranked in the background
         self._publish_lock = threading.Lock()      # name and copy checks, then the write: one publish at a time
+        self._estimates: dict[str, tuple[tuple, dict | None]] = {}    # entry id -> (version, checks, estimate)
+        self._with_estimates: tuple | None = None  # (the book's rows, checks stamp, rows with their estimates)
 
     def _board_action(self, who: str) -> None:
         """Publishing, republishing, renaming, unpublishing, restoring and a host control with a wrong secret
@@ -165,9 +171,39 @@ class Board:
         return f"{entry.name} (version {entry.version}) is {state} ({lb.prov.label(entry.provenance)})."
 
     def board_rows(self) -> list:
-        """Every row of the board (entries with their ranks and provenance, then the paper's reference rows),
-        as of the last refresh: a reader never waits for ranks (`board_book.BoardBook`)."""
-        return self.book.rows()
+        """Every row of the board (entries with their ranks, provenance and official-equivalent estimates, then
+        the paper's reference rows), as of the last refresh: a reader never waits for ranks (`board_book.BoardBook`);
+        estimates are added once per board and stored check."""
+        rows = self.book.rows()
+        checks = self.store.judge_checks_stamp()            # a new or grown check changes estimates
+        cached = self._with_estimates
+        if cached is not None and cached[0] is rows and cached[1] == checks:
+            return cached[2]
+        entries = {e.id: e for e in self.book.entries()}
+        out = []
+        for row in rows:
+            entry = entries.get(row.entry) if row.entry else None
+            if entry is not None and entry.meta.get("judge_kind") == "successor":
+                eq = self._entry_estimate(entry)
+                row = copy.copy(row)
+                row.official_equivalent = [eq["estimate"], eq["low"], eq["high"]] if eq else None
+                row.official_equivalent_label = eq.get("label", "") if eq else ""
+                row.official_equivalent_check = eq.get("check_text", "") if eq else ""
+            out.append(row)
+        self._with_estimates = (rows, checks, out)
+        return out
+
+    def _entry_estimate(self, entry) -> dict | None:
+        """A successor entry's official-equivalent estimate on the board (`equivalence.entry_equivalence`),
+        computed once per entry version and stored check."""
+        from ..equivalence import entry_equivalence
+
+        key = (entry.version, self.store.judge_checks_stamp())
+        hit = self._estimates.get(entry.id)
+        if hit is None or hit[0] != key:
+            hit = self._estimates[entry.id] = (key, entry_equivalence(self.store, entry,
+                                                                      resamples=BOARD_RESAMPLES).short())
+        return hit[1]
 
     def leaderboard(self, filters=None) -> list:
         """The board's rows (`leaderboard.BoardRow`) that `filters` (`leaderboard.BoardFilter`, a dict of its

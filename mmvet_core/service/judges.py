@@ -130,7 +130,7 @@ class Judges:
 
     def check_judge(self, choice: JudgeChoice, owner: str, visitor: str, references: str | None = None) -> str:
         """Start checking the chosen judge against the reference sets with official GPT-4-0613 grades (the default
-        ones: 436 calls at most, fewer when answers are stored). With the host's key every call is charged to the
+        ones: 1308 calls at most, fewer when answers are stored; the judge's check grows). With the host's key every call is charged to the
         visitor's and the day's budgets, as grading is. Returns what to tell the user."""
         from ..judgecheck import call_count, check_settings, run_judge_check
 
