@@ -35,6 +35,7 @@ TOLERANCE = 0.051
 _SAMPLE_ID = re.compile(r"^[\w.:/-]{1,120}$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _HEX = re.compile(r"^[0-9a-f]{8,64}$")
+_HEX_SHORT = re.compile(r"^[0-9a-f]{6,64}$")
 _BENCH_KEY = re.compile(r"^[\w.-]{1,60}$")
 
 
@@ -133,6 +134,19 @@ def _known_caps(texts: frozenset[str]) -> bool:
     return all(CAPABILITY_CODE.match(c) for t in texts for c in t.split(","))
 
 
+def _prediction_hashes(v):
+    """sample id -> `judgecheck.prediction_hash` (10 hex digits)."""
+    if not isinstance(v, dict):
+        raise ValueError(f"must be a mapping, not {type(v).__name__}")
+    if len(v) > MAX_SAMPLES:
+        raise ValueError(f"at most {MAX_SAMPLES} samples ({len(v)} given)")
+    for sid, h in v.items():
+        if not isinstance(sid, str) or not _SAMPLE_ID.match(sid):
+            raise ValueError(f"{str(sid)[:40]!r} is not a sample id")
+        if not isinstance(h, str) or not _HEX_SHORT.match(h):
+            raise ValueError(f"sample {sid}: {str(h)[:40]!r} is not a prediction hash")
+
+
 def _sample_caps(v):
     if not isinstance(v, dict):
         raise ValueError(f"must be a mapping, not {type(v).__name__}")
@@ -204,6 +218,8 @@ META_FIELDS: dict[str, tuple[bool, Callable[[Any], None]]] = {     # name: (requ
     "tool_version": (False, _text(40)),
     "provenance": (False, _provenance),
     "grades_sha": (False, _text(64, pattern=_HEX)),
+    "judge_check_fingerprint": (False, _text(64, pattern=_HEX)),    # the estimate's check (`leaderboard.estimate_keys`)
+    "prediction_hashes": (False, _prediction_hashes),                 # the estimate's in-sample test
 }
 
 
