@@ -42,7 +42,7 @@ def run_to_completion(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 def count_graded(db: Path) -> int:
     try:
-        with sqlite3.connect(db, timeout=5) as conn:
+        with sqlite3.connect(db, timeout=30) as conn:
             return conn.execute("SELECT COUNT(*) FROM grades WHERE status IN ('ok', 'fallback')").fetchone()[0]
     except sqlite3.OperationalError:        # not created yet
         return 0
