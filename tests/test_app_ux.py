@@ -25,7 +25,8 @@ from tests.app_fixtures import (  # noqa: F401  (fixtures)
     HOST_KEY, RESULTS_DIR, app_server, browser, fake_server, new_page, page, set_runs, text_of, upload_results,
     reopen, wait_http, wait_loaded, wait_progress,
 )
-from tests.fake_judge import RETRY_MARK, CallGate, free_port
+from tests.call_gate import CallGate
+from tests.fake_judge import RETRY_MARK, free_port
 
 LLAVA_13B = RESULTS_DIR / "llava-v1.5-13b.json"
 LLAVA_7B = RESULTS_DIR / "llava-v1.5-7b.json"

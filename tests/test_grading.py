@@ -33,7 +33,8 @@ from mmvet_core.runs import create_run, export_run, load_run_view
 from mmvet_core.sources import load_subset
 from mmvet_core.store import Store
 from tests.conftest import ROOT, cli_env
-from tests.fake_judge import CallGate, FakeJudgeServer, FakeState, free_port
+from tests.call_gate import CallGate
+from tests.fake_judge import FakeJudgeServer, FakeState, free_port
 from tests.official_reference import (RETRY_TEXT, SHARED_DATA, aggregate_official, grade_official, grade_one,
                                       load_bard_set, load_official_metadata, load_official_prompt,
                                       official_question, sample_by_question)

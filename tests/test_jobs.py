@@ -10,7 +10,7 @@ from mmvet_core.jobs import JobManager
 from mmvet_core.judge import JudgeSettings, make_judge
 from mmvet_core.runs import create_run
 from mmvet_core.store import Store
-from tests.fake_judge import CallGate
+from tests.call_gate import CallGate
 
 SHARED = Path(__file__).resolve().parent / "data"
 

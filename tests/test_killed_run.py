@@ -18,7 +18,8 @@ from collections import Counter
 from pathlib import Path
 
 from tests.conftest import cli_env
-from tests.fake_judge import CallGate, FakeJudgeServer, FakeState
+from tests.call_gate import CallGate
+from tests.fake_judge import FakeJudgeServer, FakeState
 from tests.official_reference import RETRY_TEXT, SHARED_DATA, load_official_metadata, sample_by_question
 
 ROOT = Path(__file__).resolve().parents[1]

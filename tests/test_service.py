@@ -11,7 +11,8 @@ import pytest
 
 from mmvet_core.service import (BENCH_BUNDLED, JUDGE_BASELINE, JUDGE_HOST, JUDGE_OWN, MODE_BATCH, BenchmarkChoice,
                                 GradingService, JudgeChoice, ServiceError, ServiceSettings)
-from tests.fake_judge import RETRY_MARK, CallGate
+from tests.call_gate import CallGate
+from tests.fake_judge import RETRY_MARK
 
 RESULTS = Path(__file__).resolve().parent / "data" / "results" / "llava-v1.5-13b.json"
 HOST_KEY, VISITOR_KEY = "sk-host", "sk-visitor"
