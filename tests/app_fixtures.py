@@ -71,7 +71,7 @@ class AppHandle:
             time.sleep(0.05)
 
 
-def wait_http(url: str, timeout: float = 30.0) -> None:
+def wait_http(url: str, timeout: float = 120.0) -> None:
     deadline = time.time() + timeout
     while True:
         try:

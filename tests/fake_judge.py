@@ -13,8 +13,11 @@ reasoning-model parameter rejections. It also serves the Files and Batch APIs (`
 ``api-key``).
 
 A test that must see something *while* a run grades does not make the judge slow and hope the machine is fast
-enough to look in time: it sets a `CallGate` (``state.gate``), which holds every chat call until the test lets
-some through (`CallGate.release`), then waits for what those answers cause.
+enough to look in time: it sets a `CallGate` (``state.gate``, tests/call_gate.py), which holds every chat call until
+the test lets some through, then waits for what those answers cause.
+
+(Over 600 lines for a reason: it is one server, and every behaviour it can be told to have is a field of
+`FakeState` and a branch of its answer.)
 
 Hostile modes (attacks a visitor's endpoint can perform, issue 9): a huge 200 body streamed in 1 MB chunks
 (`huge_body`), an endpoint that accepts the request and never answers (`hang`), one that drips a byte every N
@@ -41,6 +44,8 @@ from typing import Callable
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from tests.call_gate import CallGate
 
 RETRY_MARK = "Predict the correctness of the answer (digit):"
 
@@ -123,74 +128,6 @@ def simulate_grades(answer: Callable[[str, float], str], predictions: dict[str, 
     bench = load_bundled_v1()
     return {sid: [parse_score(answer(render_prompt("v1", s.question, s.answer, predictions.get(sid, "")), 0.0))]
             for sid, s in bench.samples.items()}
-
-
-class CallGate:
-    """Holds the fake judge's chat calls until the test lets them through: `release(n)` lets n more calls go on to
-    be answered as the `FakeState` says (faults and latency included), `open()` every call from now on (the ones
-    held included). A held call whose client hung up (a timeout, a stopped run) leaves without taking a pass.
-    `peak_held` is the most calls held at once. Thread-safe: the test releases from its own thread.
-
-    >>> gate = CallGate()
-    >>> gate.release(2); gate.passes
-    2
-    """
-
-    POLL_S = 0.01       # how often a held call looks for a pass (and whether its client is still there)
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.passes = 0         # calls that may still go through
-        self.is_open = False
-        self.held = 0           # calls waiting now
-        self.peak_held = 0
-        self.passed = 0         # calls let through so far
-
-    def release(self, n: int = 1) -> None:
-        with self._lock:
-            self.passes += n
-
-    def open(self) -> None:
-        with self._lock:
-            self.is_open = True
-
-    async def wait(self, gone: Callable[[], object] | None = None) -> bool:
-        """Wait for a pass: True once the call may answer, False when `gone()` (an awaitable) says its client left."""
-        with self._lock:
-            self.held += 1
-            self.peak_held = max(self.peak_held, self.held)
-        try:
-            while True:
-                with self._lock:
-                    if self.is_open or self.passes > 0:
-                        if not self.is_open:
-                            self.passes -= 1
-                        self.passed += 1
-                        return True
-                if gone is not None and await gone():
-                    return False
-                await asyncio.sleep(self.POLL_S)
-        finally:
-            with self._lock:
-                self.held -= 1
-
-    def wait_held(self, n: int = 1, timeout: float = 120.0) -> None:
-        """(From the test's thread) wait until at least `n` calls are held at the gate."""
-        self._wait(lambda: self.held >= n, timeout, lambda: f"{self.held} call(s) held at the gate, not {n}")
-
-    def wait_passed(self, n: int, timeout: float = 120.0) -> None:
-        """(From the test's thread) wait until `n` calls in all went through the gate."""
-        self._wait(lambda: self.passed >= n, timeout, lambda: f"{self.passed} call(s) went through, not {n}")
-
-    @staticmethod
-    def _wait(cond: Callable[[], bool], timeout: float, what: Callable[[], str]) -> None:
-        deadline = time.monotonic() + timeout      # generous: only a broken client comes near it
-        while not cond():
-            if time.monotonic() > deadline:
-                raise TimeoutError(what())
-            time.sleep(0.01)
-
-
 @dataclass
 class FakeState:
     latency: float = 0.0                 # seconds before every answer

@@ -16,7 +16,7 @@ from mmvet_core.export import load_official_grades
 from tests.app_fixtures import (  # noqa: F401  (fixtures)
     OFFICIAL_GRADES, RESULTS_DIR, V2_RESULTS, app_server, fake_server,
 )
-from tests.fake_judge import CallGate
+from tests.call_gate import CallGate
 
 LLAVA_13B = RESULTS_DIR / "llava-v1.5-13b.json"
 LLAVA_7B = RESULTS_DIR / "llava-v1.5-7b.json"

@@ -13,11 +13,11 @@ import pytest
 from playwright.sync_api import expect
 
 from mmvet_core import views
-from tests.fake_judge import CallGate
 from tests.app_fixtures import (  # noqa: F401  (fixtures)
     OFFICIAL_GRADES, RESULTS_DIR, V2_RESULTS, app_server, browser, fake_server, new_page, open_grade_file,
     progress_text, set_runs, text_of, upload_results, wait_progress,
 )
+from tests.call_gate import CallGate
 
 LLAVA_13B = RESULTS_DIR / "llava-v1.5-13b.json"
 LLAVA_7B = RESULTS_DIR / "llava-v1.5-7b.json"

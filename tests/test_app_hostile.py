@@ -27,7 +27,8 @@ import pytest
 
 from tests.app_fixtures import start_app, stop_app
 from tests.crowd import StatusClient, percentile
-from tests.fake_judge import CallGate, FakeJudgeServer
+from tests.call_gate import CallGate
+from tests.fake_judge import FakeJudgeServer
 from tests.hostile_files import write_wide_xlsx
 
 gradio_client = pytest.importorskip("gradio_client")

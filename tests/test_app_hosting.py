@@ -26,7 +26,8 @@ from pathlib import Path
 import pytest
 
 from tests.app_fixtures import wait_http
-from tests.fake_judge import CallGate, FakeJudgeServer, FakeState, free_port
+from tests.call_gate import CallGate
+from tests.fake_judge import FakeJudgeServer, FakeState, free_port
 
 gradio_client = pytest.importorskip("gradio_client")
 from gradio_client import Client, handle_file  # noqa: E402

@@ -88,7 +88,7 @@ async def ok(session: ClientSession, tool: str, **args):
     return answer
 
 
-async def poll_to_end(session: ClientSession, run_id: str, token: str, timeout: float = 60.0) -> dict:
+async def poll_to_end(session: ClientSession, run_id: str, token: str, timeout: float = 180.0) -> dict:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:
@@ -383,7 +383,7 @@ def test_file_tools_that_find_no_free_slot_are_told_the_server_is_busy(tmp_path,
         for t in holders:
             t.start()
         for _ in holders:                                  # every slot is taken: four downloads are hanging
-            assert arrived.acquire(timeout=30)
+            assert arrived.acquire(timeout=120)
         agent_call()                                       # the fifth, while four downloads hang
         assert answers == ["error: The server is busy reading other files; try again in a minute."], answers
     finally:

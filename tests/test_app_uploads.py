@@ -83,7 +83,7 @@ def hostile_zip(path: Path, beacon_url: str) -> Path:
     return path
 
 
-def wait_end(client: Client, run_id: str, timeout: float = 90) -> dict:
+def wait_end(client: Client, run_id: str, timeout: float = 180) -> dict:
     deadline = time.time() + timeout
     while True:
         st = client.predict(run_id, api_name="/status")

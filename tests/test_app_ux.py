@@ -25,7 +25,8 @@ from tests.app_fixtures import (  # noqa: F401  (fixtures)
     HOST_KEY, RESULTS_DIR, app_server, browser, fake_server, new_page, page, set_runs, text_of, upload_results,
     reopen, wait_http, wait_loaded, wait_progress,
 )
-from tests.fake_judge import RETRY_MARK, CallGate, free_port
+from tests.call_gate import CallGate
+from tests.fake_judge import RETRY_MARK, free_port
 
 LLAVA_13B = RESULTS_DIR / "llava-v1.5-13b.json"
 LLAVA_7B = RESULTS_DIR / "llava-v1.5-7b.json"
@@ -227,7 +228,10 @@ def test_invalid_override_is_a_toast_and_leaves_the_page_intact(app_server, page
     page.wait_for_function("() => [...document.querySelectorAll('#radar-capabilities .js-plotly-plot')]"
                            ".some(p => (p.data || []).some(t => t.name.replaceAll('<br>', ' ')"
                            ".includes('1 human override')))")
-    page.wait_for_timeout(500)                # plotly lays the legend out after the data arrives
+    # plotly lays the legend out after the data arrives: wait until both legends show the longer name
+    page.wait_for_function("() => ['radar-capabilities', 'radar-integrations'].every(id => [...document"
+                           ".querySelectorAll(`#${id} .legendtext`)].some(e => e.textContent.replace(/\\s/g, '')"
+                           ".includes('humanoverride')))")
     assert_legends_inside_their_charts(page)  # issue 19.6: that longer name is not cut at the chart's edge
 
 

@@ -33,7 +33,8 @@ from mmvet_core.runs import create_run, export_run, load_run_view
 from mmvet_core.sources import load_subset
 from mmvet_core.store import Store
 from tests.conftest import ROOT, cli_env
-from tests.fake_judge import CallGate, FakeJudgeServer, FakeState, free_port
+from tests.call_gate import CallGate
+from tests.fake_judge import FakeJudgeServer, FakeState, free_port
 from tests.official_reference import (RETRY_TEXT, SHARED_DATA, aggregate_official, grade_official, grade_one,
                                       load_bard_set, load_official_metadata, load_official_prompt,
                                       official_question, sample_by_question)
@@ -128,7 +129,7 @@ def parity_server_url():
     proc = subprocess.Popen([sys.executable, "-m", "tests.fake_judge", "--port", str(port), "--latency", "0"],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.time() + 20
+    deadline = time.time() + 120
     while True:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
@@ -539,7 +540,7 @@ def test_the_api_key_is_never_written_or_logged(tmp_path, fake_judge, caplog):
     proc = subprocess.run([sys.executable, "-m", "mmvet_core", "grade", str(RESULTS_FILE), "--subset",
                            str(subset_file), "--base-url", fake_judge.url, "--db", str(tmp_path / "cli.db"),
                            "--out", str(tmp_path / "cli-out")], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=60)
+                          text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "cli.db" in {p.name for p in assert_no_secret_in_files()}
     assert SECRET not in proc.stdout + proc.stderr

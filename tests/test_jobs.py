@@ -10,7 +10,7 @@ from mmvet_core.jobs import JobManager
 from mmvet_core.judge import JudgeSettings, make_judge
 from mmvet_core.runs import create_run
 from mmvet_core.store import Store
-from tests.fake_judge import CallGate
+from tests.call_gate import CallGate
 
 SHARED = Path(__file__).resolve().parent / "data"
 
@@ -122,7 +122,7 @@ def test_run_slots_are_bounded_overall_and_per_visitor_for_new_and_resumed_runs(
         with pytest.raises(TooManyRuns, match="as many runs as it can"):
             start(2, "carol")
         jobs.stop(runs[0][2])
-        jobs.wait(runs[0][2], timeout=10)
+        jobs.wait(runs[0][2], timeout=60)
         assert start(2, "carol")
         with pytest.raises(TooManyRuns):            # resuming the stopped run is a new job: the caps apply
             start(0, "alice")
@@ -130,7 +130,7 @@ def test_run_slots_are_bounded_overall_and_per_visitor_for_new_and_resumed_runs(
         for _, _, rid in runs:
             jobs.stop(rid)
         for _, _, rid in runs:
-            jobs.wait(rid, timeout=10)
+            jobs.wait(rid, timeout=60)
     jobs.shutdown()
 
 

@@ -28,7 +28,7 @@ def svc(tmp_path):
     s.store.close()
 
 
-def wait_done(svc: GradingService, run_id: str, timeout: float = 60.0) -> dict:
+def wait_done(svc: GradingService, run_id: str, timeout: float = 180.0) -> dict:
     deadline = time.time() + timeout
     while svc.jobs.is_running(run_id):
         assert time.time() < deadline, "the run did not end"

@@ -18,7 +18,8 @@ from collections import Counter
 from pathlib import Path
 
 from tests.conftest import cli_env
-from tests.fake_judge import CallGate, FakeJudgeServer, FakeState
+from tests.call_gate import CallGate
+from tests.fake_judge import FakeJudgeServer, FakeState
 from tests.official_reference import RETRY_TEXT, SHARED_DATA, load_official_metadata, sample_by_question
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,7 +43,7 @@ def run_to_completion(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 def count_graded(db: Path) -> int:
     try:
-        with sqlite3.connect(db, timeout=5) as conn:
+        with sqlite3.connect(db, timeout=30) as conn:
             return conn.execute("SELECT COUNT(*) FROM grades WHERE status IN ('ok', 'fallback')").fetchone()[0]
     except sqlite3.OperationalError:        # not created yet
         return 0

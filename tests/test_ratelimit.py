@@ -18,7 +18,8 @@ from mmvet_core.judge import JudgeSettings, make_judge
 from mmvet_core.ratelimit import START_WINDOW, AccountLimiter, account_key, limiter_for
 from mmvet_core.store import Store
 from tests.conftest import ROOT, cli_env
-from tests.fake_judge import CallGate, FakeJudgeServer, FakeState
+from tests.call_gate import CallGate
+from tests.fake_judge import FakeJudgeServer, FakeState
 from tests.test_grading import RESULTS_FILE, V1, new_run, predictions_for, tiny
 
 
