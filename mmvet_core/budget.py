@@ -128,27 +128,30 @@ class HostBudget:
         return per, glob
 
     def charge(self, visitor: str, tokens: int = 0) -> None:
-        """Count one call of about `tokens` tokens, or raise `BudgetExceeded` with a message for the visitor."""
+        """Count one call of about `tokens` tokens, or raise `BudgetExceeded` with a message for the visitor. The
+        check and the count are one transaction of the store (`Store.charge_usage`): app replicas and grading
+        workers charging at once share the day's budgets, never passing them together."""
+        lim = self.limits
         with self._lock:
-            per, glob = self.remaining(visitor)
-            if per is not None and per <= 0:
-                raise BudgetExceeded(
-                    f"daily limit of {self.limits.per_visitor_daily} judge calls with the host's key reached for "
-                    "you; grades so far are kept. Enter your own API key to continue.")
-            if glob is not None and glob <= 0:
-                raise BudgetExceeded(
-                    f"this server's daily budget of {self.limits.global_daily} judge calls with its own key is "
-                    "used up; grades so far are kept. Enter your own API key to continue.")
-            tper, tglob = self.remaining_tokens(visitor)
-            if tper is not None and tper < tokens:
-                raise BudgetExceeded(
-                    f"daily limit of {self.limits.tokens_per_visitor_daily:,} judge tokens with the host's key "
-                    "reached for you; grades so far are kept. Enter your own API key to continue.")
-            if tglob is not None and tglob < tokens:
-                raise BudgetExceeded(
-                    f"this server's daily budget of {self.limits.tokens_global_daily:,} judge tokens with its own "
-                    "key is used up; grades so far are kept. Enter your own API key to continue.")
-            self.store.add_usage(today(), visitor, 1, tokens)
+            refused = self.store.charge_usage(
+                today(), visitor, tokens, calls_per_visitor=lim.per_visitor_daily, calls_global=lim.global_daily,
+                tokens_per_visitor=lim.tokens_per_visitor_daily, tokens_global=lim.tokens_global_daily)
+        if refused == "calls_per_visitor":
+            raise BudgetExceeded(
+                f"daily limit of {lim.per_visitor_daily} judge calls with the host's key reached for "
+                "you; grades so far are kept. Enter your own API key to continue.")
+        if refused == "calls_global":
+            raise BudgetExceeded(
+                f"this server's daily budget of {lim.global_daily} judge calls with its own key is "
+                "used up; grades so far are kept. Enter your own API key to continue.")
+        if refused == "tokens_per_visitor":
+            raise BudgetExceeded(
+                f"daily limit of {lim.tokens_per_visitor_daily:,} judge tokens with the host's key "
+                "reached for you; grades so far are kept. Enter your own API key to continue.")
+        if refused == "tokens_global":
+            raise BudgetExceeded(
+                f"this server's daily budget of {lim.tokens_global_daily:,} judge tokens with its own "
+                "key is used up; grades so far are kept. Enter your own API key to continue.")
 
     def correct(self, visitor: str, day: str, estimated: int, reply) -> None:
         """Replace a call's estimate by the tokens the endpoint reported (when it reported them)."""

@@ -67,6 +67,10 @@ class JobManager:
         job = self._jobs.get(run_id)
         return job is not None and not job.future.done()
 
+    def running_ids(self) -> list[str]:
+        """The runs (and other tasks) being graded now."""
+        return [key for key in list(self._jobs) if self.is_running(key)]
+
     def running_count(self, visitor: str | None = None) -> int:
         """Jobs running now (of `visitor` only, when given)."""
         return sum(not j.future.done() and (visitor is None or j.visitor == visitor)
@@ -82,34 +86,50 @@ class JobManager:
 
     def start(self, run_id: str, benchmark: Benchmark, judge: Judge, *, concurrency: int = 16,
               budget: Callable[[str], object] | None = None, visitor: str | None = None, batch: bool = False,
-              batch_poll: float = 30.0) -> bool:
+              batch_poll: float = 30.0, host: bool = False) -> bool:
         """Start grading `run_id` in the background (a new run or a resumed one), live or, with `batch`, through
         the judge's Batch API (polled every `batch_poll` seconds); False when it is already running;
-        `TooManyRuns` when no slot is free (then `judge` is closed)."""
+        `TooManyRuns` when no slot is free (then `judge` is closed). `host`: `judge` holds the host's key (a
+        grading worker may then grade the run instead: `workers.LeasedJobs`)."""
         with self._lock:
             if self.is_running(run_id):
                 return False
             try:
                 self.check_capacity(visitor)
+                self._begin(run_id, benchmark, judge, concurrency=concurrency, budget=budget, visitor=visitor,
+                            batch_poll=batch_poll if batch else None, host=host)
             except TooManyRuns:
                 asyncio.run_coroutine_threadsafe(judge.aclose(), self._loop)
                 raise
-            stop = asyncio.Event()
-            job = Job(run_id, None, stop, visitor)      # type: ignore[arg-type]  (the future is set just below)
-            job.judge = judge
-            self._jobs[run_id] = job
-            job.future = asyncio.run_coroutine_threadsafe(
-                self._run(job, benchmark, judge, concurrency, budget, batch_poll if batch else None), self._loop)
             return True
+
+    def _begin(self, run_id: str, benchmark: Benchmark, judge: Judge, *, concurrency: int,
+               budget: Callable[[str], object] | None, visitor: str | None, batch_poll: float | None,
+               host: bool) -> None:
+        """Start the job of `start` (its slot is free) on this process's loop."""
+        stop = asyncio.Event()
+        job = Job(run_id, None, stop, visitor)      # type: ignore[arg-type]  (the future is set just below)
+        job.judge = judge
+        self._jobs[run_id] = job
+        job.future = asyncio.run_coroutine_threadsafe(
+            self._run(job, benchmark, judge, concurrency, budget, batch_poll), self._loop)
+
+    def _store_of(self, run_id: str) -> Store:
+        """The store a job writes through (`workers.LeasedJobs`: statuses only while the job holds its lease)."""
+        return self.store
+
+    def _ended(self, run_id: str) -> None:
+        """Called on the jobs' loop when the job of `run_id` has ended (its status written)."""
 
     async def _run(self, job: Job, benchmark, judge, concurrency, budget, batch_poll) -> RunOutcome | None:
         run_id = job.run_id
+        store = self._store_of(run_id)
         if batch_poll is not None:
             from .batch import grade_run_batch
-            work = grade_run_batch(self.store, run_id, benchmark, judge, poll=batch_poll, stop=job.stop,
+            work = grade_run_batch(store, run_id, benchmark, judge, poll=batch_poll, stop=job.stop,
                                    budget=budget)
         else:
-            work = grade_run(self.store, run_id, benchmark, judge, concurrency=concurrency, stop=job.stop,
+            work = grade_run(store, run_id, benchmark, judge, concurrency=concurrency, stop=job.stop,
                              budget=budget)
         job.task = asyncio.ensure_future(work)
         try:
@@ -130,6 +150,7 @@ class JobManager:
             return job.outcome
         finally:
             await judge.aclose()
+            self._ended(run_id)
 
     def call(self, coro, timeout: float | None = None):
         """Run a short coroutine (a model list, a preflight) on the jobs' loop, where the accounts' limiters live,
@@ -152,7 +173,7 @@ class JobManager:
 
     def _set_status(self, job: Job, status: str, message: str) -> None:
         try:
-            self.store.set_status(job.run_id, status, message)
+            self._store_of(job.run_id).set_status(job.run_id, status, message)
             self._unsaved.pop(job.run_id, None)
         except StoreError:      # the database cannot even take the status (a full disk): `failure` keeps it
             self._unsaved[job.run_id] = (status, message)

@@ -17,6 +17,12 @@ start, from three things it learns as answers come back:
 
 Rate limits are waited out, never counted as failures; `waiting_until` tells the user until when. The pure
 parts (header parsing, the bucket mirror, the window rules) are testable without a loop.
+
+**Many processes, one account.** An event loop declared shared (`share_limits`, done by the grading workers and by
+app processes on a shared database: `mmvet_core/workers.py`) gives its limiters a `pace` (`mmvet_core.sharedlimit`):
+the buckets' mirror and the 429 pauses then live in the database, where every process spends from the same
+buckets and honours the same pause, so N processes together keep to the account's limits instead of N times them.
+Each process keeps its own window (its calls in flight) and its own order of turns.
 """
 from __future__ import annotations
 
@@ -137,6 +143,26 @@ class Bucket:
     def known(self) -> bool:
         return self.limit is not None and bool(self.rate)
 
+    def state(self) -> dict:
+        """Everything the mirror knows, JSON-able (a shared pace keeps it in the database)."""
+        return {"limit": self.limit, "rate": self.rate, "level": self.level, "stamp": self.stamp,
+                "spent": self.spent, "w": self._w, "wr": self._wr}
+
+    @classmethod
+    def from_state(cls, state: dict | None) -> "Bucket":
+        """The bucket `state` describes (a new, unknown one for None).
+
+        >>> b = Bucket.from_state({"limit": 20, "rate": 19.0, "level": 3.0, "stamp": 5.0, "spent": 7.0,
+        ...                        "w": 1.0, "wr": 19.0})
+        >>> Bucket.from_state(b.state()).state() == b.state(), b.known, Bucket.from_state(None).known
+        (True, True, False)
+        """
+        bucket = cls()
+        if state:
+            bucket.limit, bucket.rate, bucket.level = state["limit"], state["rate"], state["level"]
+            bucket.stamp, bucket.spent, bucket._w, bucket._wr = state["stamp"], state["spent"], state["w"], state["wr"]
+        return bucket
+
     def _refill(self, now: float) -> None:
         if self.known and now > self.stamp:
             self.level = min(self.limit, self.level + (now - self.stamp) * self.rate * PACE_MARGIN)
@@ -201,9 +227,12 @@ class _Waiter:
 
 
 class AccountLimiter:
-    """Decides when each judge call of one account may start (see the module docstring). One event loop only."""
+    """Decides when each judge call of one account may start (see the module docstring). One event loop only.
+    With a `pace` (`sharedlimit.SharedPace`) the buckets and pauses are the database's, shared by every process."""
 
-    def __init__(self, *, window: float = START_WINDOW, max_window: float = MAX_WINDOW):
+    def __init__(self, *, window: float = START_WINDOW, max_window: float = MAX_WINDOW, pace=None):
+        self.pace = pace
+        self._granter: asyncio.Task | None = None
         self.window = float(window)
         self.max_window = float(max_window)
         self.ssthresh = math.inf
@@ -244,7 +273,11 @@ class AccountLimiter:
         """A call ended. `outcome`: ``ok``, ``rate_limited`` (429), ``timeout`` or ``error``."""
         now = time.monotonic()
         self._finish(ticket)
-        self._observe_headers(headers, ticket, now)
+        if self.pace is not None:       # the shared buckets learn from the answer; a 429 pauses every process
+            self._pause_for(self.pace.observe(ticket, headers, rate_limited=outcome == "rate_limited",
+                                              retry_after=retry_after))
+        else:
+            self._observe_headers(headers, ticket, now)
         if outcome == "ok":
             self.limited_since = None
             if prompt_chars and prompt_tokens:
@@ -255,6 +288,8 @@ class AccountLimiter:
             if self.limited_since is None:
                 self.limited_since = now
             self._decrease(ticket)
+            if self.pace is not None:
+                return self._pump()
             wait = retry_after if retry_after is not None else self._fallback_wait()
             if now + wait > self.paused_until:
                 self.stats.waits += now + wait - max(now, self.paused_until)
@@ -317,8 +352,20 @@ class AccountLimiter:
         self.window = max(1.0, self.window / 2)
         self.ssthresh = self.window
 
+    def _pause_for(self, seconds: float) -> None:
+        """The shared pace says every call of the account waits `seconds` more (a 429 somewhere)."""
+        if seconds > 0:
+            now = time.monotonic()
+            if now + seconds > self.paused_until:
+                self.stats.waits += now + seconds - max(now, self.paused_until)
+                self.paused_until = now + seconds
+
     def _pump(self) -> None:
         """Start as many waiting calls as the pause, the window and the buckets allow; else set a timer."""
+        if self.pace is not None:
+            if self._granter is None or self._granter.done():
+                self._granter = asyncio.get_running_loop().create_task(self._grant_shared())
+            return
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -343,6 +390,39 @@ class AccountLimiter:
             # the marks include this call's own cost: the server's `remaining` for it does too
             head.future.set_result(Ticket(head.cost, now, self.requests.spent, self.tokens.spent, self._epoch))
 
+    def _head(self) -> _Waiter | None:
+        while self._waiters and self._waiters[0].future.done():     # cancelled while waiting
+            heapq.heappop(self._waiters)
+        return self._waiters[0] if self._waiters else None
+
+    async def _grant_shared(self) -> None:
+        """The shared pump: while a call waits and the window has room, ask the shared pace for its turn (one
+        database transaction: the pause, both buckets), and start it or sleep what the pace says. One such task
+        per limiter; a new waiter or a release starts it again when it has ended."""
+        while True:
+            head = self._head()
+            if head is None or self.in_flight >= max(1, int(self.window)):
+                return
+            try:
+                grant = await asyncio.to_thread(self.pace.take, head.cost)
+            except Exception as e:      # the shared pace cannot be read (the database is away): the call fails
+                if (head := self._head()) is not None:
+                    heapq.heappop(self._waiters)
+                    head.future.set_exception(e)
+                continue
+            self._pause_for(grant.paused_for)
+            if grant.wait > 0:
+                await asyncio.sleep(grant.wait)
+                continue
+            head = self._head()             # the first in line now (one may have come ahead, or left)
+            if head is None:
+                return                      # (its turn is lost: a call cancelled while it was asked)
+            heapq.heappop(self._waiters)
+            self.in_flight += 1
+            self.stats.calls += 1
+            head.future.set_result(Ticket(head.cost, grant.now, grant.spent_requests, grant.spent_tokens,
+                                          self._epoch))
+
     def _wake_in(self, seconds: float) -> None:
         self._timer = asyncio.get_running_loop().call_later(max(0.001, seconds), self._pump)
 
@@ -351,6 +431,14 @@ class AccountLimiter:
 
 _LIMITERS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, AccountLimiter]]" = \
     weakref.WeakKeyDictionary()
+#: Loops whose limiters pace through the database: loop -> a callable giving an account's `SharedPace`.
+_SHARED: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, object]" = weakref.WeakKeyDictionary()
+
+
+def share_limits(loop: asyncio.AbstractEventLoop, pace_of) -> None:
+    """Make every account limiter created on `loop` from now on pace through ``pace_of(account)`` (a
+    `sharedlimit.SharedPace`): the buckets and pauses every process on the database shares."""
+    _SHARED[loop] = pace_of
 
 
 def account_key(provider: str, base_url: str | None, api_version: str | None, api_key: str | None) -> str:
@@ -365,5 +453,6 @@ def limiter_for(account: str) -> AccountLimiter:
     per_loop = _LIMITERS.setdefault(loop, {})
     limiter = per_loop.get(account)
     if limiter is None:
-        limiter = per_loop[account] = AccountLimiter()
+        pace_of = _SHARED.get(loop)
+        limiter = per_loop[account] = AccountLimiter(pace=pace_of(account) if pace_of is not None else None)
     return limiter

@@ -133,7 +133,10 @@ class Page:
 
 def build_page(svc: GradingService, settings: ServiceSettings) -> Page:
     """The session's hidden components, the header and the read-only note of a shared run."""
-    owner_store = gr.BrowserState("", storage_key="mmvet-grader-owner", secret=owner_secret(settings.data_dir))
+    # replicas on one database share one secret: a browser's owner token reads alike on every replica
+    secret = svc.store.lasting_secret("browser-state") if svc.store.backend == "postgresql" else \
+        owner_secret(settings.data_dir)
+    owner_store = gr.BrowserState("", storage_key="mmvet-grader-owner", secret=secret)
     owner = gr.Textbox(visible=False, elem_id="owner-token")
     run_state = gr.Textbox(visible=False, elem_id="run-id")
     gr.Markdown("## MM-Vet Grader\n<small>Grade a multimodal model's MM-Vet results with an LLM judge, exactly as "

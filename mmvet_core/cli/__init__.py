@@ -2,7 +2,7 @@
 
 One module per command group, each beside the core module it drives: `grade` (runs, grading, batch), `aggregate`
 (graded, export), `compare` (compare and combine: compare, gradesets), `judges` (judge-check and judges:
-judgecheck, endpoints), `leaderboard`, `prompt`, `validate`, `db` (the store); `parser` declares the commands as data, `common`
+judgecheck, endpoints), `leaderboard`, `prompt`, `validate`, `db` (the store), `worker` (grading workers); `parser` declares the commands as data, `common`
 holds what several share (database, benchmark options, judge settings and preflight, score lines).
 
 Exit codes: 0 success; 1 grading finished incomplete or failed (grades so far are stored, rerun to resume), or
@@ -17,6 +17,7 @@ import sys
 from .aggregate import AGGREGATE
 from .compare import COMBINE, COMPARE
 from .db import DB
+from .worker import WORKER
 from .grade import GRADE
 from .judges import JUDGE_CHECK, JUDGES
 from .leaderboard import LEADERBOARD
@@ -26,7 +27,7 @@ from .prompt import PROMPT
 from .validate import VALIDATE
 
 #: The commands, in the order ``--help`` lists them.
-COMMANDS = [GRADE, AGGREGATE, COMPARE, COMBINE, JUDGE_CHECK, JUDGES, LEADERBOARD, PROMPT, VALIDATE, DB]
+COMMANDS = [GRADE, AGGREGATE, COMPARE, COMBINE, JUDGE_CHECK, JUDGES, LEADERBOARD, PROMPT, VALIDATE, DB, WORKER]
 
 __all__ = ["COMMANDS", "Parser", "UsageError", "build_parser", "main"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from ..jobs import JobManager
+from ..workers import make_jobs
 from ..store import Store
 from .board import Board
 from .inputs import Inputs
@@ -58,8 +58,8 @@ class GradingService:
         self.work_dir = settings.data_dir / "uploads"
         self.work_dir.mkdir(exist_ok=True)
         self.exports_dir = settings.data_dir / "exports"
-        self.jobs = JobManager(self.store, max_active=settings.max_active_runs,
-                               per_visitor=settings.max_runs_per_visitor)
+        self.jobs = make_jobs(self.store, workers=settings.workers, lease=settings.lease_seconds,
+                              max_active=settings.max_active_runs, per_visitor=settings.max_runs_per_visitor)
         # an expired run's files and kept answers go with it (`reading` exists by the time anything expires)
         self.limits = HostLimits(settings, self.store, self.jobs, self.work_dir, self.exports_dir,
                                  on_expire=lambda run_id: self.reading.forget_files(run_id))

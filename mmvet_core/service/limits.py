@@ -36,11 +36,13 @@ class HostLimits:
         self.gate = UploadGate(limits, work_dir, exports_dir, gradio_cache=_gradio_cache_dir())
         self.gate.housekeeper.run()
         self.budget = HostBudget(store, settings.limits)
-        self.salt = private_salt(settings.data_dir)   # of visitor ids: never the browser-state secret
+        # of visitor ids (never the browser-state secret); replicas on one database share the database's
+        self.salt = store.lasting_secret("visitor-salt") if store.backend == "postgresql" else \
+            private_salt(settings.data_dir)
         self.keeper = RunKeeper(store, settings.storage, settings.data_dir, on_expire=on_expire)
 
     def running_ids(self) -> list[str]:
-        return [rid for rid in list(self.jobs._jobs) if self.jobs.is_running(rid)]
+        return self.jobs.running_ids()
 
     def check_storage(self, visitor: str | None, adding_bytes: int = 0) -> None:
         """Refuse new work when the disk is nearly full or the visitor keeps their quota (`keeping`)."""

@@ -100,7 +100,7 @@ class Runs:
         try:
             self.jobs.start(run_id, benchmark, self.limits.make_judge(jset, key, host),
                             concurrency=self.settings.run_concurrency, budget=budget, visitor=visitor,
-                            batch=mode == MODE_BATCH, batch_poll=self.settings.batch_poll)
+                            batch=mode == MODE_BATCH, batch_poll=self.settings.batch_poll, host=host)
         except TooManyRuns as e:      # a slot went to someone else since the check
             try:
                 if self.store.get_run(run_id).status == "created":

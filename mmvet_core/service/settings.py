@@ -54,6 +54,8 @@ class ServiceSettings:
     publish_per_hour: int = 10             # leaderboard publishes (and republishes) per visitor and hour
     mcp_server: bool = True                # MMVET_MCP=0 turns the MCP server (agents' tools, ui/mcp.py) off
     database_url: str | None = None        # MMVET_DATABASE_URL: PostgreSQL; None: data_dir/mmvet-grader.db
+    workers: str = "in-process"            # MMVET_WORKERS: "external": grading workers grade (workers.py)
+    lease_seconds: float = 10.0            # MMVET_LEASE_SECONDS: a dead grader's run moves on after this
 
     @classmethod
     def from_env(cls, env=None) -> "ServiceSettings":
@@ -90,6 +92,8 @@ class ServiceSettings:
             publish_per_hour=_int_env(env, "MMVET_PUBLISH_PER_HOUR", 10),
             mcp_server=env.get("MMVET_MCP", "1").strip().lower() not in ("0", "false", "no", "off"),
             database_url=env.get(DATABASE_URL_VAR, "").strip() or None,
+            workers=env.get("MMVET_WORKERS", "").strip().lower() or "in-process",
+            lease_seconds=float(env.get("MMVET_LEASE_SECONDS", "") or 10.0),
         )
 
     def host_settings(self) -> JudgeSettings:

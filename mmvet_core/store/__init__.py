@@ -21,6 +21,8 @@ from ._board import BoardFacet
 from ._checks import ChecksFacet
 from ._database import Database
 from ._keeping import KeepingFacet
+from ._pace import PaceFacet
+from ._queue import QueueFacet
 from ._records import GradeRow, RunRecord, StoreError, new_run_id
 from ._runs import RunsFacet
 from ._usage import UsageFacet
@@ -29,6 +31,7 @@ __all__ = ["DATABASE_URL_VAR", "GradeRow", "RunRecord", "Store", "StoreError", "
            "store_exists"]
 
 
-class Store(RunsFacet, AnswersFacet, ChecksFacet, UsageFacet, KeepingFacet, BoardFacet, Database):
+class Store(RunsFacet, AnswersFacet, ChecksFacet, UsageFacet, KeepingFacet, BoardFacet, QueueFacet, PaceFacet,
+            Database):
     """The database at `location` (a SQLite file path, created with its folder when missing, or a PostgreSQL
     URL), with every facet the product stores. Safe to share between threads."""

@@ -82,6 +82,10 @@ class Backend(Protocol):
     def byte_length(self, text: Any) -> sa.ColumnElement:
         """The length of a text in UTF-8 bytes."""
 
+    def clock(self) -> sa.ColumnElement:
+        """The database's clock, in seconds since the epoch (a float): one clock for every process and machine
+        that compares leases (`mmvet_core/workers.py`) or paces a judge account (`mmvet_core/sharedlimit.py`)."""
+
 
 def is_url(location: str | Path) -> bool:
     return isinstance(location, str) and "://" in location

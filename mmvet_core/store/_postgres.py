@@ -125,6 +125,10 @@ class PostgresBackend:
     def byte_length(self, text: Any) -> sa.ColumnElement:
         return sa.func.octet_length(text)
 
+    def clock(self) -> sa.ColumnElement:
+        # clock_timestamp(), not now(): the time of the statement, not of the transaction's start
+        return sa.cast(sa.func.extract("epoch", sa.func.clock_timestamp()), postgresql.DOUBLE_PRECISION)
+
 
 def _connection_fault(orig: BaseException, state: str, first: str) -> bool:
     """A connection lost or refused (the server down or restarting, the network, a database closed to new

@@ -56,13 +56,16 @@ class RunsFacet:
     def delete_run(self, run_id: str) -> None:
         """A run and everything stored for it (grades, overrides, batches); the shared answer cache stays."""
         with self._tx() as conn:
-            for table in (t.grades, t.overrides, t.batches):
+            for table in (t.grades, t.overrides, t.batches, t.grading_queue):
                 conn.execute(sa.delete(table).where(table.c.run_id == run_id))
             conn.execute(sa.delete(t.runs).where(t.runs.c.id == run_id))
 
     def mark_interrupted(self) -> int:
-        """App runs left 'running' by a previous process (a restart) become 'stopped'; returns how many."""
-        return self._exec(sa.update(t.runs).where(t.runs.c.status == "running", t.runs.c.owner != "").values(
+        """App runs left 'running' by a previous process (a restart) become 'stopped'; returns how many. A run in
+        the grading queue is left alone: another process grades it, or will (`QueueFacet`)."""
+        queued = sa.exists().where(t.grading_queue.c.run_id == t.runs.c.id)
+        return self._exec(sa.update(t.runs).where(t.runs.c.status == "running", t.runs.c.owner != "",
+                                                  ~queued).values(
             status="stopped", message="interrupted by a server restart; Resume continues without paying again",
             updated_at=time.time()))
 

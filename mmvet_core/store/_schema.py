@@ -179,3 +179,31 @@ run_pins = sa.Table(
     sa.Column("run_id", Text, primary_key=True),
     sa.Column("reason", Text, primary_key=True),
 )
+
+#: Grading work shared by processes (`mmvet_core/workers.py`, migration 0002): one row per run that a process is
+#: grading or that a grading worker may take. A row lives while its run grades and goes when the run ends.
+grading_queue = sa.Table(
+    "grading_queue", metadata,
+    sa.Column("run_id", Text, primary_key=True),
+    sa.Column("endpoint", Text, nullable=False),           # the judge endpoint (workers.endpoint_of), '' none
+    sa.Column("claimable", INTEGER, nullable=False, server_default=sa.text("0")),  # 1: any worker may take it
+    sa.Column("holder", Text),                             # the process grading it; NULL: waiting for a worker
+    sa.Column("lease_until", REAL),                        # database clock: past it, the holder is gone
+    sa.Column("visitor", Text, nullable=False, server_default=""),
+    sa.Column("work", Text, nullable=False),               # JSON: judge settings (never a key), host, mode...
+    sa.Column("stop", INTEGER, nullable=False, server_default=sa.text("0")),        # 1: Stop was pressed
+    sa.Column("claims", INTEGER, nullable=False, server_default=sa.text("0")),      # times a process took it
+    sa.Column("waiting_until", REAL),                      # wall clock: its calls wait out a rate limit
+    sa.Column("enqueued_at", REAL, nullable=False),
+    sa.Column("claimed_at", REAL),
+    sa.Index("grading_queue_claim", "claimable", "enqueued_at"),
+)
+
+#: One judge account's rate-limit state, shared by every process that calls it (`mmvet_core/sharedlimit.py`).
+judge_pace = sa.Table(
+    "judge_pace", metadata,
+    sa.Column("account", Text, primary_key=True),          # ratelimit.account_key: a hash, never a key
+    sa.Column("state", Text, nullable=False),              # JSON: the mirror of the server's buckets
+    sa.Column("paused_until", REAL, nullable=False, server_default=sa.text("0")),   # database clock
+    sa.Column("updated_at", REAL, nullable=False),
+)

@@ -160,6 +160,10 @@ class SQLiteBackend:
     def byte_length(self, text: Any) -> sa.ColumnElement:
         return sa.func.length(sa.cast(text, sa.LargeBinary))
 
+    def clock(self) -> sa.ColumnElement:
+        # julianday('now') has millisecond precision; 2440587.5 is the Unix epoch's Julian day
+        return sa.type_coerce((sa.func.julianday("now") - 2440587.5) * 86400.0, sa.Float)
+
 
 def _cannot_open(error: sqlite3.Error) -> bool:
     return "unable to open" in str(error).lower()

@@ -1,0 +1,144 @@
+"""The grading queue: runs that a process is grading, or that a grading worker may take (`mmvet_core/workers.py`).
+
+A row is a lease: its `holder` (a process id of `workers.process_id`) grades the run until `lease_until`, a time on
+the database's clock (one clock for every machine), and renews it while it lives. A holder that dies stops renewing;
+once its lease has passed, a worker takes a *claimable* row over (a run graded with the host's key or with no key,
+which any worker can continue), while a row only its holder could grade (a visitor's own key lives in that
+process's memory alone) is reaped: its run becomes ``stopped`` and its owner resumes it. A claim on PostgreSQL
+locks the row it takes with ``FOR UPDATE SKIP LOCKED``, so workers claiming at once take different runs without
+waiting for each other; on SQLite (one machine) the claim is one statement under the file's write lock.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+import sqlalchemy as sa
+
+from . import _schema as t
+
+INTERRUPTED = "interrupted: the process grading it stopped; Resume continues without paying again"
+
+
+class QueueFacet:
+    """Leases on grading work, on the database's clock."""
+
+    def enqueue_run(self, run_id: str, *, work: dict, endpoint: str, visitor: str = "", claimable: bool,
+                    holder: str | None = None, lease: float = 0.0) -> None:
+        """Put a run in the queue: held by `holder` for `lease` seconds (a process grading it itself), or waiting
+        for a worker (`holder` None). A row left by an earlier grading of the run is replaced. `work` (JSON) says
+        how to grade it and must hold no key."""
+        q = t.grading_queue
+        assert "api_key" not in json.dumps(work), "keys are never stored"
+        values = dict(run_id=run_id, endpoint=endpoint, claimable=int(claimable), holder=holder,
+                      lease_until=self._backend.clock() + lease if holder else None, visitor=visitor,
+                      work=json.dumps(work), stop=0, claims=1 if holder else 0, waiting_until=None,
+                      enqueued_at=time.time(), claimed_at=time.time() if holder else None)
+        insert = self._backend.insert(q).values(**values)
+        self._exec(insert.on_conflict_do_update(
+            index_elements=["run_id"], set_={k: insert.excluded[k] for k in values if k != "run_id"}))
+
+    def claim_run(self, holder: str, lease: float, endpoints: list[str]) -> dict | None:
+        """Take the oldest claimable run of one of `endpoints` that nobody holds (waiting, or its holder's lease
+        passed) for `lease` seconds; None when there is none. Its row as a dict (``work`` decoded, ``stop``,
+        ``claims``: how many times a process took it, this time included)."""
+        q, now = t.grading_queue, self._backend.clock()
+        free = sa.or_(q.c.holder.is_(None), q.c.lease_until < now)
+        pick = (sa.select(q.c.run_id).where(q.c.claimable == 1, q.c.endpoint.in_(endpoints), free)
+                .order_by(q.c.enqueued_at).limit(1).with_for_update(skip_locked=True).scalar_subquery())
+        with self._tx() as conn:
+            row = conn.execute(
+                sa.update(q).where(q.c.run_id == pick, free)
+                .values(holder=holder, lease_until=now + lease, claims=q.c.claims + 1, claimed_at=time.time(),
+                        waiting_until=None)
+                .returning(*q.c)).mappings().first()
+        return _decoded(row) if row is not None else None
+
+    def renew_leases(self, holder: str, lease: float) -> dict[str, bool]:
+        """Extend every lease `holder` holds by `lease` seconds from now: ``{run id: Stop pressed}`` of the rows it
+        still holds (a run missing there was taken over, or dequeued: its grading must end)."""
+        q = t.grading_queue
+        with self._tx() as conn:
+            rows = conn.execute(sa.update(q).where(q.c.holder == holder)
+                                .values(lease_until=self._backend.clock() + lease)
+                                .returning(q.c.run_id, q.c.stop)).all()
+        return {r.run_id: bool(r.stop) for r in rows}
+
+    def release_run(self, run_id: str, holder: str, *, requeue: bool = False) -> bool:
+        """`holder` lets go of a run: its row goes (the grading ended), or with `requeue` the run waits for another
+        worker (a worker that shuts down hands its runs over). False when `holder` did not hold it."""
+        q = t.grading_queue
+        mine = sa.and_(q.c.run_id == run_id, q.c.holder == holder)
+        if requeue:
+            return self._exec(sa.update(q).where(mine, q.c.claimable == 1)
+                              .values(holder=None, lease_until=None, waiting_until=None)) > 0
+        return self._exec(sa.delete(q).where(mine)) > 0
+
+    def set_status_if_held(self, run_id: str, holder: str, status: str, message: str = "") -> bool:
+        """`set_status`, only while `holder` holds the run's lease: a process whose run was taken over never writes
+        over the status of the process grading it now. False when it wrote nothing."""
+        q, r = t.grading_queue, t.runs
+        held = sa.exists().where(q.c.run_id == run_id, q.c.holder == holder)
+        return self._exec(sa.update(r).where(r.c.id == run_id, held)
+                          .values(status=status, message=message, updated_at=time.time())) > 0
+
+    def set_waiting(self, run_id: str, holder: str, until: float | None) -> None:
+        """Record until when (wall clock) the run's calls wait out the judge account's rate limit (None: not)."""
+        q = t.grading_queue
+        self._exec(sa.update(q).where(q.c.run_id == run_id, q.c.holder == holder).values(waiting_until=until))
+
+    def request_stop(self, run_id: str, message: str) -> str:
+        """Stop a queued run, from any process: a run nobody grades (waiting for a worker, or its holder gone)
+        leaves the queue and becomes ``stopped`` with `message` at once (``"stopped"``); a run being graded gets its
+        Stop flag, which its holder reads at its next renewal (``"asked"``); ``"none"``: not in the queue."""
+        q, r = t.grading_queue, t.runs
+        now = self._backend.clock()
+        with self._tx(lock="grading-queue") as conn:
+            gone = conn.execute(sa.delete(q).where(q.c.run_id == run_id,
+                                                   sa.or_(q.c.holder.is_(None), q.c.lease_until < now))).rowcount
+            if gone:
+                conn.execute(sa.update(r).where(r.c.id == run_id)
+                             .values(status="stopped", message=message, updated_at=time.time()))
+                return "stopped"
+            asked = conn.execute(sa.update(q).where(q.c.run_id == run_id).values(stop=1)).rowcount
+        return "asked" if asked else "none"
+
+    def queued_run(self, run_id: str) -> dict | None:
+        """The run's row (``work`` decoded) with ``live``: a process grades it (its lease holds) or a worker may
+        still take it; None when it is not in the queue."""
+        q = t.grading_queue
+        live = sa.or_(q.c.claimable == 1, q.c.lease_until >= self._backend.clock())
+        rows = self._rows(sa.select(q, live.label("live")).where(q.c.run_id == run_id))
+        return {**_decoded(rows[0]), "live": bool(rows[0]["live"])} if rows else None
+
+    def queued_runs(self, visitor: str | None = None) -> list[str]:
+        """Ids of the runs in the queue that are live (see `queued_run`), of `visitor` only when given."""
+        q = t.grading_queue
+        query = sa.select(q.c.run_id).where(sa.or_(q.c.claimable == 1, q.c.lease_until >= self._backend.clock()))
+        if visitor is not None:
+            query = query.where(q.c.visitor == visitor)
+        return [r.run_id for r in self._query(query)]
+
+    def reap_leases(self, message: str = INTERRUPTED) -> list[str]:
+        """Runs whose holder is gone and that no other process can continue (not claimable): their rows go and
+        the runs become ``stopped`` with `message` (their owners resume them). Returns their ids."""
+        q, r = t.grading_queue, t.runs
+        with self._tx(lock="grading-queue") as conn:
+            dead = [row.run_id for row in conn.execute(sa.select(q.c.run_id).where(
+                q.c.claimable == 0, q.c.lease_until < self._backend.clock()))]
+            if dead:
+                conn.execute(sa.delete(q).where(q.c.run_id.in_(dead)))
+                conn.execute(sa.update(r).where(r.c.id.in_(dead), r.c.status.in_(("running", "created", "queued")))
+                             .values(status="stopped", message=message, updated_at=time.time()))
+        return dead
+
+    def database_time(self) -> float:
+        """The database's clock now (seconds since the epoch)."""
+        return float(self._query(sa.select(self._backend.clock()))[0][0])
+
+
+def _decoded(row) -> dict:
+    out = dict(row)
+    out["work"] = json.loads(out["work"])
+    out["stop"] = bool(out["stop"])
+    return out

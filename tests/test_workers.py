@@ -1,0 +1,334 @@
+"""Grading beyond one process (mmvet_core/workers.py, the store's grading queue and shared pace): leases on the
+database's clock, claims that never give one run to two workers, a run queued by one process graded by a worker
+and followed (and stopped) from another, a grader that lost its lease writing nothing over its successor, one
+judge account's limit and one day's budget shared by every process. On both databases where the queue's SQL is
+concerned; the end-to-end run across machines (kill -9, nginx, a browser) is tests/test_many_machines.py."""
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+from mmvet_core.budget import BudgetLimits, HostBudget
+from mmvet_core.grading import BudgetExceeded
+from mmvet_core.judge import JudgeSettings, make_judge
+from mmvet_core.service import ServiceSettings
+from mmvet_core.store import Store
+from mmvet_core.workers import EXTERNAL, LeasedJobs, Worker, endpoint_of, make_jobs
+from tests.fake_judge import FakeJudgeServer, FakeState
+from tests.test_grading import new_run, tiny
+
+WORK = {"judge": {"model": "m"}, "host": True}
+HOST = "openai|http://judge|"
+
+
+def wait_until(condition, timeout: float = 60.0, what: str = "the condition"):
+    """Wait for an event (polling what the processes wrote); fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def run_row(store: Store, model: str = "m", owner: str = "alice") -> str:
+    return store.create_run(model_name=model, benchmark={}, n_runs=1, judge={}, predictions={}, owner=owner)
+
+
+# --- the queue's leases, on both databases -----------------------------------------------------------------------
+
+def test_claims_take_free_runs_of_known_endpoints_and_leases_pass_on_the_databases_clock(any_store):
+    store = any_store
+    held, queued, other, keyed = (run_row(store) for _ in range(4))
+    store.enqueue_run(held, work=WORK, endpoint=HOST, claimable=True, holder="A", lease=60)
+    store.enqueue_run(queued, work=WORK, endpoint=HOST, visitor="v1", claimable=True)
+    store.enqueue_run(other, work=WORK, endpoint="openai|http://elsewhere|", claimable=True)
+    store.enqueue_run(keyed, work=WORK, endpoint=HOST, claimable=False, holder="A", lease=60)
+
+    row = store.claim_run("B", 60, [HOST, ""])       # not A's live lease, not another endpoint, not a keyed run
+    assert (row["run_id"], row["holder"], row["claims"], row["work"]) == (queued, "B", 1, WORK)
+    assert store.claim_run("B", 60, [HOST, ""]) is None
+    assert store.renew_leases("A", 60) == {held: False, keyed: False}
+    assert sorted(store.queued_runs()) == sorted([held, queued, other, keyed])
+    assert store.queued_runs("v1") == [queued]
+
+    # A dies: its leases pass (a lease of -1 s has passed already). B takes the run any worker can continue...
+    store.renew_leases("A", -1)
+    assert store.claim_run("B", 60, [HOST])["run_id"] == held
+    assert store.renew_leases("A", 60) == {keyed: False}        # ... A no longer holds it
+    assert store.queued_run(held)["claims"] == 2
+    # ... and the run only A could grade (a visitor's key in A's memory) is reaped: stopped, its owner resumes it
+    store.set_status(keyed, "running")
+    store.renew_leases("A", -1)
+    assert store.queued_run(keyed)["live"] is False
+    assert store.reap_leases() == [keyed]
+    assert store.get_run(keyed).status == "stopped" and "Resume" in store.get_run(keyed).message
+    assert store.queued_run(keyed) is None
+
+    # only the holder writes the run's status, and releases its row
+    assert not store.set_status_if_held(held, "A", "stopped")
+    assert store.set_status_if_held(held, "B", "running") and store.get_run(held).status == "running"
+    assert not store.release_run(held, "A")
+    assert store.release_run(held, "B", requeue=True) and store.queued_run(held)["holder"] is None
+    assert store.claim_run("C", 60, [HOST])["run_id"] == held
+    assert store.release_run(held, "C") and store.queued_run(held) is None
+
+
+def test_stop_reaches_a_run_wherever_it_is_and_a_restart_leaves_queued_runs_alone(any_store):
+    store = any_store
+    waiting, graded, lone = (run_row(store) for _ in range(3))
+    store.enqueue_run(waiting, work=WORK, endpoint=HOST, claimable=True)
+    store.enqueue_run(graded, work=WORK, endpoint=HOST, claimable=True, holder="W", lease=60)
+    for run_id in (waiting, graded, lone):
+        store.set_status(run_id, "running")
+    # an app process starting again stops only the runs no process grades or will grade
+    assert store.mark_interrupted() == 1
+    assert [store.get_run(r).status for r in (waiting, graded, lone)] == ["running", "running", "stopped"]
+    # a run nobody grades yet leaves the queue at once; a graded one gets the flag its holder reads
+    assert store.request_stop(waiting, "stopped by the user") == "stopped"
+    assert store.get_run(waiting).status == "stopped" and store.queued_run(waiting) is None
+    assert store.request_stop(graded, "stopped by the user") == "asked"
+    assert store.renew_leases("W", 60) == {graded: True}
+    assert store.request_stop(lone, "x") == "none"
+    store.delete_run(graded)                  # deleting a run takes it out of the queue
+    assert store.queued_run(graded) is None
+
+
+def test_workers_claiming_at_once_never_take_the_same_run(db_location):
+    """Four workers (each its own connection) claim from 40 queued runs at once: each run is taken exactly once
+    (PostgreSQL: FOR UPDATE SKIP LOCKED; SQLite: one statement under the file's lock)."""
+    stores = [Store(db_location) for _ in range(4)]
+    runs = [run_row(stores[0]) for _ in range(40)]
+    for run_id in runs:
+        stores[0].enqueue_run(run_id, work=WORK, endpoint=HOST, claimable=True)
+    taken: list[tuple[str, str]] = []
+
+    def claim(store: Store, name: str) -> None:
+        while (row := store.claim_run(name, 60, [HOST])) is not None:
+            taken.append((row["run_id"], name))
+
+    threads = [threading.Thread(target=claim, args=(s, f"W{i}")) for i, s in enumerate(stores)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(r for r, _ in taken) == sorted(runs)
+    for s in stores:
+        s.close()
+
+
+def test_processes_charging_one_day_at_once_never_pass_its_budget(db_location):
+    """Two processes (two stores on one database) charge 30 calls each against a global budget of 40: exactly 40
+    are counted, the others refused."""
+    budgets = [HostBudget(Store(db_location), BudgetLimits(per_visitor_daily=0, global_daily=40,
+                                                           tokens_per_visitor_daily=0, tokens_global_daily=0))
+               for _ in range(2)]
+    refused = Counter()
+
+    def spend(budget: HostBudget, visitor: str) -> None:
+        for _ in range(30):
+            try:
+                budget.charge(visitor, 10)
+            except BudgetExceeded:
+                refused[visitor] += 1
+
+    threads = [threading.Thread(target=spend, args=(b, v)) for b, v in zip(budgets, ("a", "b"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    store = budgets[0].store
+    from mmvet_core.budget import today
+    assert store.usage(today()) == 40 and sum(refused.values()) == 20
+    for b in budgets:
+        b.store.close()
+
+
+# --- processes grading ---------------------------------------------------------------------------------------
+
+@pytest.fixture
+def judge():
+    with FakeJudgeServer(FakeState(latency=0.02)) as server:
+        yield server
+
+
+def host_settings(judge) -> ServiceSettings:
+    return ServiceSettings(host_key="sk-host", host_base_url=judge.url)
+
+
+def test_a_run_queued_by_the_app_is_graded_by_one_worker_and_followed_and_stopped_from_another_process(
+        pg_url, judge):
+    """The app (MMVET_WORKERS=external) only queues a host-key run; of two workers one takes it; the app process
+    sees it running (and until when it waits), then done; every answer is paid once. A second run is stopped
+    from the app while a worker grades it: the worker ends it at its next renewal."""
+    app_store, stores = Store(pg_url), [Store(pg_url) for _ in range(2)]
+    app = make_jobs(app_store, workers=EXTERNAL, lease=1.0)
+    workers = [Worker(s, host_settings(judge), lease=1.0, poll=0.05) for s in stores]
+    stop = threading.Event()
+    threads = [threading.Thread(target=w.run, args=(stop,)) for w in workers]
+    settings = JudgeSettings(base_url=judge.url)
+    bench = tiny(12)
+    try:
+        run_id = new_run(app_store, bench, settings, n_runs=2)
+        assert app.start(run_id, bench, make_judge(settings, "sk-host"), host=True, visitor="v")
+        assert app_store.get_run(run_id).status == "queued" and app.is_running(run_id)
+        assert app.running_count("v") == 1 and app.running_ids() == [run_id]
+        for t in threads:
+            t.start()
+        wait_until(lambda: app_store.get_run(run_id).status == "done", what="the run graded by a worker")
+        wait_until(lambda: not app.is_running(run_id), what="the queue row released")
+        assert sorted(w.taken for w in workers) == [0, 1]
+        answered = [c for c in judge.state.calls if c["status"] == 200]
+        assert len(answered) == app_store.cache_size() and app_store.count_grades(run_id)
+
+        judge.state.hold_after = judge.state.answered + 3        # the next run stays in the middle
+        second = new_run(app_store, bench, settings, predictions={s: "other" for s in bench.ids})
+        app.start(second, bench, make_judge(settings, "sk-host"), host=True, visitor="v")
+        wait_until(lambda: judge.state.held > 0, what="calls of the second run")
+        assert app_store.get_run(second).status == "running" and app.is_running(second)
+        assert app.stop(second)
+        judge.state.hold_after = None
+        wait_until(lambda: app_store.get_run(second).status == "stopped", what="the stop to reach the worker")
+        wait_until(lambda: not app.is_running(second), what="the queue row released")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+        app.shutdown()
+        for s in [app_store, *stores]:
+            s.close()
+
+
+def test_a_grader_that_lost_its_lease_ends_and_writes_nothing_over_its_successor(db_location, judge):
+    """A worker stalls past its lease (here: its lease is made to pass) and another takes the run over: the first
+    ends its grading at its next renewal without touching the run's status, and the second finishes it."""
+    first_store, second_store = Store(db_location), Store(db_location)
+    settings = JudgeSettings(base_url=judge.url)
+    bench = tiny(10)
+    run_id = new_run(first_store, bench, settings)
+    first_store.enqueue_run(run_id, work={"judge": settings.to_dict(), "host": True, "concurrency": 4},
+                            endpoint=endpoint_of(settings), claimable=True)
+    first = Worker(first_store, host_settings(judge), lease=1.0)
+    second = Worker(second_store, host_settings(judge), lease=1.0)
+    try:
+        judge.state.hold_after = 2
+        assert first.take() == run_id
+        wait_until(lambda: judge.state.held > 0, what="the first worker's calls")
+        with first.jobs._lock:            # the first stalls (its heartbeat waits) until its lease has passed
+            first_store.renew_leases(first.holder, -1)
+            assert second.take() == run_id
+        judge.state.hold_after = None
+        wait_until(lambda: first_store.get_run(run_id).status == "done", what="the second worker's grading")
+        wait_until(lambda: not first.busy(), what="the first worker to let go")
+        assert first_store.get_run(run_id).message == "10 grades"
+        assert first_store.queued_run(run_id) is None
+    finally:
+        first.jobs.shutdown()
+        second.jobs.shutdown()
+        first_store.close()
+        second_store.close()
+
+
+def test_processes_sharing_a_judge_account_keep_to_its_limit_together(pg_url):
+    """Two processes (each its own event loop and database connections) grade at once with one key against a
+    judge allowing 15 requests/s: their limiters pace through the database, so together they stay near the limit
+    with few 429s, and both runs finish."""
+    stores = [Store(pg_url) for _ in range(2)]
+    with FakeJudgeServer(FakeState(rps=15, latency=0.05)) as judge:
+        settings = JudgeSettings(base_url=judge.url)
+        jobs = [LeasedJobs(s, lease=5.0) for s in stores]
+        try:
+            runs = [(new_run(stores[0], tiny(25, start=25 * i), settings, n_runs=2), tiny(25, start=25 * i))
+                    for i in range(2)]
+            for j, (run_id, bench) in zip(jobs, runs):
+                j.start(run_id, bench, make_judge(settings, "sk-host"), host=True)
+            outcomes = [j.wait(run_id, timeout=120) for j, (run_id, _) in zip(jobs, runs)]
+        finally:
+            for j in jobs:
+                j.shutdown()
+        calls = list(judge.state.calls)
+    assert [o.status for o in outcomes] == ["done", "done"]
+    refused = sum(c["status"] == 429 for c in calls)
+    assert refused <= 0.25 * 100, refused
+    times = sorted(c["t"] for c in calls if c["status"] == 200)
+    assert (len(times) - 1) / (times[-1] - times[0]) >= 0.75 * 15
+    paces = [name for name, rows in stores[0].iter_tables() if name == "judge_pace" and rows]
+    assert paces == ["judge_pace"]
+    for s in stores:
+        s.close()
+
+
+def test_a_run_whose_database_went_away_goes_back_to_the_queue_and_finishes_when_it_returns(pg_server, pg_url,
+                                                                                           judge):
+    """The database refuses every connection while a worker grades (answers then arrive that cannot be stored):
+    the run ends on that fault, its row goes back to the queue as soon as the database answers again, and a
+    worker finishes it, asking again only for the answers it could not store."""
+    store, worker_store = Store(pg_url), Store(pg_url)
+    name = pg_url.rsplit("/", 1)[1]
+    settings = JudgeSettings(base_url=judge.url)
+    bench = tiny(10)
+    run_id = new_run(store, bench, settings)
+    store.enqueue_run(run_id, work={"judge": settings.to_dict(), "host": True, "concurrency": 4},
+                      endpoint=endpoint_of(settings), claimable=True)
+    worker = Worker(worker_store, host_settings(judge), lease=1.0, poll=0.05)
+    stop = threading.Event()
+    thread = threading.Thread(target=worker.run, args=(stop,))
+
+    def outage(on: bool) -> None:
+        with pg_server.admin() as conn:
+            conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS {"false" if on else "true"}')
+            if on:
+                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+
+    try:
+        judge.state.hold_after = 3
+        thread.start()
+        wait_until(lambda: judge.state.held > 0 and judge.state.in_flight == 0
+                   and store.cache_size() == judge.state.answered, what="the worker's calls")
+        outage(True)
+        judge.state.hold_after = None               # answers arrive while nothing can be stored
+        wait_until(lambda: worker.taken == 1 and not worker.busy(), what="the run to end on the fault")
+        outage(False)
+        wait_until(lambda: store.get_run(run_id).status == "done", what="the run to finish")
+        assert worker.taken == 2 and store.get_run(run_id).message == "10 grades"
+        wait_until(lambda: store.queued_run(run_id) is None, what="its row released")
+    finally:
+        outage(False)
+        stop.set()
+        thread.join(30)
+        store.close()
+        worker_store.close()
+
+
+def test_a_worker_leaving_hands_its_run_over_after_its_calls_in_flight_answered(pg_url, judge):
+    """SIGTERM (here: the shutdown it triggers) while calls are in flight: no new grade starts, the calls in
+    flight answer and are stored, then the run goes back to the queue with its status untouched, and another
+    worker finishes it without asking any stored answer again."""
+    store, stores = Store(pg_url), [Store(pg_url) for _ in range(2)]
+    settings = JudgeSettings(base_url=judge.url)
+    bench = tiny(10)
+    run_id = new_run(store, bench, settings)
+    store.enqueue_run(run_id, work={"judge": settings.to_dict(), "host": True, "concurrency": 4},
+                      endpoint=endpoint_of(settings), claimable=True)
+    leaving, staying = (Worker(s, host_settings(judge), lease=1.0) for s in stores)
+    try:
+        judge.state.hold_after = 3
+        assert leaving.take() == run_id
+        wait_until(lambda: judge.state.held > 0, what="calls in flight")
+        thread = threading.Thread(target=leaving.jobs.shutdown, kwargs={"requeue": True})
+        thread.start()
+        wait_until(lambda: leaving.jobs._jobs[run_id].stop.is_set(), what="the shutdown to stop the run")
+        judge.state.hold_after = None               # the calls in flight answer
+        thread.join(30)
+        row = store.queued_run(run_id)
+        assert row["holder"] is None and store.get_run(run_id).status == "running"
+        assert store.cache_size() == judge.state.answered > 3       # the calls in flight answered, all stored
+        assert staying.take() == run_id
+        wait_until(lambda: store.get_run(run_id).status == "done", what="the other worker to finish")
+        answered = Counter((c["prompt"], c["temperature"]) for c in judge.state.calls if c["status"] == 200)
+        assert max(answered.values()) == 1
+    finally:
+        staying.jobs.shutdown()
+        for s in [store, *stores]:
+            s.close()
