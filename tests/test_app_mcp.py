@@ -338,9 +338,12 @@ def test_mcp_turned_off_has_no_route(tmp_path):
         stop_app(off)
 
 
-def test_file_tools_that_find_no_free_slot_are_told_the_server_is_busy(tmp_path, monkeypatch):
-    """Agents' file tools run on the server's worker threads: at most FILE_SLOTS read files at once; the next one
-    is refused after FILE_WAIT instead of holding a thread (here the downloads hang on a server of ours)."""
+def test_file_tools_share_their_slots_between_addresses_and_tell_the_rest_the_server_is_busy(tmp_path,
+                                                                                              monkeypatch):
+    """Agents' file tools run on the server's worker threads: at most `file_slots` read files at once, one address
+    at most `file_slots_per_visitor` of them (issue 26: one agent's four slow URLs held every slot). Here four
+    addresses' downloads hang on a server of ours: a fifth address is told the server is busy after FILE_WAIT, and
+    an address that already reads a file is told so at once."""
     import gradio as gr
 
     import ui.mcp as mcp_ui
@@ -364,27 +367,35 @@ def test_file_tools_that_find_no_free_slot_are_told_the_server_is_busy(tmp_path,
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Hanging)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    svc = GradingService(ServiceSettings(data_dir=tmp_path / "data", allow_private_endpoints=True))
+    svc = GradingService(ServiceSettings(data_dir=tmp_path / "data", allow_private_endpoints=True,
+                                         trusted_proxy_hops=1))
+    slots = svc.settings.hosting.file_slots
     with gr.Blocks() as demo:
         mcp_ui.register_mcp_tools(svc)
     validate = next(f.fn for f in demo.fns.values() if f.api_name == "validate_results")
     url = f"http://127.0.0.1:{server.server_port}/llava-v1.5-7b.json"
-    answers: list = []
+    answers: dict[str, list] = {}
 
-    def agent_call():
+    def agent_call(ip: str):
+        request = gr.Request(headers={"x-forwarded-for": ip}, client={"host": "127.0.0.1"})
         try:
-            answers.append(json.loads(validate(url, judge="baseline"))["report"])
+            out = json.loads(validate(url, judge="baseline", request=request))["report"]
         except gr.Error as e:
-            answers.append(f"error: {e.message}")
+            out = f"error: {e.message}"
+        answers.setdefault(ip, []).append(out)
 
-    holders = [threading.Thread(target=agent_call) for _ in range(mcp_ui.FILE_SLOTS)]
+    holders = [threading.Thread(target=agent_call, args=(f"203.0.113.{i}",)) for i in range(slots)]
     try:
         for t in holders:
             t.start()
         for _ in holders:                                  # every slot is taken: four downloads are hanging
             assert arrived.acquire(timeout=30)
-        agent_call()                                       # the fifth, while four downloads hang
-        assert answers == ["error: The server is busy reading other files; try again in a minute."], answers
+        agent_call("203.0.113.0")                          # an address already reading a file: at once
+        agent_call("198.51.100.1")                         # a fifth address, while four downloads hang
+        assert answers.pop("198.51.100.1") == ["error: The server is busy reading other files; try again in a "
+                                               "minute."]
+        assert answers["203.0.113.0"] == ["error: Your address is already reading 1 file here (at most 1 at once): "
+                                          "wait until it is read, then try again."], answers
     finally:
         release.set()
         for t in holders:
@@ -392,5 +403,5 @@ def test_file_tools_that_find_no_free_slot_are_told_the_server_is_busy(tmp_path,
         server.shutdown()
         server.server_close()
         svc.store.close()
-    assert len(answers) == 1 + mcp_ui.FILE_SLOTS
-    assert all("218" in a for a in answers[1:]), answers      # the four that held a slot were served
+    reports = [a for outs in answers.values() for a in outs if not a.startswith("error")]
+    assert len(reports) == slots and all("218" in a for a in reports), answers   # the four holders were served

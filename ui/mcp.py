@@ -19,18 +19,20 @@ scripts' gradio_client API keeps them all).
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import json
 import math
 import secrets
 import tempfile
-import threading
 
 import gradio as gr
 
 from mmvet_core.compare import CompareError, compare_sets
 from mmvet_core.gradesets import benchmark_for, load_bundled_v1, sets_for_owner
 from mmvet_core.judgecheck import call_count
-from mmvet_core.remote_files import RemoteFileError, fetch_visitor_file
+from mmvet_core.remote_files import FetchSlots, RemoteFileError, fetch_visitor_file
+from mmvet_core.requestlimit import over_limit_message
 from mmvet_core.runs import load_run_view
 from mmvet_core.service import (BENCH_BUNDLED, JUDGE_BASELINE, JUDGE_HOST, JUDGE_OWN, MODE_LIVE, BenchmarkChoice,
                                 GradingService, JudgeChoice, ServiceError)
@@ -48,9 +50,9 @@ JUDGES = {"server": JUDGE_HOST, "own": JUDGE_OWN, "baseline": JUDGE_BASELINE}
 SUBSETS = {"all": "All samples", "bard": "Bard set (168)"}
 MIN_TOKEN = 16
 # The tools are not queued (see `register_mcp_tools`): they run on the server's worker threads. A file tool holds
-# one for a download (up to the upload limit in memory) and a parse, so at most FILE_SLOTS run at once, and a call
-# that finds no slot within FILE_WAIT seconds is told the server is busy (instead of holding a thread).
-FILE_SLOTS = 4
+# one for a download (up to the upload limit in memory) and a parse, so at most `HostingLimits.file_slots` run at
+# once and one address holds at most `file_slots_per_visitor` of them; a call that finds no slot within FILE_WAIT
+# seconds is told the server is busy (instead of holding a thread).
 FILE_WAIT = 10.0
 NOT_YOURS = "No run of yours has this id: pass the owner_token that start_grading returned with it."
 
@@ -89,12 +91,36 @@ def _own(svc: GradingService, run_id: str, owner_token: str):
 
 
 def _fetched(svc: GradingService, results_file: str, file_name: str, work: str) -> str:
-    """The agent's file on disk (in `work`), fetched within the upload limit."""
+    """The agent's file on disk (in `work`), fetched within the upload limit and the host's deadline."""
     try:
         return str(fetch_visitor_file(results_file, work, max_bytes=svc.settings.max_upload_mb * 1024 * 1024,
-                                      block_private=not svc.settings.allow_private_endpoints, file_name=file_name))
+                                      block_private=not svc.settings.allow_private_endpoints, file_name=file_name,
+                                      deadline=svc.settings.hosting.fetch_deadline_s))
     except RemoteFileError as e:
         raise ServiceError(f"results_file: {e}.") from None
+
+
+def _within_limit(request: gr.Request | None) -> None:
+    """Refuse a tool call the request limit refused (`mmvet_core.requestlimit`: the middleware marks an MCP tool
+    call over its client's limit, so that the refusal is a tool error the agent reads, not a broken session)."""
+    # Gradio hands a tool called over MCP the message's Starlette request itself (a page's call: a gr.Request)
+    inner = getattr(request, "request", None) or request
+    scope = getattr(inner, "scope", None) if inner is not None else None
+    message = over_limit_message(scope.get("state") or {}) if isinstance(scope, dict) else None
+    if message:
+        raise ServiceError(message)
+
+
+def limited_tool(fn):
+    """A tool that answers the request limit's refusal (`_within_limit`) before it does anything. The tool takes
+    ``request: gr.Request`` (Gradio then hands it the MCP message's request)."""
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        _within_limit(signature.bind_partial(*args, **kwargs).arguments.get("request"))
+        return fn(*args, **kwargs)
+    return wrapper
 
 
 def _finite(obj):
@@ -128,22 +154,24 @@ def register_mcp_tools(svc: GradingService) -> None:
     queued: Gradio's MCP server then calls them in the MCP request itself, so the visitor (budget, run slots) is
     the agent's own address, not the server's loopback."""
 
-    slots = threading.BoundedSemaphore(FILE_SLOTS)
+    hosting = svc.settings.hosting
+    slots = FetchSlots(hosting.file_slots, hosting.file_slots_per_visitor, FILE_WAIT)
 
     @contextlib.contextmanager
-    def file_work():
-        """A slot for reading an agent's file (see `FILE_SLOTS`) and a private folder for it, removed after."""
-        if not slots.acquire(timeout=FILE_WAIT):
-            raise ServiceError("The server is busy reading other files; try again in a minute.")
-        try:
-            with tempfile.TemporaryDirectory(prefix="agent-", dir=svc.work_dir) as work:
-                yield work
-        finally:
-            slots.release()
+    def file_work(request: gr.Request | None):
+        """A slot for reading the agent's file (`FetchSlots`: a share per address) and a private folder for it,
+        removed after."""
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(slots.slot(visitor(svc, request)))
+            except RemoteFileError as e:
+                raise ServiceError(str(e)) from None
+            yield stack.enter_context(tempfile.TemporaryDirectory(prefix="agent-", dir=svc.work_dir))
 
     @api_errors
+    @limited_tool
     def validate_results(results_file: str, file_name: str = "", judge: str = "server", judge_runs: int = 1,
-                         subset: str = "all", judge_model: str = "") -> str:
+                         subset: str = "all", judge_model: str = "", request: gr.Request = None) -> str:
         """Check an MM-Vet results file (a model's answers) against the bundled MM-Vet v1 benchmark and say what
         grading it would cost. Free: no judge call. Formats: official MM-Vet JSON {id: answer}, lmms-eval logs,
         VLMEvalKit tables (.xlsx/.tsv/.csv/.json), LLaVA-style .jsonl. The file must fit this server's upload limit.
@@ -159,12 +187,13 @@ def register_mcp_tools(svc: GradingService) -> None:
         Returns:
             A JSON object: report: what the file holds against the benchmark (matched, missing, extra samples, format); estimate: judge calls, tokens and dollars grading would cost; model_name: the name taken from the file.
         """
-        with file_work() as work:
+        with file_work(request) as work:
             path = _fetched(svc, results_file, file_name, work)
             v = svc.validate(path, _bench(subset), int(judge_runs), _judge(judge, judge_model=judge_model))
         return _answer({"report": v.report, "estimate": v.estimate, "model_name": v.model_name})
 
     @api_errors
+    @limited_tool
     def start_grading(results_file: str, file_name: str = "", judge: str = "server", judge_runs: int = 1,
                       subset: str = "all", model_name: str = "", owner_token: str = "", base_url: str = "",
                       judge_model: str = "", api_key: str = "", request: gr.Request = None) -> str:
@@ -194,7 +223,7 @@ def register_mcp_tools(svc: GradingService) -> None:
             A JSON object: run_id; owner_token (keep it); started (false when the same job was already running); share_url (a read-only page of the run for people).
         """
         tok = _token(owner_token, issue=True)
-        with file_work() as work:
+        with file_work(request) as work:
             path = _fetched(svc, results_file, file_name, work)
             run_id, started = svc.start(path, _bench(subset), int(judge_runs),
                                         _judge(judge, base_url, judge_model, api_key), owner=tok,
@@ -203,7 +232,8 @@ def register_mcp_tools(svc: GradingService) -> None:
                         "share_url": svc.share_url(run_id, page_base_url(request))})
 
     @api_errors
-    def poll_run(run_id: str, owner_token: str) -> str:
+    @limited_tool
+    def poll_run(run_id: str, owner_token: str, request: gr.Request = None) -> str:
         """Progress of one of your runs (poll every few seconds until status is no longer "running"). Free.
 
         Args:
@@ -219,7 +249,8 @@ def register_mcp_tools(svc: GradingService) -> None:
                                                "total_score", "complete", "waiting_until")})
 
     @api_errors
-    def stop_run(run_id: str, owner_token: str) -> str:
+    @limited_tool
+    def stop_run(run_id: str, owner_token: str, request: gr.Request = None) -> str:
         """Stop one of your running runs. Calls in flight finish and are stored; nothing graded is lost (a stopped
         run can be resumed on the page or with the scripts' API). Free.
 
@@ -234,7 +265,8 @@ def register_mcp_tools(svc: GradingService) -> None:
         return svc.stop(run.id, run.owner)
 
     @api_errors
-    def run_scores(run_id: str, owner_token: str, integrations: bool = False) -> str:
+    @limited_tool
+    def run_scores(run_id: str, owner_token: str, integrations: bool = False, request: gr.Request = None) -> str:
         """The MM-Vet scores of one of your runs, each with its 95% bootstrap interval over samples (how much the
         score would move with another draw of questions). Free. Scores are percent; "official" is the number the
         official evaluator prints (mean over judge runs), "std" the spread over judge runs.
@@ -273,7 +305,8 @@ def register_mcp_tools(svc: GradingService) -> None:
         return _answer(out)
 
     @api_errors
-    def compare_runs(run_a: str, run_b: str, owner_token: str) -> str:
+    @limited_tool
+    def compare_runs(run_a: str, run_b: str, owner_token: str, request: gr.Request = None) -> str:
         """Compare two of your runs on the samples they share: the paired difference B - A of their scores with a
         95% paired bootstrap interval (the same questions in both, so question difficulty cancels out), for the
         total and each capability, and the verdict whether the difference is beyond sampling noise. Free (no judge
@@ -312,8 +345,9 @@ def register_mcp_tools(svc: GradingService) -> None:
                         "delta_bar": _r(pair.delta_bar, 4), "verdict": verdict})
 
     @api_errors
+    @limited_tool
     def read_leaderboard(judge: str = "", benchmark: str = "", query: str = "", sort: str = "rank",
-                         descending: bool = False, references: bool = True, limit: int = 50) -> str:
+                         descending: bool = False, references: bool = True, limit: int = 50, request: gr.Request = None) -> str:
         """Read this server's MM-Vet leaderboard: published runs with their total, 95% interval and honest rank
         (entries whose difference is not significant in a paired test share a rank range), plus the paper's
         reference rows. Entries judged by different judges are never ranked against each other. Free.
@@ -338,6 +372,7 @@ def register_mcp_tools(svc: GradingService) -> None:
         return _answer(board)
 
     @api_errors
+    @limited_tool
     def check_judge(judge: str = "server", start: bool = False, owner_token: str = "", base_url: str = "",
                     judge_model: str = "", api_key: str = "", request: gr.Request = None) -> str:
         """Is a judge close to the official GPT-4-0613 judge of MM-Vet? Reads the stored check of the judge (free)
