@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from . import __version__
 from .archive import ArchiveError
 from .benchmark import Benchmark, BenchmarkError
+from .agent_judges import ANY as ANY_JUDGE, agent_judge_refusal, parse_agent_judges
 from .budget import (BudgetLimits, HostBudget, check_prediction_lengths, client_address, private_salt,
                      visitor_id)
 from .endpoints import LIST_TIMEOUT, JudgeRow, ModelList, judge_facts, judge_rows, list_judge_models, preflight, \
@@ -75,16 +76,24 @@ class ServiceError(Exception):
 
 class JudgeUnavailable(ServiceError):
     """The chosen judge is the official one and its endpoint no longer serves it: nothing was started. The message
-    says why and lists the judges the endpoint serves (`models`); the page shows it in place."""
+    says why and lists the judges the endpoint serves (`models`); the page shows it in place. `message_for` words
+    it for another caller (an agent's tools name tools, not the page's sections)."""
 
-    def __init__(self, message: str, models: ModelList):
+    def __init__(self, message: str, models: ModelList, render=None):
         super().__init__(message)
         self.models = models
+        self._render = render
+
+    def message_for(self, *, check_hint: str, view_hint: str) -> str:
+        return self._render(check_hint=check_hint, view_hint=view_hint) if self._render else str(self)
 
 
 #: Where the app's retired-judge message points (the app's own sections, not CLI commands).
 APP_CHECK_HINT = "“Check this judge first”, under Grade"
 APP_VIEW_HINT = "“Open a grade file (no judge call)”"
+#: How the message of a check that cannot start (the official judge is shut down) says what to do, on the page.
+PAGE_CHECK_HINTS = {"check_hint": "pick one in the judge field and click Check this judge",
+                    "view_hint": "Open a grade file"}
 #: Seconds an endpoint's model list is reused (the judge field and every start read it).
 MODEL_LIST_TTL = 60.0
 
@@ -129,6 +138,7 @@ class ServiceSettings:
     host_secret: str | None = None         # MMVET_HOST_SECRET: unlocks the host's leaderboard controls (hide)
     publish_per_hour: int = 10             # leaderboard publishes (and republishes) per visitor and hour
     mcp_server: bool = True                # MMVET_MCP=0 turns the MCP server (agents' tools, ui/mcp.py) off
+    agent_judges: tuple[str, ...] = ()     # MMVET_AGENT_JUDGES: server judges an agent may pick (agent_judges.py)
 
     @classmethod
     def from_env(cls, env=None) -> "ServiceSettings":
@@ -164,6 +174,7 @@ class ServiceSettings:
             host_secret=env.get("MMVET_HOST_SECRET") or None,
             publish_per_hour=_int_env(env, "MMVET_PUBLISH_PER_HOUR", 10),
             mcp_server=env.get("MMVET_MCP", "1").strip().lower() not in ("0", "false", "no", "off"),
+            agent_judges=parse_agent_judges(env.get("MMVET_AGENT_JUDGES")),
         )
 
     def host_settings(self) -> JudgeSettings:
@@ -187,6 +198,7 @@ class JudgeChoice:
     model: str = ""
     api_key: str = ""
     mode: str = MODE_LIVE            # or MODE_BATCH: the Batch API, half price, answers within 24 h
+    host_model: str = ""             # JUDGE_HOST: a server judge an agent picked (MMVET_AGENT_JUDGES); "" = default
 
 
 @dataclass
@@ -386,7 +398,7 @@ class GradingService:
             if not self.settings.host_key:
                 raise ServiceError("This server has no judge key of its own: enter your own API key, or use the "
                                    "baseline.")
-            return self.settings.host_settings(), self.settings.host_key, True
+            return self._host_judge(choice.host_model), self.settings.host_key, True
         if choice.kind == JUDGE_OWN:
             key = (choice.api_key or "").strip()
             url = (choice.base_url or "").strip() or None
@@ -399,6 +411,21 @@ class GradingService:
         if choice.kind != JUDGE_BASELINE:
             raise ServiceError(f"Unknown judge; pick one of: {JUDGE_HOST}, {JUDGE_OWN}, {JUDGE_BASELINE}.")
         return JudgeSettings(model=BASELINE_NAME, provider="baseline"), None, False
+
+    def _host_judge(self, model: str) -> JudgeSettings:
+        """The server's judge settings with the model an agent picked (`agent_judges`: the host's rule), on the
+        server's own endpoint; `ServiceError` when the host does not let agents use that model."""
+        settings = self.settings.host_settings()
+        model = (model or "").strip()
+        if not model or model == settings.model:
+            return settings
+        served = None
+        if self.settings.agent_judges == (ANY_JUDGE,):
+            served = self.model_list(settings, self.settings.host_key, True)
+        refusal = agent_judge_refusal(model, self.settings.agent_judges, settings.model, served)
+        if refusal:
+            raise ServiceError(refusal)
+        return replace(settings, model=model)
 
     def check_visitor_url(self, url: str) -> None:
         """Refuse a visitor's base URL that is not http(s), or that resolves to a private address unless the host
@@ -454,7 +481,10 @@ class GradingService:
         if judge.kind == JUDGE_BASELINE:
             return Validation(rep.summary(), "Offline keyword baseline: no calls, no cost. NOT the MM-Vet metric "
                                              "(an LLM judge is).", name)
-        model = self.settings.judge_model if judge.kind == JUDGE_HOST else (judge.model or DEFAULT_JUDGE_MODEL)
+        if judge.kind == JUDGE_HOST:       # the server's judge, or the one an agent picked (MMVET_AGENT_JUDGES)
+            model = self._host_judge(judge.host_model).model
+        else:
+            model = judge.model or DEFAULT_JUDGE_MODEL
         est = estimate_cost(benchmark, preds, int(n_runs), model).summary(model) if preds else ""
         if est and judge.mode == MODE_BATCH:
             est += " · Batch API chosen: half price, answers within 24 h"
@@ -511,7 +541,8 @@ class GradingService:
                 await judge.aclose()
         pre = self.jobs.call(go(), timeout=LIST_TIMEOUT + self.settings.call_deadline + 5)
         if pre.stop:
-            raise JudgeUnavailable(pre.message(check_hint=APP_CHECK_HINT, view_hint=APP_VIEW_HINT), pre.models)
+            raise JudgeUnavailable(pre.message(check_hint=APP_CHECK_HINT, view_hint=APP_VIEW_HINT), pre.models,
+                                   render=pre.message)
         for warning in pre.warnings:
             log.info("%s", warning)
         return replace(jset, shutdown_date=pre.shutdown_date.isoformat()) if pre.shutdown_date else jset
@@ -646,8 +677,11 @@ class GradingService:
         settings = self.settings
         if stored.provider == "baseline":
             jset, key, host = stored, None, False
-        elif stored.base_url == settings.host_base_url and stored.model == settings.judge_model \
-                and settings.host_key and judge.kind == JUDGE_HOST:
+        elif stored.base_url == settings.host_base_url and settings.host_key and judge.kind == JUDGE_HOST \
+                and (stored.model == settings.judge_model
+                     or not agent_judge_refusal(stored.model, settings.agent_judges, settings.judge_model,
+                                                self.model_list(settings.host_settings(), settings.host_key, True)
+                                                if settings.agent_judges == (ANY_JUDGE,) else None)):
             jset, key, host = stored, settings.host_key, True
         else:
             # The visitor's key goes only to the endpoint they give now, or to this run's own (visitor)
@@ -777,10 +811,13 @@ class GradingService:
         except ValueError as e:
             raise ServiceError(str(e)) from None
 
-    def check_judge(self, choice: JudgeChoice, owner: str, visitor: str, references: str | None = None) -> str:
+    def check_judge(self, choice: JudgeChoice, owner: str, visitor: str, references: str | None = None,
+                    hints: dict | None = None) -> str:
         """Start checking the chosen judge against the reference sets with official GPT-4-0613 grades (the default
         ones: 436 calls at most, fewer when answers are stored). With the host's key every call is charged to the
-        visitor's and the day's budgets, as grading is. Returns what to tell the user."""
+        visitor's and the day's budgets, as grading is. Returns what to tell the user. `hints`: how the message of
+        a check that cannot run (the endpoint no longer serves the official judge) says what to do instead
+        (`PAGE_CHECK_HINTS` by default; an agent's tools name tools)."""
         from .judgecheck import call_count, check_settings, run_judge_check
 
         if not owner:
@@ -810,8 +847,7 @@ class GradingService:
             pre = await preflight(jset, key, policy=policy, judge=judge)
             if pre.stop:
                 await judge.aclose()
-                raise RuntimeError(pre.message(check_hint="pick one in the judge field and click Check this judge",
-                                               view_hint="Open a grade file"))
+                raise RuntimeError(pre.message(**(hints or PAGE_CHECK_HINTS)))
             checked = replace(jset, shutdown_date=pre.shutdown_date.isoformat()) if pre.shutdown_date else jset
             return await run_judge_check(self.store, checked, key, judge=judge,
                                          concurrency=self.settings.run_concurrency, on_grade=counted, stop=stop,

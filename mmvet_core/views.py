@@ -92,8 +92,8 @@ def total_text(view: RunView) -> str:
     if s.total.mean is None:
         return "Total: — (nothing graded yet)"
     metric = view.metric_note
-    if view.run.judge.get("provider") == "baseline":
-        note = f" · {metric}"
+    if view.run.judge.get("provider") == "baseline" or (metric or "").startswith(f"judge {view.judge_text}:"):
+        note = f" · {metric}"            # the note names the judge already (once is enough)
     else:
         note = f" · judge {view.judge_text}" + (f" · {metric}" if metric else " · official MM-Vet metric")
     if not s.complete:

@@ -148,3 +148,14 @@ def test_the_radar_legend_names_overrides_and_the_metric(store, bench):
     again = load_run_view(store, view.run.id)
     assert views.radar_label(again) == "llava-v1.5-13b (this run, 2 human overrides, NOT the official MM-Vet metric)"
     assert views.radar_label(again, this_run=False).startswith(f"llava-v1.5-13b ({view.run.id[:6]}, 2 human")
+
+
+@pytest.mark.parametrize("model, once", [("judge-b", "judge judge-b"), ("gpt-4-0613", "judge gpt-4-0613")],
+                         ids=["successor", "official"])
+def test_the_score_line_names_the_judge_once(store, bench, model, once):
+    """Issue 26: "· judge judge-b · judge judge-b: NOT the official MM-Vet metric" named a successor judge twice."""
+    view = graded(store, bench, "llava-v1.5-13b_gpt-4-grade-1runs.json")
+    view = replace(view, run=replace(view.run, judge={"provider": "openai", "model": model}))
+    text = views.total_text(view)
+    assert text.count(once) == 1, text
+    assert ("NOT the official MM-Vet metric" in text) == (model != "gpt-4-0613"), text

@@ -34,8 +34,9 @@ from mmvet_core.judgecheck import call_count
 from mmvet_core.remote_files import FetchSlots, RemoteFileError, fetch_visitor_file
 from mmvet_core.requestlimit import over_limit_message
 from mmvet_core.runs import load_run_view
+from mmvet_core.agent_judges import describe_agent_judges
 from mmvet_core.service import (BENCH_BUNDLED, JUDGE_BASELINE, JUDGE_HOST, JUDGE_OWN, MODE_LIVE, BenchmarkChoice,
-                                GradingService, JudgeChoice, ServiceError)
+                                GradingService, JudgeChoice, JudgeUnavailable, ServiceError)
 from mmvet_core.stats import score_intervals
 
 from .common import api_errors, visitor
@@ -55,12 +56,21 @@ MIN_TOKEN = 16
 # seconds is told the server is busy (instead of holding a thread).
 FILE_WAIT = 10.0
 NOT_YOURS = "No run of yours has this id: pass the owner_token that start_grading returned with it."
+#: How a message about a judge that cannot grade says what to do, for an agent (the page's words name its buttons)
+MCP_HINTS = {"check_hint": 'call the check_judge tool with start=true and that judge: judge "own" with your api_key, '
+                           'base_url and judge_model, or judge "server" with judge_model when this server lets '
+                           "agents pick its judges",
+             "view_hint": "on this server's page, with “Open a grade file”; no tool imports grade files"}
 
 
 def _judge(judge: str, base_url_: str = "", judge_model: str = "", api_key: str = "") -> JudgeChoice:
+    """The tools' judge arguments as the service's record: with "server", `judge_model` is a server judge the host
+    lets agents pick (`mmvet_core.agent_judges`), with "own" the model of the agent's endpoint."""
     kind = JUDGES.get((judge or "server").strip().lower())
     if kind is None:
         raise ServiceError("judge must be one of: server, own, baseline.")
+    if kind == JUDGE_HOST:
+        return JudgeChoice(kind, "", "", "", MODE_LIVE, host_model=(judge_model or "").strip())
     return JudgeChoice(kind, base_url_ or "", judge_model or "", api_key or "", MODE_LIVE)
 
 
@@ -155,6 +165,7 @@ def register_mcp_tools(svc: GradingService) -> None:
     the agent's own address, not the server's loopback."""
 
     hosting = svc.settings.hosting
+    agent_judges_note = describe_agent_judges(svc.settings.agent_judges, svc.settings.judge_model)
     slots = FetchSlots(hosting.file_slots, hosting.file_slots_per_visitor, FILE_WAIT)
 
     @contextlib.contextmanager
@@ -182,7 +193,7 @@ def register_mcp_tools(svc: GradingService) -> None:
             judge: Who would grade: "server" (this server's judge and key, within a daily budget per visitor), "own" (your key and endpoint) or "baseline" (offline keyword baseline, not the MM-Vet metric, free).
             judge_runs: How many times each answer would be graded (1 to 5; the official protocol reports the mean over runs).
             subset: "all" (218 samples) or "bard" (the 168-sample Bard set).
-            judge_model: With judge "own": the judge model the estimate is priced for (default gpt-4-0613).
+            judge_model: With judge "own": the judge model the estimate is priced for (default gpt-4-0613). {agent_judges}
 
         Returns:
             A JSON object: report: what the file holds against the benchmark (matched, missing, extra samples, format); estimate: judge calls, tokens and dollars grading would cost; model_name: the name taken from the file.
@@ -216,7 +227,7 @@ def register_mcp_tools(svc: GradingService) -> None:
             model_name: The name of the graded model (default: taken from the file).
             owner_token: Your owner token from an earlier start_grading; empty to get a new one.
             base_url: With judge "own": an OpenAI-compatible base URL (empty: api.openai.com).
-            judge_model: With judge "own": the judge model (default gpt-4-0613).
+            judge_model: With judge "own": the judge model (default gpt-4-0613). {agent_judges} The same daily budget applies whichever server judge grades.
             api_key: With judge "own": your API key (used for this run's calls only, never shown or stored in the run).
 
         Returns:
@@ -225,9 +236,12 @@ def register_mcp_tools(svc: GradingService) -> None:
         tok = _token(owner_token, issue=True)
         with file_work(request) as work:
             path = _fetched(svc, results_file, file_name, work)
-            run_id, started = svc.start(path, _bench(subset), int(judge_runs),
-                                        _judge(judge, base_url, judge_model, api_key), owner=tok,
-                                        visitor=visitor(svc, request), model_name=model_name)
+            try:
+                run_id, started = svc.start(path, _bench(subset), int(judge_runs),
+                                            _judge(judge, base_url, judge_model, api_key), owner=tok,
+                                            visitor=visitor(svc, request), model_name=model_name)
+            except JudgeUnavailable as e:      # words for an agent: tools, not the page's buttons
+                raise ServiceError(e.message_for(**MCP_HINTS) + " " + agent_judges_note) from None
         return _answer({"run_id": run_id, "owner_token": tok, "started": started,
                         "share_url": svc.share_url(run_id, page_base_url(request))})
 
@@ -383,27 +397,33 @@ def register_mcp_tools(svc: GradingService) -> None:
         start to follow it (running: true while it runs).
 
         Args:
-            judge: "server" (this server's judge) or "own" (your api_key, base_url, judge_model).
+            judge: "server" (this server's judge; judge_model picks another when the server allows it) or "own" (your api_key, base_url, judge_model).
             start: Start a check now (costs judge calls, see above); false only reads the stored report.
             owner_token: Your owner token (from start_grading; empty: a new one is returned); a check in progress is followed with the token that started it.
             base_url: With judge "own": an OpenAI-compatible base URL (empty: api.openai.com).
-            judge_model: With judge "own": the judge model (default gpt-4-0613).
+            judge_model: With judge "own": the judge model (default gpt-4-0613). {agent_judges}
             api_key: With judge "own": your API key (used for the check's calls only, never shown).
 
         Returns:
-            A JSON object: report (how far the judge's grades are from the official ones, beside GPT-4's own run-to-run spread; empty when never checked); running; message (what starting did); owner_token.
+            A JSON object: report (how far the judge's grades are from the official ones, beside GPT-4's own run-to-run spread; empty when never checked); running; message (what starting did, or why the report is empty); owner_token.
         """
         tok = _token(owner_token, issue=True)
         choice = _judge(judge, base_url, judge_model, api_key)
         if choice.kind == JUDGE_BASELINE:
             raise ServiceError("The offline baseline is what a check compares a judge against: check the server's "
                                "judge or your own.")
-        message = svc.check_judge(choice, tok, visitor(svc, request)) if start else ""
+        model = svc.judge_for(choice)[0].model     # a missing key, a refused URL, a judge agents may not pick
+        message = svc.check_judge(choice, tok, visitor(svc, request), hints=MCP_HINTS) if start else ""
         report, running = svc.judge_check_text(choice, tok)
+        if not report and not running and not message:
+            message = (f"No check of {model} is stored on this server yet: call check_judge again with start=true "
+                       f"to run one ({call_count()} judge calls at most; see this tool's COSTS).")
         return _answer({"report": report, "running": running, "message": message, "owner_token": tok})
 
-    # the description gives this server's cost of a check (the reference sets are data)
+    # the description gives this server's cost of a check (the reference sets are data) and its agent judges
     check_judge.__doc__ = check_judge.__doc__.replace("{check_calls}", str(call_count()))
+    for fn in (validate_results, start_grading, check_judge):
+        fn.__doc__ = fn.__doc__.replace("{agent_judges}", agent_judges_note)
     for fn in (validate_results, start_grading, poll_run, stop_run, run_scores, compare_runs, read_leaderboard,
                check_judge):
         assert fn.__name__ in MCP_TOOLS     # the tool's name is the function's
