@@ -30,7 +30,6 @@ from .endpoints import LIST_TIMEOUT, JudgeRow, ModelList, judge_facts, judge_row
 from .estimate import estimate_cost
 from .export import GradeFileError
 from .graded import OFFICIAL_JUDGES
-from .grading import GRADED
 from .hosting import HostingLimits, UploadGate
 from .jobs import JobManager, TooManyRuns
 from .requestlimit import RequestLimits
@@ -58,7 +57,8 @@ SUBSETS = {"All samples": None, "Bard set (168)": "bard"}
 OPENAI_PUBLIC_URL = "https://api.openai.com/v1"
 MODE_LIVE = "live"
 MODE_BATCH = "batch"
-#: How old (seconds) the scores in `status` of a running run may be when it is polled often (progress is exact).
+#: How old (seconds) the answer of `status` of a running run may be when it is polled often (progress and scores
+#: always come from one snapshot of the run).
 STATUS_TTL = 2.0
 #: How many runs' `status` answers are kept (each is a few KB).
 FINISHED_CACHE_SIZE = 256
@@ -1049,8 +1049,9 @@ class GradingService:
     def status(self, run_id: str) -> dict:
         """Progress and scores of a run (what a script polls after grade). Computed once per change of the run
         (its stored status, grades, overrides: `Store.change_stamp`, one cheap query) and served from memory to
-        every viewer until the next change; while a run grades, its scores are recomputed at most every
-        STATUS_TTL seconds however fast grades arrive (its progress is always exact)."""
+        every viewer until the next change; while a run grades, its answer is recomputed at most every STATUS_TTL
+        seconds however fast grades arrive. Progress and scores always come from one snapshot (a fresh count beside
+        older scores read "251 / 436" next to "over 205 of 436 grades")."""
         if self.jobs._unsaved:
             self.jobs.retry_unsaved()
         stamp = self.store.change_stamp(run_id) if run_id else None
@@ -1064,9 +1065,7 @@ class GradingService:
         if hit is not None and hit[0] == key:
             out = hit[2]
         elif hit is not None and running and hit[0][1] and now - hit[1] < STATUS_TTL:
-            counts = self.store.count_grades(run_id)
-            out = {**hit[2], "done": sum(n for st, n in counts.items() if st in GRADED),
-                   "errored": counts.get("error", 0)}
+            out = hit[2]                   # the whole snapshot, progress and scores alike
             self._cache_status(run_id, (key, hit[1], out))
         else:
             out = self._compute_status(run_id)

@@ -200,6 +200,26 @@ def test_status_has_no_spread_until_the_runs_are_complete(svc, fake_judge, tmp_p
     assert st["complete"] and st["total_std"] is not None
 
 
+def test_status_reads_progress_and_score_from_one_snapshot(svc, fake_judge, tmp_path):
+    """Issue 26: polled while a run grades, /status gave a fresh count beside the scores of an older snapshot
+    (progress 251 / 436 beside "over 205 of 436 grades"). Every answer now reads both from one snapshot."""
+    import re
+
+    fake_judge.state.latency = 0.02
+    run_id, _ = svc.start(tagged(tmp_path, "snapshot"), ALL, 2, JudgeChoice(JUDGE_HOST), owner="me", visitor="v")
+    answers = []
+    try:
+        while svc.jobs.is_running(run_id):               # poll as a crowd of viewers does, until the run ends
+            answers.append(svc.status(run_id))
+            time.sleep(0.01)
+    finally:
+        fake_judge.state.latency = 0.0
+    partial = [(st["done"], re.search(r"over (\d+) of 436 grades", st["total_text"])) for st in answers]
+    partial = [(done, int(m.group(1))) for done, m in partial if m]
+    assert len({done for done, _ in partial}) > 3, partial              # the run was seen at several points
+    assert [(d, n) for d, n in partial if d != n] == [], partial
+
+
 def test_judge_check_runs_in_the_background_and_its_report_stays(svc, fake_judge):
     with pytest.raises(ServiceError, match="offline baseline is what the check compares"):
         svc.check_judge(JudgeChoice(JUDGE_BASELINE), "me", "v")
