@@ -47,6 +47,8 @@ CSS = """
 #run-card .card dd {margin:0; overflow-wrap:anywhere;}
 #results-file {min-height:0;}
 .judge-note {border-left:3px solid var(--color-accent); padding:4px 8px; font-size:0.9em; overflow-wrap:anywhere;}
+/* toasts at the bottom right: at the top right they covered Grade and the progress bar of the run they announce */
+.toast-wrap {top:auto !important; bottom:var(--size-4) !important;}
 """
 
 
@@ -105,9 +107,25 @@ def launch_options(settings: AppSettings) -> dict:
                 run_history=False)  # run history would keep typed API keys in the browser's storage
 
 
+def mcp_start_lines(local_url: str) -> list[str]:
+    """What the start log says of the agents' MCP server besides Gradio's own line (which names the streamable
+    HTTP URL only): both URLs, the SSE one first, as the README's client configuration uses it.
+
+    >>> mcp_start_lines("http://127.0.0.1:7860/")[1:]
+    ['* SSE URL: http://127.0.0.1:7860/gradio_api/mcp/sse', '* Streamable HTTP URL: http://127.0.0.1:7860/gradio_api/mcp/']
+    """
+    base = local_url.rstrip("/")
+    return ["MCP server for agents (docs/hosting-limits.md): point an MCP client at either URL",
+            f"* SSE URL: {base}/gradio_api/mcp/sse", f"* Streamable HTTP URL: {base}/gradio_api/mcp/"]
+
+
 if __name__ == "__main__":
     app_settings = AppSettings.from_env()
     demo = build_demo(app_settings)
     demo.queue(default_concurrency_limit=32)
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
-                server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")), **launch_options(app_settings))
+                server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")), prevent_thread_lock=True,
+                **launch_options(app_settings))
+    if app_settings.mcp_server:
+        print("\n".join(mcp_start_lines(demo.local_url or "")), flush=True)
+    demo.block_thread()

@@ -138,6 +138,68 @@ def test_grade_and_progress_are_in_the_first_viewport_at_1440x900(app_server, br
         page.context.close()
 
 
+def _overlap(a: dict, b: dict) -> bool:
+    return a["x"] < b["x"] + b["width"] and b["x"] < a["x"] + a["width"] and \
+        a["y"] < b["y"] + b["height"] and b["y"] < a["y"] + a["height"]
+
+
+def test_after_gpt4_with_own_judge_fields_open_grade_progress_and_score_stay_in_view(app_server, browser):
+    """Issue 26 (tried as a new user after gpt-4-0613): with "My own key / endpoint" chosen and the judge's facts
+    shown, Grade sat at y = 1207 px in a 1440x900 window, the shutdown toast covered the progress bar, the
+    successor board was squeezed into the left column and the score line named the judge twice. Now Grade, the
+    progress and the score are in the first viewport, no toast covers them, the board spans the page and the
+    judge is named once."""
+    from tests.fake_judge import FakeJudgeServer, FakeState
+
+    page = new_page(browser, app_server.url, viewport=(1440, 900))
+    try:
+        with FakeJudgeServer(FakeState.after_gpt4()) as judge:
+            pick_judge(page, "My own key / endpoint")
+            page.locator("#base-url textarea, #base-url input").first.fill(judge.url)
+            page.locator("#api-key input").fill("sk-visitor")
+            page.locator("#api-key input").blur()
+            expect(page.locator("#judge-facts")).to_contain_text("was shut down by OpenAI on 2026-10-23")
+            page.locator("#example-button").click()
+            expect(page.locator("#validation-report textarea")).to_have_value(re.compile("218 of 218"))
+            page.evaluate("window.scrollTo(0, 0)")      # (filling the fields scrolled to them): the first viewport
+            grade = page.locator("#grade-button").bounding_box()
+            print(f"Grade at y = {grade['y']:.0f} px with the own-key fields open (1440x900)")
+            assert grade["y"] + grade["height"] <= 900 and page.evaluate("window.scrollY") == 0, grade
+            # the official judge is shut down: said in place, the toast covers neither Grade nor the message
+            page.locator("#grade-button").click()
+            expect(page.locator("#judge-unavailable")).to_contain_text("was shut down by OpenAI")
+            toast = toasts(page).filter(has_text="Nothing was graded")
+            expect(toast).to_have_count(1)
+            toast_box = toast.bounding_box()
+            for elem in ("grade-button", "judge-unavailable"):
+                assert not _overlap(toast_box, page.locator(f"#{elem}").bounding_box()), elem
+            # a judge the endpoint serves, with a shutdown date: its toast does not cover the progress either
+            page.locator("#judge-picker input").click()
+            page.get_by_role("option").filter(has_text="judge-b").click()
+            expect(page.locator("#judge-model input, #judge-model textarea").first).to_have_value("judge-b")
+            page.locator("#grade-button").click()
+            note = toasts(page).filter(has_text="grades by judge-b cannot be re-run after 2026-12-11")
+            expect(note).to_have_count(1)
+            note_box = note.bounding_box()           # (a toast is fixed on the screen, and goes after 10 s)
+            wait_progress(page, r"(running|done): \d+ / 218")
+            assert page.evaluate("window.scrollY") == 0
+            prog, score = (page.locator(f"#{i}").bounding_box() for i in ("progress", "total-score"))
+            assert prog["y"] + prog["height"] <= 900 and score["y"] + score["height"] <= 900, (prog, score)
+            assert not _overlap(note_box, prog), (note_box, prog)
+            wait_progress(page, r"^done: 218 / 218")
+            total = text_of(page, "total-score")
+            assert total.count("judge-b") == 1 and "NOT the official MM-Vet metric" in total, total
+            app_server.wait_idle()
+        # the successor board spans both columns (its 11 headers were cut in the left one)
+        page.locator("#judge-board-section").get_by_text("Successor board").first.click()
+        board = page.locator("#judge-board").bounding_box()
+        setup, results = (page.locator(f"#{c}").bounding_box() for c in ("setup-column", "results-column"))
+        span = results["x"] + results["width"] - setup["x"]
+        assert board["x"] < results["x"] - 0.5 * setup["width"] and board["width"] >= 0.95 * span, (board, span)
+    finally:
+        page.context.close()
+
+
 def test_on_a_phone_progress_comes_right_after_grade(app_server, browser):
     page = new_page(browser, app_server.url, viewport=(390, 844))
     try:

@@ -21,7 +21,7 @@ from mmvet_core.service import (BENCH_BUNDLED, BENCH_HUB, BENCH_UPLOAD, JUDGE_BA
                                 JudgeUnavailable, ServiceError)
 
 from .common import MODES, Page, base_url, bench_of, esc, file_path, judge_of, runs_rows, toasts, visitor
-from .judge_check import JudgeCheckView, build_judge_check, wire_judge_check
+from .judge_check import JudgeCheckView, build_judge_board, build_judge_check, wire_judge_check
 from .leaderboard import build_publish_control
 from .widgets import (card_html, count_text, judge_note_html, overlay_choices, overlay_warning, progress_html,
                       radar_figures, sample_filter)
@@ -43,6 +43,7 @@ SET_ADDRESS_JS = """(run) => { const u = new URL(window.location.href);
 class GradeView:
     """The Grade view's components (other views read the settings and update the run panel)."""
     setup_col: gr.Column
+    actions: gr.Column          # the cost estimate, Grade / Stop / Resume: at the head of the results column
     results_file: gr.File
     example_btn: gr.Button
     report: gr.Textbox
@@ -171,17 +172,22 @@ def build_grade(page: Page) -> GradeView:
                                      file_types=[".zip", ".json"], height=90)
                 hub_id = gr.Textbox(label="Hub dataset id", placeholder="whyu/mm-vet", elem_id="hub-id")
                 subset = gr.Radio(list(SUBSETS), value="All samples", label="Subset", elem_id="subset")
-            estimate = gr.Textbox(label="Before you spend", interactive=False, lines=1, max_lines=3,
-                                  elem_id="estimate", container=False, placeholder="Cost estimate")
-            with gr.Row():
-                grade_btn = gr.Button("Grade", variant="primary", elem_id="grade-button", min_width=80)
-                stop_btn = gr.Button("Stop", variant="stop", elem_id="stop-button", min_width=80, interactive=False)
-                resume_btn = gr.Button("Resume", elem_id="resume-button", min_width=80, interactive=False)
-            # why Grade did not start (the official judge is shut down): in place, not an error badge
-            judge_unavailable = gr.HTML("", elem_id="judge-unavailable", visible=False)
-            # after Grade: an optional step, and Grade stays in the first viewport
+            # an optional step before grading (collapsed: the judge fields above are what most visitors fill)
             judge_check = build_judge_check(page)
         with gr.Column(scale=7, elem_id="results-column"):
+            # what grading costs and Grade head the results column, right above the progress they start: in the
+            # first viewport whatever judge fields are open on the left, and on a phone the progress comes right
+            # after Grade
+            with gr.Column(elem_id="grade-actions") as actions:     # the owner's, as the setup column
+                estimate = gr.Textbox(label="Before you spend", interactive=False, lines=1, max_lines=3,
+                                      elem_id="estimate", container=False, placeholder="Cost estimate")
+                with gr.Row():
+                    grade_btn = gr.Button("Grade", variant="primary", elem_id="grade-button", min_width=80)
+                    stop_btn = gr.Button("Stop", variant="stop", elem_id="stop-button", min_width=80,
+                                         interactive=False)
+                    resume_btn = gr.Button("Resume", elem_id="resume-button", min_width=80, interactive=False)
+                # why Grade did not start (the official judge is shut down): in place, not an error badge
+                judge_unavailable = gr.HTML("", elem_id="judge-unavailable", visible=False)
             progress = gr.HTML(elem_id="progress")
             total = gr.Textbox(label="Score", interactive=False, elem_id="total-score",
                                placeholder="The total appears here while the run grades.")
@@ -218,7 +224,9 @@ def build_grade(page: Page) -> GradeView:
                 downloads = gr.File(label="Downloads: official grade JSON, both CSVs, the run card (run.json) "
                                           "and a zip of all", file_count="multiple", interactive=False,
                                     elem_id="downloads", visible=False)
-    return GradeView(setup_col, results_file, example_btn, report, model_name, runs, mode, judge_choice,
+    # the successor board's 11 columns need the page's width (in the setup column they were cut)
+    judge_check = build_judge_board(page, judge_check)
+    return GradeView(setup_col, actions, results_file, example_btn, report, model_name, runs, mode, judge_choice,
                      base_url_box, judge_model, api_key, judge_picker, judge_facts, bench_acc, bench_choice,
                      bench_file, hub_id, subset, estimate, grade_btn, stop_btn, resume_btn, judge_unavailable,
                      judge_check, progress, total, empty_note, run_panel,
@@ -474,7 +482,8 @@ def opened_values(svc, view, perms, owner_tok: str) -> tuple:
             gr.Dropdown(choices=views.filter_choices(view.benchmark), value="all"),
             gr.Row(visible=perms.owner),
             gr.Textbox(value=view.run.model_name), gr.Row(visible=perms.owner),
-            gr.Column(visible=perms.owner), gr.Markdown(visible=not perms.owner),
+            gr.Column(visible=perms.owner), gr.Column(visible=perms.owner),
+            gr.Markdown(visible=not perms.owner),
             # the detail of another run's sample must not stay shown beside this run
             "", gr.Image(value=None, visible=False), "", "", "", "", "", [])
 
@@ -503,7 +512,7 @@ def wire_open_run(page: Page, g: GradeView, s: SamplesParts, my: RunsList, versi
                     g.int_table, s.samples, s.sample_count, g.downloads, g.stop_btn, g.resume_btn, s.o_btn,
                     s.o_clear, my.runs_table]
     open_outputs = [g.run_panel, s.section, g.empty_note, g.overlays, s.f_cap, g.owner_tools, g.rename_box,
-                    s.override_row, g.setup_col, page.ro_note, s.d_id, s.d_image, s.d_question, s.d_truth,
+                    s.override_row, g.setup_col, g.actions, page.ro_note, s.d_id, s.d_image, s.d_question, s.d_truth,
                     s.d_image_note, s.d_pred, s.d_flags, s.d_attempts, *form_outputs]
     view_outputs = live_outputs + open_outputs
     view_inputs = [run_state, g.overlays, s.f_cap, s.f_min, s.f_max, s.f_flag, s.f_sort, owner, s.d_id]

@@ -1,10 +1,10 @@
 """The judge-check view: does the chosen judge grade reference models' answers like the official GPT-4 judge
-(with intervals), and the successor board of every judge checked on this server. It sits in the Grade view's
-setup column, after the Grade buttons (hidden for the offline baseline). ``?check=<id>`` (a board row's link)
-opens it with that check's report."""
+(with intervals), and the successor board of every judge checked on this server. The check sits in the Grade
+view's setup column (hidden for the offline baseline); the board spans the page under the Grade view (its 11
+columns need the width). ``?check=<id>`` (a board row's link) opens both with that check's report."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import gradio as gr
 
@@ -25,16 +25,16 @@ class JudgeCheckView:
     section: gr.Accordion
     button: gr.Button
     report: gr.Textbox
-    board_section: gr.Accordion
-    sort: gr.Dropdown
-    refresh: gr.Button
-    export: gr.DownloadButton
-    board: gr.Dataframe
+    board_section: gr.Accordion | None = None     # the board's (`build_judge_board`)
+    sort: gr.Dropdown | None = None
+    refresh: gr.Button | None = None
+    export: gr.DownloadButton | None = None
+    board: gr.Dataframe | None = None
 
 
 def build_judge_check(page: Page) -> JudgeCheckView:
-    """Lay out the (collapsed) judge-check section: an explanation with the check's cost, the button, the report
-    and the (collapsed) successor board."""
+    """Lay out the (collapsed) judge-check section: an explanation with the check's cost, the button and the
+    report (the board comes with `build_judge_board`)."""
     with gr.Accordion("Check this judge first (is it close to the official GPT-4 judge?)", open=False,
                       elem_id="judge-check-section", visible=page.default_judge != JUDGE_BASELINE) as section:
         gr.Markdown(page.svc.judges.check_cost() + " The report says how far the judge is from the official grades, "
@@ -44,17 +44,23 @@ def build_judge_check(page: Page) -> JudgeCheckView:
         button = gr.Button("Check this judge", size="sm", elem_id="judge-check-button")
         report = gr.Textbox(label="Judge check", lines=4, max_lines=30, interactive=False,
                             elem_id="judge-check-report", buttons=["copy"])
-        with gr.Accordion("Successor board: every judge checked on this server", open=False,
-                          elem_id="judge-board-section") as board_section:
-            gr.Markdown(BOARD_HELP)
-            with gr.Row():
-                sort = gr.Dropdown(list(SORT_KEYS), value=next(iter(SORT_KEYS)), label="Sort by",
-                                   elem_id="board-sort", scale=3)
-                refresh = gr.Button("Refresh", size="sm", elem_id="board-refresh", scale=1)
-                export = gr.DownloadButton("Download CSV", size="sm", elem_id="board-csv", scale=1)
-            board = gr.Dataframe(headers=TABLE_HEADERS, datatype=["str"] * 10 + ["markdown"], interactive=False,
-                                 elem_id="judge-board", wrap=True, max_height=400)
-    return JudgeCheckView(section, button, report, board_section, sort, refresh, export, board)
+    return JudgeCheckView(section, button, report)
+
+
+def build_judge_board(page: Page, jc: JudgeCheckView) -> JudgeCheckView:
+    """Lay out the (collapsed) successor board where it is called (the page's full width); returns `jc` with
+    it."""
+    with gr.Accordion("Successor board: every judge checked on this server", open=False,
+                      elem_id="judge-board-section") as board_section:
+        gr.Markdown(BOARD_HELP)
+        with gr.Row():
+            sort = gr.Dropdown(list(SORT_KEYS), value=next(iter(SORT_KEYS)), label="Sort by",
+                               elem_id="board-sort", scale=3)
+            refresh = gr.Button("Refresh", size="sm", elem_id="board-refresh", scale=1)
+            export = gr.DownloadButton("Download CSV", size="sm", elem_id="board-csv", scale=1)
+        board = gr.Dataframe(headers=TABLE_HEADERS, datatype=["str"] * 10 + ["markdown"], interactive=False,
+                             elem_id="judge-board", wrap=True, max_height=400)
+    return replace(jc, board_section=board_section, sort=sort, refresh=refresh, export=export, board=board)
 
 
 def wire_judge_check(page: Page, jc: JudgeCheckView, judge_choice: gr.Radio, base_url_box: gr.Textbox,

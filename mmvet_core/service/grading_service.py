@@ -65,6 +65,7 @@ class GradingService:
                                  on_expire=lambda run_id: self.reading.forget_files(run_id))
         self.inputs = Inputs(settings, self.limits)
         self.judges = Judges(settings, self.store, self.jobs, self.inputs, self.limits, self.exports_dir)
+        self.inputs.model_list = self.judges.model_list         # the agents' judges: what the endpoint serves
         self.reading = RunReading(settings, self.store, self.jobs, self.limits, self.judges, self.exports_dir)
         self.runs = Runs(settings, self.store, self.jobs, self.inputs, self.limits, self.judges, self.reading)
         self.board = Board(settings, self.store, self.jobs, self.runs)

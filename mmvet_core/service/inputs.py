@@ -4,8 +4,10 @@ file read in the parsing box, and `validate`: what the file holds and what gradi
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 
+from ..agent_judges import ANY as ANY_JUDGE, agent_judge_refusal
 from ..archive import ArchiveError
 from ..benchmark import Benchmark, BenchmarkError
 from ..estimate import estimate_cost
@@ -29,6 +31,8 @@ class Inputs:
         self.settings, self.limits = settings, limits
         self._read_cache: dict[tuple, object] = {}    # (path, size, mtime, name) -> ResultsFile, oldest first
         self._read_lock = threading.Lock()
+        #: the judges facet's (cached) model lists, set by `GradingService` once that facet exists
+        self.model_list = None
 
     def resolve_benchmark(self, choice: BenchmarkChoice) -> tuple[Benchmark, str, Benchmark]:
         """(the benchmark or subset to grade, its spec, the full benchmark it comes from)."""
@@ -52,6 +56,21 @@ class Inputs:
         except (BenchmarkError, ArchiveError, FileNotFoundError) as e:
             raise ServiceError(f"Benchmark: {e}") from None
 
+    def host_judge(self, model: str) -> JudgeSettings:
+        """The server's judge settings with the model an agent picked (`agent_judges`: the host's rule), on the
+        server's own endpoint; `ServiceError` when the host does not let agents use that model."""
+        settings = self.settings.host_settings()
+        model = (model or "").strip()
+        if not model or model == settings.model:
+            return settings
+        served = None
+        if self.settings.agent_judges == (ANY_JUDGE,) and self.model_list is not None:
+            served = self.model_list(settings, self.settings.host_key, True)
+        refusal = agent_judge_refusal(model, self.settings.agent_judges, settings.model, served)
+        if refusal:
+            raise ServiceError(refusal)
+        return replace(settings, model=model)
+
     def judge_for(self, choice: JudgeChoice) -> tuple[JudgeSettings, str | None, bool]:
         """(JudgeSettings, key, uses the host's key) for the judge the visitor picked. A visitor cannot point the
         host's key at another base URL: the host judge always uses the server's endpoint and model."""
@@ -59,7 +78,7 @@ class Inputs:
             if not self.settings.host_key:
                 raise ServiceError("This server has no judge key of its own: enter your own API key, or use the "
                                    "baseline.")
-            return self.settings.host_settings(), self.settings.host_key, True
+            return self.host_judge(choice.host_model), self.settings.host_key, True
         if choice.kind == JUDGE_OWN:
             key = (choice.api_key or "").strip()
             url = (choice.base_url or "").strip() or None
@@ -119,7 +138,10 @@ class Inputs:
         if judge.kind == JUDGE_BASELINE:
             return Validation(rep.summary(), "Offline keyword baseline: no calls, no cost. NOT the MM-Vet metric "
                                              "(an LLM judge is).", name)
-        model = self.settings.judge_model if judge.kind == JUDGE_HOST else (judge.model or DEFAULT_JUDGE_MODEL)
+        if judge.kind == JUDGE_HOST:       # the server's judge, or the one an agent picked (MMVET_AGENT_JUDGES)
+            model = self.host_judge(judge.host_model).model
+        else:
+            model = judge.model or DEFAULT_JUDGE_MODEL
         est = estimate_cost(benchmark, preds, int(n_runs), model).summary(model) if preds else ""
         if est and judge.mode == MODE_BATCH:
             est += " · Batch API chosen: half price, answers within 24 h"

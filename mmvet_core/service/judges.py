@@ -27,6 +27,9 @@ log = logging.getLogger("mmvet_grader")
 #: Where the app's retired-judge message points (the app's own sections, not CLI commands).
 APP_CHECK_HINT = "“Check this judge first”, under Grade"
 APP_VIEW_HINT = "“Open a grade file (no judge call)”"
+#: How the message of a check that cannot start (the official judge is shut down) says what to do, on the page.
+PAGE_CHECK_HINTS = {"check_hint": "pick one in the judge field and click Check this judge",
+                    "view_hint": "Open a grade file"}
 #: Seconds an endpoint's model list is reused (the judge field and every start read it).
 MODEL_LIST_TTL = 60.0
 #: How many finished runs' estimates are kept.
@@ -94,7 +97,8 @@ class Judges:
                 await judge.aclose()
         pre = self.jobs.call(go(), timeout=LIST_TIMEOUT + self.settings.call_deadline + 5)
         if pre.stop:
-            raise JudgeUnavailable(pre.message(check_hint=APP_CHECK_HINT, view_hint=APP_VIEW_HINT), pre.models)
+            raise JudgeUnavailable(pre.message(check_hint=APP_CHECK_HINT, view_hint=APP_VIEW_HINT), pre.models,
+                                   render=pre.message)
         for warning in pre.warnings:
             log.info("%s", warning)
         return replace(jset, shutdown_date=pre.shutdown_date.isoformat()) if pre.shutdown_date else jset
@@ -128,10 +132,13 @@ class Judges:
         except ValueError as e:
             raise ServiceError(str(e)) from None
 
-    def check_judge(self, choice: JudgeChoice, owner: str, visitor: str, references: str | None = None) -> str:
+    def check_judge(self, choice: JudgeChoice, owner: str, visitor: str, references: str | None = None,
+                    hints: dict | None = None) -> str:
         """Start checking the chosen judge against the reference sets with official GPT-4-0613 grades (the default
-        ones: 1308 calls at most, fewer when answers are stored; the judge's check grows). With the host's key every call is charged to the
-        visitor's and the day's budgets, as grading is. Returns what to tell the user."""
+        ones: 1308 calls at most, fewer when answers are stored; the judge's check grows). With the host's key every
+        call is charged to the visitor's and the day's budgets, as grading is. Returns what to tell the user.
+        `hints`: how the message of a check that cannot run (the endpoint no longer serves the official judge) says
+        what to do instead (`PAGE_CHECK_HINTS` by default; an agent's tools name tools)."""
         from ..judgecheck import call_count, check_settings, run_judge_check
 
         if not owner:
@@ -159,8 +166,7 @@ class Judges:
             pre = await preflight(jset, key, policy=policy, judge=judge)
             if pre.stop:
                 await judge.aclose()
-                raise RuntimeError(pre.message(check_hint="pick one in the judge field and click Check this judge",
-                                               view_hint="Open a grade file"))
+                raise RuntimeError(pre.message(**(hints or PAGE_CHECK_HINTS)))
             checked = replace(jset, shutdown_date=pre.shutdown_date.isoformat()) if pre.shutdown_date else jset
             return await run_judge_check(self.store, checked, key, judge=judge,
                                          concurrency=self.settings.run_concurrency, on_grade=counted, stop=stop,

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from .. import __version__
 from ..graded import OFFICIAL_JUDGES
-from ..grading import GRADED
 from ..jobs import JobManager
 from ..keeping import cut_note
 from ..runs import RunView, export_run, load_run_view
@@ -28,7 +27,8 @@ from .settings import ServiceSettings
 
 log = logging.getLogger("mmvet_grader")
 
-#: How old (seconds) the scores in `status` of a running run may be when it is polled often (progress is exact).
+#: How old (seconds) the answer of `status` of a running run may be when it is polled often (progress and scores
+#: always come from one snapshot of the run).
 STATUS_TTL = 2.0
 #: How many runs' `status` answers are kept (each is a few KB).
 FINISHED_CACHE_SIZE = 256
@@ -190,9 +190,7 @@ class RunReading:
         if hit is not None and hit[0] == key:
             out = hit[2]
         elif hit is not None and running and hit[0][1] and now - hit[1] < STATUS_TTL:
-            counts = self.store.count_grades(run_id)
-            out = {**hit[2], "done": sum(n for st, n in counts.items() if st in GRADED),
-                   "errored": counts.get("error", 0)}
+            out = hit[2]                   # the whole snapshot, progress and scores alike
             self._cache_status(run_id, (key, hit[1], out))
         else:
             out = self._compute_status(run_id)

@@ -31,11 +31,16 @@ class ServiceError(Exception):
 
 class JudgeUnavailable(ServiceError):
     """The chosen judge is the official one and its endpoint no longer serves it: nothing was started. The message
-    says why and lists the judges the endpoint serves (`models`); the page shows it in place."""
+    says why and lists the judges the endpoint serves (`models`); the page shows it in place. `message_for` words
+    it for another caller (an agent's tools name tools, not the page's sections)."""
 
-    def __init__(self, message: str, models: ModelList):
+    def __init__(self, message: str, models: ModelList, render=None):
         super().__init__(message)
         self.models = models
+        self._render = render
+
+    def message_for(self, *, check_hint: str, view_hint: str) -> str:
+        return self._render(check_hint=check_hint, view_hint=view_hint) if self._render else str(self)
 
 
 # --- what a visitor asks for ------------------------------------------------------------------------------
@@ -54,6 +59,7 @@ class JudgeChoice:
     model: str = ""
     api_key: str = ""
     mode: str = MODE_LIVE            # or MODE_BATCH: the Batch API, half price, answers within 24 h
+    host_model: str = ""             # JUDGE_HOST: a server judge an agent picked (MMVET_AGENT_JUDGES); "" = default
 
 
 @dataclass

@@ -7,6 +7,7 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
+from ..agent_judges import ANY as ANY_JUDGE, agent_judge_refusal
 from ..benchmark import Benchmark
 from ..budget import check_prediction_lengths
 from ..export import GradeFileError
@@ -149,8 +150,12 @@ class Runs:
         settings = self.settings
         if stored.provider == "baseline":
             jset, key, host = stored, None, False
-        elif stored.base_url == settings.host_base_url and stored.model == settings.judge_model \
-                and settings.host_key and judge.kind == JUDGE_HOST:
+        elif stored.base_url == settings.host_base_url and settings.host_key and judge.kind == JUDGE_HOST \
+                and (stored.model == settings.judge_model
+                     or not agent_judge_refusal(stored.model, settings.agent_judges, settings.judge_model,
+                                                self.judges.model_list(settings.host_settings(), settings.host_key,
+                                                                       True)
+                                                if settings.agent_judges == (ANY_JUDGE,) else None)):
             jset, key, host = stored, settings.host_key, True
         else:
             # The visitor's key goes only to the endpoint they give now, or to this run's own (visitor)
