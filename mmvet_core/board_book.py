@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from dataclasses import replace
 
 from . import leaderboard as lb
 from .board_ranks import GroupRanks
