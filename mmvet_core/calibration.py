@@ -250,6 +250,15 @@ def corrected_grades(corr: Correction, strata: Strata, grades: np.ndarray) -> np
     return np.where(bins[None] >= 0, vals, np.nan)
 
 
+def _nanmean(values: np.ndarray, axis: int) -> np.ndarray:
+    """`np.nanmean` without its warning for an all-NaN slice (an empty column: NaN, said by the caller)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=RuntimeWarning)
+        return np.nanmean(values, axis=axis)
+
+
 def column_scores(grades: np.ndarray, members: np.ndarray) -> np.ndarray:
     """The official aggregation of per-sample grades (... × R × N): 100 × the mean of each column's graded
     samples per run, then the mean over runs -> ... × k (NaN for an empty column)."""
@@ -258,7 +267,7 @@ def column_scores(grades: np.ndarray, members: np.ndarray) -> np.ndarray:
     m = members.astype(float)
     with np.errstate(invalid="ignore", divide="ignore"):
         per_run = 100.0 * (g @ m) / (ok.astype(float) @ m)                     # ... × R × k
-        return np.nanmean(np.where(np.isfinite(per_run), per_run, np.nan), axis=-2)
+        return _nanmean(np.where(np.isfinite(per_run), per_run, np.nan), axis=-2)
 
 
 @dataclass
@@ -322,7 +331,7 @@ def _scatter_var(corr: Correction, grades: np.ndarray, members: np.ndarray) -> n
     m = members.astype(float)
     with np.errstate(invalid="ignore", divide="ignore"):
         per_run = 1e4 * (v @ m) / (ok @ m) ** 2
-    return np.nanmean(np.where(np.isfinite(per_run), per_run, np.nan), axis=0)
+    return _nanmean(np.where(np.isfinite(per_run), per_run, np.nan), axis=0)
 
 
 def _lomo_fits(pairs: PairSet, strata: Strata, values: np.ndarray, shrink: float):
@@ -431,7 +440,10 @@ def estimate_run(pairs: PairSet, strata: Strata, grades: np.ndarray, lomo: LomoT
     W = resample_weights(len(pairs.models), len(pairs.ids), resamples, seed)
     boot = column_scores(corrected_grades(fit_correction(pairs, strata, values, W, shrink), strata, grades),
                          strata.members)                                          # D × k
-    with np.errstate(invalid="ignore"):
+    import warnings
+
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=RuntimeWarning)
         corr_sd = np.nanstd(boot, axis=0)
     scatter = _scatter_var(point, grades, strata.members)
     totals = [t for t in pairs.official_totals if math.isfinite(t)]

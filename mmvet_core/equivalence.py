@@ -248,7 +248,6 @@ def entry_equivalence(store, entry, *, resamples: int | None = None) -> Equivale
                                prediction_hashes=hashes or {})
 
 
-
 def format_equivalent_line(eq: Equivalence) -> str:
     """The one-line summary (CLI, run card): the estimate and its interval, labelled, the check it rests on and
     its label (in-sample, extrapolated), or why there is none.
