@@ -366,9 +366,10 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
             drawn[session] = svc.run_version(run_id, 0)
         gr.Info(svc.resume(run_id, owner_tok, visitor(svc, request), judge_of(judge_c, url, model, key)))
 
-    # a stream per open page: its own concurrency group, unbounded (it waits on asyncio, holding no thread)
-    follow_opts = dict(api_visibility="private", show_progress="hidden", concurrency_limit=None,
-                       concurrency_id="follow-run")
+    # a stream per open page: its own concurrency group (it waits on asyncio, holding no thread), bounded so that
+    # a crowd of viewers never takes the queue's workers from every other event (`SessionLimits.max_followers`)
+    follow_opts = dict(api_visibility="private", show_progress="hidden",
+                       concurrency_limit=page.settings.sessions.max_followers, concurrency_id="follow-run")
     g.resume_btn.click(resume, [run_state, g.judge_choice, g.base_url, g.judge_model, g.api_key, owner], None,
                        api_visibility="private").then(follow, [run_state], [version], **follow_opts)
 
