@@ -29,6 +29,7 @@ __all__ = ["AppSettings", "BENCH_BUNDLED", "BENCH_HUB", "BENCH_UPLOAD", "JUDGE_B
            "OPENAI_PUBLIC_URL", "build_demo", "launch_options"]
 
 AppSettings = ServiceSettings          # the app's settings are the service's (read from the environment)
+DEFAULT_CONCURRENCY = 32               # events of a kind running at once (`demo.queue(default_concurrency_limit=)`)
 # Gradio 6.31 rebuilds a pandas summary of up to 10,000 recorded events after EVERY event, only for its
 # /monitoring dashboard (off here); with scripts polling /status that was ~15% of the server's CPU under load.
 os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", "1000")
@@ -95,10 +96,27 @@ def request_limit_middleware(settings: AppSettings):
                       identify=lambda peer, forwarded: client_address(peer, forwarded, hops))
 
 
+def session_middleware(settings: AppSettings):
+    """The sweep of gone clients' queued events and sessions (`ui.sessions`; docs/hosting-limits.md), as FastAPI
+    middleware that sees the streams clients hold open."""
+    from starlette.middleware import Middleware
+
+    from ui.sessions import SessionKeeper, SessionStreamMiddleware
+
+    return Middleware(SessionStreamMiddleware, keeper=SessionKeeper(settings.sessions))
+
+
 def launch_options(settings: AppSettings) -> dict:
     """`demo.launch` keyword arguments (shared by `python app.py` and the tests)."""
+    sessions = settings.sessions
     return dict(ssr_mode=False, css=CSS, max_file_size=f"{settings.max_upload_mb}mb",
-                app_kwargs={"middleware": [request_limit_middleware(settings)]},   # requests per client
+                app_kwargs={"middleware": [request_limit_middleware(settings),      # requests per client
+                                           session_middleware(settings)]},          # gone clients, sessions
+                # a session keeps ~400 KB of this page's configuration: a bound on them all
+                state_session_capacity=sessions.max_sessions,
+                # every queued event (a page following a run too) holds one of these workers: the followers' own
+                # pool comes on top of the other events' (DEFAULT_CONCURRENCY), so viewers never starve them
+                max_threads=DEFAULT_CONCURRENCY + sessions.max_followers + 16,
                 # only our own exports (.json/.csv/.zip we write): never the uploads folder, whose files come from
                 # visitors (an HTML page there would be served inline on the app's origin)
                 allowed_paths=[str(settings.data_dir / "exports")],
@@ -122,7 +140,7 @@ def mcp_start_lines(local_url: str) -> list[str]:
 if __name__ == "__main__":
     app_settings = AppSettings.from_env()
     demo = build_demo(app_settings)
-    demo.queue(default_concurrency_limit=32)
+    demo.queue(default_concurrency_limit=DEFAULT_CONCURRENCY)
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
                 server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")), prevent_thread_lock=True,
                 **launch_options(app_settings))

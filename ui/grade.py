@@ -348,9 +348,11 @@ def wire_setup(page: Page, g: GradeView, field: JudgeField) -> None:
         .then(field.handler, field.inputs, field.outputs, api_visibility="private", show_progress="hidden")
 
 
-#: A stream per open page: its own concurrency group, unbounded (it waits on asyncio, holding no thread).
-FOLLOW_OPTS = dict(api_visibility="private", show_progress="hidden", concurrency_limit=None,
-                   concurrency_id="follow-run")
+def follow_opts(page: Page) -> dict:
+    """A stream per open page: its own concurrency group (it waits on asyncio, holding no thread), bounded so that
+    a crowd of viewers never takes the queue's workers from every other event (`SessionLimits.max_followers`)."""
+    return dict(api_visibility="private", show_progress="hidden",
+                concurrency_limit=page.settings.sessions.max_followers, concurrency_id="follow-run")
 
 
 def follow_handler(svc, drawn: dict[str, str | None]) -> Callable:
@@ -438,7 +440,7 @@ def wire_run_buttons(page: Page, g: GradeView, version: gr.Textbox, follow: Call
         gr.Info(svc.runs.resume(run_id, owner_tok, visitor(svc, request), judge_of(judge_c, url, model, key)))
 
     g.resume_btn.click(resume, [run_state, g.judge_choice, g.base_url, g.judge_model, g.api_key, owner], None,
-                       api_visibility="private").then(follow, [run_state], [version], **FOLLOW_OPTS)
+                       api_visibility="private").then(follow, [run_state], [version], **follow_opts(page))
 
 
 # ---- the open run: what is shown of it ----
@@ -552,7 +554,7 @@ def wire_open_run(page: Page, g: GradeView, s: SamplesParts, my: RunsList, versi
     # (after the opening: a stream registered on run_state.change itself would hold back the page's later
     # listeners of that change, such as the address and the share link, until the run ends)
     run_state.change(open_run, view_inputs, view_outputs, api_visibility="private", show_progress="hidden") \
-        .then(follow, [run_state], [version], **FOLLOW_OPTS)
+        .then(follow, [run_state], [version], **follow_opts(page))
     run_state.change(None, run_state, None, js=SET_ADDRESS_JS, api_visibility="private")
 
     def share_of(run_id, request: gr.Request):

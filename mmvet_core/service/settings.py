@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..agent_judges import parse_agent_judges
+from ..clients import SessionLimits
 from ..budget import BudgetLimits
 from ..hosting import HostingLimits
 from ..judge import DEFAULT_JUDGE_MODEL, JudgeSettings
@@ -47,6 +48,7 @@ class ServiceSettings:
     hosting: HostingLimits = field(default_factory=HostingLimits)   # uploads, parsing, folders (MMVET_* variables)
     storage: StorageLimits = field(default_factory=StorageLimits)   # quotas, expiry, free-disk floor (keeping.py)
     requests: RequestLimits = field(default_factory=RequestLimits)  # API requests per client (requestlimit.py)
+    sessions: SessionLimits = field(default_factory=SessionLimits)  # gone clients, kept sessions (clients.py)
     trusted_proxy_hops: int = 0            # proxies in front of the app that append to X-Forwarded-For
     allow_private_endpoints: bool = False  # let visitors' endpoints be loopback / private addresses
     call_deadline: float = 120.0           # seconds per judge call, retries included
@@ -84,6 +86,7 @@ class ServiceSettings:
             hosting=HostingLimits.from_env(env),
             storage=StorageLimits.from_env(env),
             requests=RequestLimits.from_env(env),
+            sessions=SessionLimits.from_env(env),
             # on Spaces the app sits behind Hugging Face's proxy, which appends the client's address
             trusted_proxy_hops=_int_env(env, "MMVET_TRUSTED_PROXY_HOPS", 1 if env.get("SPACE_ID") else 0),
             allow_private_endpoints=env.get("MMVET_ALLOW_PRIVATE_ENDPOINTS", "").strip().lower()
