@@ -92,7 +92,7 @@ def test_mcp_tool_calls_over_the_limit_are_refused_as_tool_errors_and_another_ag
         async with agent(app, "203.0.113.32") as other:
             return flood, await call(other, "read_leaderboard", limit=1)
 
-    with Counted(app.svc, "leaderboard_json") as board:
+    with Counted(app.svc.board, "leaderboard_json") as board:
         flood, other = asyncio.run(main())
     refused = [text for err, text in flood if err]
     served = [text for err, text in flood if not err]

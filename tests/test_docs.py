@@ -80,7 +80,8 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 #: Pages the map links to that other branches are writing; the link check accepts them until they land.
 ANNOUNCED_PAGES = {"docs/estimates.md", "docs/leaderboard-trust.md", "docs/hosting-limits.md",
                    "docs/many-machines.md"}
-MAX_NOT_RUN = 12         # commands shown but not run (10 today: the two commands, the fresh-clone check, 7 benchmarks)
+MAX_NOT_RUN = 18         # commands shown but not run (the two commands, the fresh-clone check, 7 benchmarks, and in
+                         # many-machines.md the replicas and workers serving until stopped and nginx's install)
 RUN_LANGS = {"bash", "python"}
 
 #: Placeholder -> a fixed value, or a pattern whose first group is read from the page's earlier output.
@@ -202,7 +203,23 @@ def start_app_service(stack: contextlib.ExitStack, judge: FakeJudgeServer, tmp_p
     return Service(substitute={"http://localhost:7860/": app.url, "http://localhost:7860": app.url.rstrip("/")})
 
 
-NEEDS = {"app": start_app_service}
+def start_postgres(stack: contextlib.ExitStack, judge: FakeJudgeServer, tmp_path_factory) -> Service:
+    """A PostgreSQL server of the tests (tests/pg_server.py) with an empty database, and a SQLite store holding one
+    graded run to copy into it: the page's placeholders become their addresses."""
+    from mmvet_core.cli import main as cli_main
+    from tests.pg_server import PostgresServer
+
+    server = stack.enter_context(PostgresServer())
+    folder = tmp_path_factory.mktemp("docs-sqlite")
+    source = folder / "mmvet-grader.db"
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert cli_main(["grade", str(ROOT / "assets" / "examples" / "llava_llama2_13b_chat.json"), "--baseline",
+                         "--db", str(source), "--out", str(folder / "out")]) == 0
+    return Service(substitute={"postgresql://grader:...@db.example.org/grader": server.new_database(),
+                               "data/mmvet-grader.db": str(source)})
+
+
+NEEDS = {"app": start_app_service, "postgres": start_postgres}
 
 
 # --- running a page ----------------------------------------------------------------------------------------------
