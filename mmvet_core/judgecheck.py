@@ -1,5 +1,9 @@
 """Check a judge before trusting it: grade reference predictions that have real official GPT-4-0613 grades.
 
+Its size (over 600 lines) has a reason: the check is one pipeline — reference sets, pairing with the official
+grades, the assessment and its report, the stored check that grows — whose parts share one record; the numerical
+parts live apart (`calibration`, `stats`, `equivalence`).
+
 The reference sets are data (``assets/reference/references.json``, provenance in ``assets/reference/SOURCES.md``):
 each is a model's MM-Vet v1 predictions with one or more real grade files of the official evaluator. A candidate
 judge grades them (up to 218 judge calls per set, plus the official re-asks when it answers something unparsable)

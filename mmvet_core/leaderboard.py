@@ -1,6 +1,10 @@
 """The leaderboard: published entries, honest rank groups, filters and exports (pure functions, plus the few that
 read or write the store).
 
+Its size (over 600 lines) has a reason: entries, their frozen snapshot, rank keys and rows, filters and the
+export/import format are one record seen from several sides; ranks themselves (`board_ranks`, `board_book`),
+provenance, names and the import schema live in modules of their own.
+
 An **entry** is a finished run published under a display name. Publishing freezes a copy of the run's per-sample
 scores (per judge run) and of its metadata (judge, judge kind, benchmark and its sample ids, runs, totals,
 capabilities, integrations, date): later overrides or the deletion of the run never change the board silently.
