@@ -5,7 +5,7 @@ what a start may do) live in `mmvet_core.service`; the page is built from one mo
 out its components and maps each event to one service call), and this file only composes them and launches. A
 visitor's mistake is a toast (`gr.Warning`) that leaves every other component as it was; the named API endpoints
 (for scripts, `ui/api.py`) call the same service and answer an error instead. Run `python app.py`. Configuration
-comes from the environment only (see README "Configuration" and "Hosting a public Space").
+comes from the environment only (see docs/app.md "Configuration" and docs/hosting.md).
 """
 from __future__ import annotations
 
@@ -54,11 +54,11 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
     """The page: the views of `ui/` laid out top to bottom, then the handlers that span views, in event order."""
     settings = settings or AppSettings.from_env()
     svc = GradingService(settings)
-    # Gradio's own cache (uploads, re-encoded images) is swept: files older than the age go (README "Hosting")
+    # Gradio's own cache (uploads, re-encoded images) is swept: files older than the age go (docs/hosting.md)
     with gr.Blocks(title="MM-Vet Grader", delete_cache=settings.hosting.gradio_delete_cache()) as demo:
         demo.svc = svc  # for tests and the launcher
         register_api(svc)   # first: the scripts' endpoints keep their plain names (the page's events are private)
-        register_mcp_tools(svc)                # the agents' tools (README "Agents (MCP)")
+        register_mcp_tools(svc)                # the agents' tools (docs/agents.md)
         page = build_page(svc, settings)       # session (owner token, open run), header, read-only note
 
         # ---- the views, in page order ----
@@ -81,7 +81,7 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
 
 
 def request_limit_middleware(settings: AppSettings):
-    """The per-client request limit on the API routes (`mmvet_core.requestlimit`; README "Storage, parsing and
+    """The per-client request limit on the API routes (`mmvet_core.requestlimit`; docs/hosting.md "Storage, parsing and
     crowds"), as FastAPI middleware: a client is its address as `MMVET_TRUSTED_PROXY_HOPS` says."""
     from starlette.middleware import Middleware
 
@@ -101,7 +101,7 @@ def launch_options(settings: AppSettings) -> dict:
                 # visitors (an HTML page there would be served inline on the app's origin)
                 allowed_paths=[str(settings.data_dir / "exports")],
                 footer_links=["api"],
-                mcp_server=settings.mcp_server,      # MMVET_MCP=0 turns the agents' tools off (README)
+                mcp_server=settings.mcp_server,      # MMVET_MCP=0 turns the agents' tools off (docs/agents.md)
                 run_history=False)  # run history would keep typed API keys in the browser's storage
 
 

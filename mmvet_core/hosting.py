@@ -1,6 +1,6 @@
 """Limits of a public host on what visitors' uploads may cost, and the cleaning of the folders they fill.
 
-`HostingLimits` gathers every bound the app applies to visitors' files (README "Hosting a public Space" lists
+`HostingLimits` gathers every bound the app applies to visitors' files (docs/hosting.md lists
 the environment variables): archive size, the extracted-uploads folder, exports, hub downloads, benchmark size,
 and the parse sandbox (`parsebox`). It turns them into the records the core functions take (`LoadLimits`,
 `ParseLimits`, `FolderPolicy`). `Housekeeper` prunes the app's own folders (exports, extracted uploads) by age

@@ -8,6 +8,7 @@ import pytest
 
 from mmvet_core.store import Store
 from tests.fake_judge import FakeJudgeServer
+from tests.pg_server import PostgresServer
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKERS_PER_CORE, MAX_WORKERS = 2, 8
@@ -44,5 +45,38 @@ def fake_judge():
 @pytest.fixture
 def store(tmp_path):
     s = Store(tmp_path / "grader.db")
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A PostgreSQL server of this test process (tests/pg_server.py; each xdist worker starts its own). Fails,
+    never skips, when PostgreSQL is not installed."""
+    with PostgresServer() as server:
+        yield server
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    """The URL of a new, empty PostgreSQL database (dropped after the test)."""
+    url = pg_server.new_database()
+    yield url
+    pg_server.drop_database(url)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_location(request, tmp_path):
+    """Where a store lives, once per backend: a SQLite file in `tmp_path`, then a new PostgreSQL database."""
+    if request.param == "sqlite":
+        yield tmp_path / "grader.db"
+    else:
+        yield request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def any_store(db_location):
+    """A `Store` on each backend in turn (see `db_location`)."""
+    s = Store(db_location)
     yield s
     s.close()

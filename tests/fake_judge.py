@@ -16,8 +16,8 @@ A test that must see something *while* a run grades does not make the judge slow
 enough to look in time: it sets a `CallGate` (``state.gate``, tests/call_gate.py), which holds every chat call until
 the test lets some through, then waits for what those answers cause.
 
-(Over 600 lines for a reason: it is one server, and every behaviour it can be told to have is a field of
-`FakeState` and a branch of its answer.)
+(Over 600 lines for a reason: it is one server, every behaviour it can be told to have is a field of `FakeState`
+and a branch of its answer, and the simulated judges the tests give it answer through it.)
 
 Hostile modes (attacks a visitor's endpoint can perform, issue 9): a huge 200 body streamed in 1 MB chunks
 (`huge_body`), an endpoint that accepts the request and never answers (`hang`), one that drips a byte every N
@@ -67,30 +67,67 @@ def deterministic_answer(prompt: str, temperature: float) -> str:
     return score
 
 
-def official_grades_answer(offset: float = 0.0, which: str = "default") -> Callable[[str, float], str]:
+def official_grades_answer(offset: float = 0.0, which: str = "default",
+                           otherwise: Callable[[str, float], str] | None = None, *, transform: Callable | None = None,
+                           extra: list | None = None) -> Callable[[str, float], str]:
     """A judge that answers the official GPT-4-0613 grades of the judge-check reference sets (`which`, as for
-    `load_references`; the default ones unless told): for the filled official prompt of a reference sample it answers
-    the per-sample mean of the official runs plus `offset`, clipped to [0, 1] (a grade above 1 is unparsable, the
-    official parse refuses it), e.g. ``0.45``; any other prompt gets ``0.0``. Two sets that answer a question word
-    for word alike make one prompt: it gets the mean of both sets' official means (a judge can give one answer)."""
+    `load_references`; the default ones unless told) and of the `extra` references (`judgecheck.Reference`s the
+    check never sees: held-out models): for the filled official prompt of a reference sample it answers the
+    per-sample mean of the official runs plus `offset`, or ``transform(official, sample, prompt)`` when given,
+    clipped to [0, 1] (a grade above 1 is unparsable, the official parse refuses it), e.g. ``0.45``; any other prompt
+    gets ``0.0`` (or `otherwise`'s answer when given). Two sets that answer a question word for word alike make one
+    prompt: it gets the mean of both sets' official means (a judge can give one answer)."""
     from mmvet_core.benchmark import load_bundled_v1
     from mmvet_core.judgecheck import load_references
     from mmvet_core.prompt import render_prompt
 
     bench = load_bundled_v1()
     means: dict[str, list[float]] = {}
-    for ref in load_references(which=which):
+    samples: dict[str, object] = {}
+    for ref in [*load_references(which=which), *(extra or [])]:
         for sid, runs in ref.official.items():
             s = bench.samples[sid]
             graded = [v for v in runs if v is not None]
-            means.setdefault(render_prompt("v1", s.question, s.answer, ref.predictions[sid]), []).append(
-                sum(graded) / len(graded))
-    table = {prompt: repr(min(1.0, max(0.0, sum(v) / len(v) + offset))) for prompt, v in means.items()}
+            prompt = render_prompt("v1", s.question, s.answer, ref.predictions[sid])
+            means.setdefault(prompt, []).append(sum(graded) / len(graded))
+            samples[prompt] = s
+    fn = transform or (lambda official, sample, prompt: official + offset)
+    table = {prompt: repr(min(1.0, max(0.0, round(float(fn(sum(v) / len(v), samples[prompt], prompt)), 6))))
+             for prompt, v in means.items()}
 
     def answer(prompt: str, temperature: float) -> str:
+        if prompt not in table and otherwise is not None:
+            return otherwise(prompt, temperature)
         return table.get(prompt, "0.0")
 
     return answer
+
+
+def prompt_hash(prompt: str) -> int:
+    """A stable number per prompt (for simulated judges that treat some samples differently)."""
+    return int(hashlib.sha256(prompt.encode("utf-8")).hexdigest()[:8], 16)
+
+
+#: The four simulated successor judges of issue 23, as functions of the official grade (transform arguments:
+#: official per-sample mean, the sample, the filled prompt).
+SUCCESSORS: dict[str, Callable] = {
+    "official + 0.1, capped at 1": lambda o, s, p: o + 0.1,
+    "another scale: 0.15 + 0.8 × official": lambda o, s, p: 0.15 + 0.8 * o,
+    "math −0.25, every other sample +0.05": lambda o, s, p: o - 0.25 if "math" in s.capabilities else o + 0.05,
+    "unbiased, 40 % of grades moved by ±0.1": lambda o, s, p: (o + (0.1 if prompt_hash(p) % 2 else -0.1)
+                                                             if prompt_hash(p) % 10 < 4 else o),
+}
+
+
+def simulate_grades(answer: Callable[[str, float], str], predictions: dict[str, str]) -> dict[str, list[float | None]]:
+    """What the fake judge answering `answer` gives each sample of `predictions` (the official parse of its
+    answer), without the HTTP round trip: sample id -> [grade]."""
+    from mmvet_core.benchmark import load_bundled_v1
+    from mmvet_core.prompt import parse_score, render_prompt
+
+    bench = load_bundled_v1()
+    return {sid: [parse_score(answer(render_prompt("v1", s.question, s.answer, predictions.get(sid, "")), 0.0))]
+            for sid, s in bench.samples.items()}
 
 
 @dataclass

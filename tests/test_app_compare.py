@@ -79,4 +79,4 @@ def _owner_of(app_server) -> str:
     """The only owner with runs in this module's app (the page's visitor)."""
     rows = app_server.store._query("SELECT DISTINCT owner FROM runs WHERE owner != ''")
     assert len(rows) == 1
-    return rows[0]["owner"]
+    return rows[0].owner

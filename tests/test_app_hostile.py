@@ -1,4 +1,4 @@
-"""Issue 20's three holes, each performed against the running app in the README's host configuration (the server's
+"""Issue 20's three holes, each performed against the running app in docs/hosting.md's host configuration (the server's
 own judge key, visitors told apart by the one trusted proxy's X-Forwarded-For entry, private endpoints refused):
 
 1. a grade file of a million cells (53 KB before; here 31 KB) is refused within 30 s, the app's memory rises by under

@@ -37,7 +37,7 @@ def build_judge_check(page: Page) -> JudgeCheckView:
     and the (collapsed) successor board."""
     with gr.Accordion("Check this judge first (is it close to the official GPT-4 judge?)", open=False,
                       elem_id="judge-check-section", visible=page.default_judge != JUDGE_BASELINE) as section:
-        gr.Markdown(page.svc.check_cost() + " The report says how far the judge is from the official grades, "
+        gr.Markdown(page.svc.judges.check_cost() + " The report says how far the judge is from the official grades, "
                     "with 95 % intervals, beside GPT-4's own run-to-run spread; a judge with a check gets "
                     "official-equivalent estimates on its runs' cards (labelled as estimates).",
                     elem_id="judge-check-cost")
@@ -61,21 +61,21 @@ def wire_judge_check(page: Page, jc: JudgeCheckView, judge_choice: gr.Radio, bas
                      judge_model: gr.Textbox, api_key: gr.Textbox) -> None:
     """Start a check with the Grade view's judge fields; the report follows it (polled while it runs) and is
     re-read when the judge fields change; the board follows the checks stored, its sort and its refresh."""
-    svc = page.svc
+    svc, judges = page.svc, page.svc.judges          # this view reads the judges facet only (and who asks)
     check_timer = gr.Timer(1.0, active=False)
 
     def board(sort_label, request: gr.Request | None = None):
         key = SORT_KEYS.get(sort_label, "delta_bar")
-        return board_table(svc.judge_board(key)), svc.judge_board_csv(key, base_url(request))
+        return board_table(judges.judge_board(key)), judges.judge_board_csv(key, base_url(request))
 
     @toasts(4)
     def check_judge(judge_c, url, model, key, owner_tok, sort_label, request: gr.Request):
-        message = svc.check_judge(judge_of(judge_c, url, model, key), owner_tok, visitor(svc, request))
+        message = judges.check_judge(judge_of(judge_c, url, model, key), owner_tok, visitor(svc, request))
         gr.Info(esc(message))
         return check_text(judge_c, url, model, key, owner_tok, sort_label, request)
 
     def check_text(judge_c, url, model, key, owner_tok, sort_label, request: gr.Request):
-        text, running = svc.judge_check_text(judge_of(judge_c, url, model, key), owner_tok)
+        text, running = judges.judge_check_text(judge_of(judge_c, url, model, key), owner_tok)
         if running:                  # the board changes when the check ends, not on every tick
             return text, gr.Timer(active=True), gr.skip(), gr.skip()
         return (text, gr.Timer(active=False), *board(sort_label, request))
@@ -87,7 +87,7 @@ def wire_judge_check(page: Page, jc: JudgeCheckView, judge_choice: gr.Radio, bas
         check_id = params.get("check", "")
         if not check_id:
             return gr.skip(), gr.skip(), gr.skip(), *board(sort_label, request)
-        text = svc.check_report(check_id)
+        text = judges.check_report(check_id)
         if not text:
             gr.Warning("This link's judge check does not exist.")
             return gr.skip(), gr.skip(), gr.skip(), *board(sort_label, request)

@@ -1,4 +1,4 @@
-"""Agents as users: the app's tools for the Model Context Protocol (Gradio's MCP server, README "Agents (MCP)").
+"""Agents as users: the app's tools for the Model Context Protocol (Gradio's MCP server, docs/agents.md).
 
 Gradio turns every public named API endpoint into an MCP tool (its name from the function's name, its description
 from the docstring, its arguments from the type hints). The tools here are a small set written for agents: plain
@@ -161,7 +161,7 @@ def register_mcp_tools(svc: GradingService) -> None:
         """
         with file_work() as work:
             path = _fetched(svc, results_file, file_name, work)
-            v = svc.validate(path, _bench(subset), int(judge_runs), _judge(judge, judge_model=judge_model))
+            v = svc.inputs.validate(path, _bench(subset), int(judge_runs), _judge(judge, judge_model=judge_model))
         return _answer({"report": v.report, "estimate": v.estimate, "model_name": v.model_name})
 
     @api_errors
@@ -196,11 +196,11 @@ def register_mcp_tools(svc: GradingService) -> None:
         tok = _token(owner_token, issue=True)
         with file_work() as work:
             path = _fetched(svc, results_file, file_name, work)
-            run_id, started = svc.start(path, _bench(subset), int(judge_runs),
-                                        _judge(judge, base_url, judge_model, api_key), owner=tok,
-                                        visitor=visitor(svc, request), model_name=model_name)
+            run_id, started = svc.runs.start(path, _bench(subset), int(judge_runs),
+                                             _judge(judge, base_url, judge_model, api_key), owner=tok,
+                                             visitor=visitor(svc, request), model_name=model_name)
         return _answer({"run_id": run_id, "owner_token": tok, "started": started,
-                        "share_url": svc.share_url(run_id, page_base_url(request))})
+                        "share_url": svc.reading.share_url(run_id, page_base_url(request))})
 
     @api_errors
     def poll_run(run_id: str, owner_token: str) -> str:
@@ -214,7 +214,7 @@ def register_mcp_tools(svc: GradingService) -> None:
             A JSON object: status (running, done, stopped, failed); done, errored and total samples; message (why a run stopped, e.g. a spent budget); total_score so far (percent); complete (every sample graded in every judge run); waiting_until (a rate-limit pause, epoch seconds, or null).
         """
         run = _own(svc, run_id, owner_token)
-        st = svc.status(run.id)
+        st = svc.reading.status(run.id)
         return _answer({k: st.get(k) for k in ("run_id", "status", "message", "done", "errored", "total",
                                                "total_score", "complete", "waiting_until")})
 
@@ -231,7 +231,7 @@ def register_mcp_tools(svc: GradingService) -> None:
             What happened (plain text).
         """
         run = _own(svc, run_id, owner_token)
-        return svc.stop(run.id, run.owner)
+        return svc.runs.stop(run.id, run.owner)
 
     @api_errors
     def run_scores(run_id: str, owner_token: str, integrations: bool = False) -> str:
@@ -245,10 +245,10 @@ def register_mcp_tools(svc: GradingService) -> None:
             integrations: Also return the 16 capability integrations (default: total and the six capabilities).
 
         Returns:
-            A JSON object: model, judge, status, complete; total {score, ci [low, high], official, std, n}; capabilities {name: same}; integrations when asked; metric_note (why the metric is not the official one, e.g. the baseline judge); official_equivalent (for a successor judge checked against the official one, its official-equivalent estimate, when this server computes one; else null).
+            A JSON object: model, judge, status, complete; total {score, ci [low, high], official, std, n}; capabilities {name: same}; integrations when asked; metric_note (why the metric is not the official one, e.g. the baseline judge); official_equivalent (for a successor judge checked against the official one, its official-equivalent estimate, when this server computes one: the labelled line, official_equivalent_label "in-sample" (the run's answers are one of the check's references, left out of the correction) or "extrapolated" (outside the references' range, interval widened) or "", official_equivalent_check (the check it rests on: id, date, reference models and their range), official_equivalent_estimate (every column with its interval); else null).
         """
         run = _own(svc, run_id, owner_token)
-        view = svc.with_failure(load_run_view(svc.store, run.id))
+        view = svc.reading.with_failure(load_run_view(svc.store, run.id))
         eff = view.effective_scores()
         spread = {("total", "total"): view.scores.total.std,
                   **{("capability", c.name): c.std for c in view.scores.capabilities},
@@ -264,7 +264,7 @@ def register_mcp_tools(svc: GradingService) -> None:
                 total = cell
             else:
                 cols[row.kind][row.name] = cell
-        card = svc.card(view)
+        card = svc.reading.card(view)
         out = {"run_id": run.id, "model": run.model_name, "judge": view.judge_text, "status": card["status"],
                "complete": view.scores.complete, "total": total, "capabilities": cols["capability"],
                "metric_note": view.metric_note, "official_equivalent": _official_equivalent(card)}
@@ -316,7 +316,9 @@ def register_mcp_tools(svc: GradingService) -> None:
                          descending: bool = False, references: bool = True, limit: int = 50) -> str:
         """Read this server's MM-Vet leaderboard: published runs with their total, 95% interval and honest rank
         (entries whose difference is not significant in a paired test share a rank range), plus the paper's
-        reference rows. Entries judged by different judges are never ranked against each other. Free.
+        reference rows. Entries judged by different judges are never ranked against each other; only entries
+        whose judge is verified (graded on this server, or vouched for by its host) are ranked: imported grades
+        say "imported, judge not verified" in provenance and have no rank. Free.
 
         Args:
             judge: Only rows of this judge (its name, or a kind: official, successor, baseline); empty for all.
@@ -328,11 +330,11 @@ def register_mcp_tools(svc: GradingService) -> None:
             limit: At most this many rows (1 to 500).
 
         Returns:
-            A JSON object: filter (as applied); rank_note (how to read the ranks); entries, each {entry, name, link, judge, judge_kind, benchmark, runs, total, ci [low, high], rank [best, worst], capabilities, date, reference, official_equivalent}.
+            A JSON object: filter (as applied); rank_note (how to read the ranks); entries, each {entry, name, link, judge, judge_kind, provenance, verified, rank_note, benchmark, runs, total, ci [low, high], rank [best, worst] or null, capabilities, date, reference, official_equivalent ([estimate, low, high] for a successor judge with a check on this server, else null), official_equivalent_label, official_equivalent_check}.
         """
-        board = svc.leaderboard_json({"judge": judge or "", "benchmark": benchmark or "", "query": query or "",
-                                      "sort": sort or "rank", "descending": bool(descending),
-                                      "references": bool(references)})
+        board = svc.board.leaderboard_json({"judge": judge or "", "benchmark": benchmark or "", "query": query or "",
+                                           "sort": sort or "rank", "descending": bool(descending),
+                                           "references": bool(references)})
         n = max(1, min(int(limit or 50), 500))
         board["entries"] = [{k: v for k, v in row.items() if k != "integrations"} for row in board["entries"][:n]]
         return _answer(board)
@@ -363,8 +365,8 @@ def register_mcp_tools(svc: GradingService) -> None:
         if choice.kind == JUDGE_BASELINE:
             raise ServiceError("The offline baseline is what a check compares a judge against: check the server's "
                                "judge or your own.")
-        message = svc.check_judge(choice, tok, visitor(svc, request)) if start else ""
-        report, running = svc.judge_check_text(choice, tok)
+        message = svc.judges.check_judge(choice, tok, visitor(svc, request)) if start else ""
+        report, running = svc.judges.judge_check_text(choice, tok)
         return _answer({"report": report, "running": running, "message": message, "owner_token": tok})
 
     # the description gives this server's cost of a check (the reference sets are data)
