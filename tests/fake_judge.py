@@ -16,8 +16,8 @@ A test that must see something *while* a run grades does not make the judge slow
 enough to look in time: it sets a `CallGate` (``state.gate``, tests/call_gate.py), which holds every chat call until
 the test lets some through, then waits for what those answers cause.
 
-(Over 600 lines for a reason: it is one server, and every behaviour it can be told to have is a field of
-`FakeState` and a branch of its answer.)
+(Over 600 lines for a reason: it is one server, every behaviour it can be told to have is a field of `FakeState`
+and a branch of its answer, and the simulated judges the tests give it answer through it.)
 
 Hostile modes (attacks a visitor's endpoint can perform, issue 9): a huge 200 body streamed in 1 MB chunks
 (`huge_body`), an endpoint that accepts the request and never answers (`hang`), one that drips a byte every N
@@ -132,6 +132,8 @@ def simulate_grades(answer: Callable[[str, float], str], predictions: dict[str, 
     bench = load_bundled_v1()
     return {sid: [parse_score(answer(render_prompt("v1", s.question, s.answer, predictions.get(sid, "")), 0.0))]
             for sid, s in bench.samples.items()}
+
+
 @dataclass
 class FakeState:
     latency: float = 0.0                 # seconds before every answer

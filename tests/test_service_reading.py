@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from mmvet_core.service import (BENCH_BUNDLED, JUDGE_BASELINE, JUDGE_HOST, JUDGE_OWN, BenchmarkChoice, JudgeChoice)
-from tests.fake_judge import CallGate
+from tests.call_gate import CallGate
 from tests.service_helpers import RESULTS, VISITOR_KEY, close, make_service, tagged, wait_done
 
 import pytest

@@ -12,7 +12,8 @@ import pytest
 
 from mmvet_core.service import (BENCH_BUNDLED, JUDGE_BASELINE, JUDGE_HOST, JUDGE_OWN, MODE_BATCH, BenchmarkChoice,
                                 JudgeChoice, ServiceError)
-from tests.fake_judge import RETRY_MARK, CallGate
+from tests.call_gate import CallGate
+from tests.fake_judge import RETRY_MARK
 from tests.service_helpers import RESULTS, VISITOR_KEY, close, make_service, tagged, wait_done
 
 ALL, BARD = BenchmarkChoice(BENCH_BUNDLED), BenchmarkChoice(BENCH_BUNDLED, subset="Bard set (168)")
