@@ -126,9 +126,10 @@ def simulate_grades(answer: Callable[[str, float], str], predictions: dict[str, 
 
 
 class CallGate:
-    """Holds the fake judge's chat calls until the test lets them through: `release(n)` lets n more calls answer,
-    `open()` every call from now on (the ones held included). A held call whose client hung up (a timeout, a
-    stopped run) leaves without taking a pass. Thread-safe: the test releases from its own thread.
+    """Holds the fake judge's chat calls until the test lets them through: `release(n)` lets n more calls go on to
+    be answered as the `FakeState` says (faults and latency included), `open()` every call from now on (the ones
+    held included). A held call whose client hung up (a timeout, a stopped run) leaves without taking a pass.
+    `peak_held` is the most calls held at once. Thread-safe: the test releases from its own thread.
 
     >>> gate = CallGate()
     >>> gate.release(2); gate.passes
@@ -142,6 +143,7 @@ class CallGate:
         self.passes = 0         # calls that may still go through
         self.is_open = False
         self.held = 0           # calls waiting now
+        self.peak_held = 0
         self.passed = 0         # calls let through so far
 
     def release(self, n: int = 1) -> None:
@@ -156,6 +158,7 @@ class CallGate:
         """Wait for a pass: True once the call may answer, False when `gone()` (an awaitable) says its client left."""
         with self._lock:
             self.held += 1
+            self.peak_held = max(self.peak_held, self.held)
         try:
             while True:
                 with self._lock:
@@ -171,19 +174,27 @@ class CallGate:
             with self._lock:
                 self.held -= 1
 
-    def wait_held(self, n: int = 1, timeout: float = 60.0) -> None:
+    def wait_held(self, n: int = 1, timeout: float = 120.0) -> None:
         """(From the test's thread) wait until at least `n` calls are held at the gate."""
-        deadline = time.monotonic() + timeout
-        while self.held < n:
+        self._wait(lambda: self.held >= n, timeout, lambda: f"{self.held} call(s) held at the gate, not {n}")
+
+    def wait_passed(self, n: int, timeout: float = 120.0) -> None:
+        """(From the test's thread) wait until `n` calls in all went through the gate."""
+        self._wait(lambda: self.passed >= n, timeout, lambda: f"{self.passed} call(s) went through, not {n}")
+
+    @staticmethod
+    def _wait(cond: Callable[[], bool], timeout: float, what: Callable[[], str]) -> None:
+        deadline = time.monotonic() + timeout      # generous: only a broken client comes near it
+        while not cond():
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{self.held} call(s) held at the gate, not {n}")
+                raise TimeoutError(what())
             time.sleep(0.01)
 
 
 @dataclass
 class FakeState:
     latency: float = 0.0                 # seconds before every answer
-    gate: CallGate | None = None         # when set, every chat call waits for a pass from the test (`CallGate`)
+    gate: CallGate | None = None         # when set, every chat call first waits for a pass from the test
     model_reported: str = "gpt-4-0613"
     served_models: set[str] | None = None    # None: any model
     api_key: str | None = None           # when set, other keys get 401
@@ -509,6 +520,10 @@ def make_app(state: FakeState) -> FastAPI:
                   "auth": auth, "t": time.time()}
         with state.lock:
             state.calls.append(record)
+        gate = state.gate
+        if gate is not None and not await gate.wait(gone):
+            record["status"] = "gone"       # the client hung up while the call was held: nothing to answer
+            return Response(status_code=499)
         hostile = _hostile(state, record)
         if hostile is not None:
             return hostile
@@ -554,10 +569,6 @@ def make_app(state: FakeState) -> FastAPI:
         try:
             if state.take("slow_calls"):
                 await _until_gone(state.slow_seconds, gone)
-            gate = state.gate
-            if gate is not None and not await gate.wait(gone):
-                record["status"] = "gone"       # the client hung up while the call was held: nothing to answer
-                return Response(status_code=499)
             if state.latency:
                 await asyncio.sleep(state.latency)
         finally:
@@ -692,6 +703,16 @@ class FakeJudgeServer:
                 raise RuntimeError("fake judge server did not start")
             time.sleep(0.01)
         return self
+
+    def wait_quiet(self, timeout: float = 120.0) -> None:
+        """Wait until no client connection is open and no request is being answered: after its client was killed,
+        every request that client had sent is then in `state.calls`."""
+        st = self._server.server_state
+        deadline = time.monotonic() + timeout
+        while st.connections or st.tasks:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(st.connections)} connection(s) still open on the fake judge")
+            time.sleep(0.01)
 
     def __exit__(self, *exc) -> None:
         self._server.should_exit = True

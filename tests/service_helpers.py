@@ -31,7 +31,7 @@ def tagged(tmp_path: Path, tag: str) -> str:
     return str(path)
 
 
-def wait_done(svc: GradingService, run_id: str, timeout: float = 60.0) -> dict:
+def wait_done(svc: GradingService, run_id: str, timeout: float = 180.0) -> dict:
     deadline = time.time() + timeout
     while svc.jobs.is_running(run_id):
         assert time.time() < deadline, "the run did not end"

@@ -16,6 +16,7 @@ from mmvet_core.export import load_official_grades
 from tests.app_fixtures import (  # noqa: F401  (fixtures)
     OFFICIAL_GRADES, RESULTS_DIR, V2_RESULTS, app_server, fake_server,
 )
+from tests.fake_judge import CallGate
 
 LLAVA_13B = RESULTS_DIR / "llava-v1.5-13b.json"
 LLAVA_7B = RESULTS_DIR / "llava-v1.5-7b.json"
@@ -47,7 +48,7 @@ def status(client, run_id) -> dict:
     return client.predict(run_id, api_name="/status")
 
 
-def wait_status(client, run_id, want=("done",), timeout=60.0, cond=None) -> dict:
+def wait_status(client, run_id, want=("done",), timeout=180.0, cond=None) -> dict:
     deadline = time.time() + timeout
     while True:
         st = status(client, run_id)
@@ -172,7 +173,8 @@ def test_override_needs_the_owner_token(client, app_server, graded_run):
 
 def test_stop_and_resume_are_owner_only_and_never_pay_twice(client, app_server, fake_server):
     state = fake_server.state
-    state.latency = 0.2
+    gate = state.gate = CallGate()      # 40 answers, then the run waits on the judge until the owner stops it
+    gate.release(40)
     try:
         n0 = len(state.calls)
         run_id = grade(client, LLAVA_7B)
@@ -181,13 +183,13 @@ def test_stop_and_resume_are_owner_only_and_never_pay_twice(client, app_server, 
             client.predict(run_id, INTRUDER, api_name="/stop")
         assert app_server.svc.jobs.is_running(run_id)
         client.predict(run_id, OWNER, api_name="/stop")
-        st = wait_status(client, run_id, want=("stopped",), timeout=30)
+        gate.open()                     # the calls in flight answer within the stop's grace (and are kept)
+        st = wait_status(client, run_id, want=("stopped",))
         assert 0 < st["done"] < 218 and not app_server.svc.jobs.is_running(run_id)
         assert "resume" in st["message"]
         answered = {(c["prompt"], c["temperature"]) for c in state.calls[n0:] if c.get("status") == 200}
         n1 = len(state.calls)
 
-        state.latency = 0.0
         with pytest.raises(AppError, match="read-only"):
             client.predict(run_id, JUDGE_HOST, "", "gpt-4-0613", "", INTRUDER, api_name="/resume")
         assert status(client, run_id)["status"] == "stopped" and len(state.calls) == n1
@@ -198,7 +200,8 @@ def test_stop_and_resume_are_owner_only_and_never_pay_twice(client, app_server, 
         assert resumed and not [c for c in resumed if (c["prompt"], c["temperature"]) in answered]
         assert st["total_score"] == pytest.approx(app_server.view(run_id).scores.total.mean)
     finally:
-        state.latency = 0.0
+        gate.open()
+        state.gate = None
         app_server.wait_idle()
 
 

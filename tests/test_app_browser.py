@@ -23,7 +23,6 @@ LLAVA_13B = RESULTS_DIR / "llava-v1.5-13b.json"
 LLAVA_7B = RESULTS_DIR / "llava-v1.5-7b.json"
 OFFICIAL_13B_GRADES = OFFICIAL_GRADES / "llava-v1.5-13b_gpt-4-grade-1runs.json"
 
-expect.set_options(timeout=20_000)    # a loaded 2-core machine needs seconds for plotly.js
 STEP = 30                             # judge calls let through at a time while the page watches rows stream in
 
 

@@ -15,8 +15,6 @@ from tests.fake_judge import FakeJudgeServer, FakeState, official_grades_answer
 
 LLAVA_7B = __import__("pathlib").Path(__file__).resolve().parent / "data" / "results" / "llava-v1.5-7b.json"
 
-expect.set_options(timeout=60_000)
-
 
 def open_check(page) -> None:
     if not page.locator("#judge-check-button").is_visible():

@@ -32,7 +32,6 @@ gradio_client = pytest.importorskip("gradio_client")
 from gradio_client import Client, handle_file  # noqa: E402
 from gradio_client.exceptions import AppError  # noqa: E402
 
-expect.set_options(timeout=30_000)
 TERMINAL = {"done", "stopped", "failed", "incomplete"}
 
 

@@ -25,13 +25,12 @@ from tests.app_fixtures import (  # noqa: F401  (fixtures)
     HOST_KEY, RESULTS_DIR, app_server, browser, fake_server, new_page, page, set_runs, text_of, upload_results,
     reopen, wait_http, wait_loaded, wait_progress,
 )
-from tests.fake_judge import RETRY_MARK, free_port
+from tests.fake_judge import RETRY_MARK, CallGate, free_port
 
 LLAVA_13B = RESULTS_DIR / "llava-v1.5-13b.json"
 LLAVA_7B = RESULTS_DIR / "llava-v1.5-7b.json"
 ROOT = Path(__file__).resolve().parent.parent
 
-expect.set_options(timeout=20_000)
 
 
 
@@ -160,17 +159,19 @@ def test_double_click_on_grade_makes_one_run_and_pays_once(app_server, fake_serv
     upload_results(page, tagged(tmp_path, LLAVA_13B, "dbl"))
     expect(page.locator("#validation-report textarea")).to_have_value(re.compile("218 of 218"))
     n0 = len(state.calls)
-    state.latency = 0.1                  # 4 in flight: ~5 s of grading, so the page sees it running
+    gate = state.gate = CallGate()       # the judge holds every call until the page has been seen running
     try:
         page.locator("#grade-button").dblclick()
         wait_progress(page, r"running: \d+ / 218")
         run_id = run_in_address(page)
         expect(page.locator("#stop-button")).to_be_enabled()
         expect(page.locator("#resume-button")).to_be_disabled()
+        gate.open()
         wait_progress(page, r"^done: 218 / 218")
         app_server.wait_idle()
     finally:
-        state.latency = 0.0
+        gate.open()
+        state.gate = None
     owner = app_server.store.get_run(run_id).owner
     assert [r.id for r in app_server.store.list_runs(owner)] == [run_id]       # one run, not two
     calls = [c for c in state.calls[n0:] if c.get("status") == 200]
@@ -384,7 +385,7 @@ def _serve(data_dir: Path, port: int, judge_url: str) -> subprocess.Popen:
            "GRADIO_TEMP_DIR": str(data_dir.parent / "gradio-tmp")}
     proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
-    wait_http(f"http://127.0.0.1:{port}/gradio_api/info", timeout=60)
+    wait_http(f"http://127.0.0.1:{port}/gradio_api/info", timeout=180)
     return proc
 
 
@@ -394,7 +395,11 @@ def test_partial_total_has_no_spread_and_a_restart_brings_the_run_back(browser, 
     finishes it, and then the spread of the complete runs appears."""
     from tests.fake_judge import FakeJudgeServer, FakeState
 
-    with FakeJudgeServer(FakeState(latency=0.3)) as judge:
+    # the judge answers 150 calls (some 50 grades) and holds the rest: the run is still grading through the reload
+    # and when the server is killed, however long the page takes
+    gate = CallGate()
+    gate.release(150)
+    with FakeJudgeServer(FakeState(gate=gate)) as judge:
         port = free_port()
         url = f"http://127.0.0.1:{port}/"
         proc = _serve(tmp_path / "data", port, judge.url)
@@ -429,7 +434,7 @@ def test_partial_total_has_no_spread_and_a_restart_brings_the_run_back(browser, 
             assert total.startswith("So far: ") and "partial" in total and "±" not in total, total
             expect(page.locator("#my-runs-table")).to_contain_text(run_id)
             expect(page.locator("#resume-button")).to_be_enabled()
-            judge.state.latency = 0.0
+            gate.open()
             page.locator("#resume-button").click()
             wait_progress(page, r"^done: 436 / 436")
             total = text_of(page, "total-score")

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from mmvet_core.service import (BENCH_BUNDLED, JUDGE_BASELINE, JUDGE_HOST, JUDGE_OWN, BenchmarkChoice, JudgeChoice)
+from tests.fake_judge import CallGate
 from tests.service_helpers import RESULTS, VISITOR_KEY, close, make_service, tagged, wait_done
 
 import pytest
@@ -23,17 +24,18 @@ def svc(tmp_path, fake_judge):
 
 
 def test_status_has_no_spread_until_the_runs_are_complete(svc, fake_judge, tmp_path):
-    fake_judge.state.latency = 0.05
+    gate = fake_judge.state.gate = CallGate()   # 200 answers (some 70 of the 436 grades), the rest held until Stop
+    gate.release(200)
     run_id, _ = svc.runs.start(tagged(tmp_path, "spread"), ALL, 2, JudgeChoice(JUDGE_HOST), owner="me", visitor="v")
-    deadline = time.time() + 30
+    deadline = time.time() + 120
     while svc.reading.status(run_id)["done"] < 40:
         assert time.time() < deadline
         time.sleep(0.05)
     svc.runs.stop(run_id, "me")
+    gate.open()
     st = wait_done(svc, run_id)
     assert st["status"] == "stopped" and not st["complete"] and st["total_std"] is None
     assert "partial" in st["total_text"] and f"over {st['done']} of 436 grades" in st["total_text"]   # issue 19.3
-    fake_judge.state.latency = 0.0
     svc.runs.resume(run_id, "me", "v", JudgeChoice(JUDGE_HOST))
     st = wait_done(svc, run_id)
     assert st["complete"] and st["total_std"] is not None

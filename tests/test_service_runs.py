@@ -12,7 +12,7 @@ import pytest
 
 from mmvet_core.service import (BENCH_BUNDLED, JUDGE_BASELINE, JUDGE_HOST, JUDGE_OWN, MODE_BATCH, BenchmarkChoice,
                                 JudgeChoice, ServiceError)
-from tests.fake_judge import RETRY_MARK
+from tests.fake_judge import RETRY_MARK, CallGate
 from tests.service_helpers import RESULTS, VISITOR_KEY, close, make_service, tagged, wait_done
 
 ALL, BARD = BenchmarkChoice(BENCH_BUNDLED), BenchmarkChoice(BENCH_BUNDLED, subset="Bard set (168)")
@@ -29,7 +29,7 @@ def svc(tmp_path, fake_judge):
 def test_the_same_job_started_twice_at_once_is_one_run_paid_once(svc, fake_judge, tmp_path):
     """A double click: two starts arrive together. One run, one bill; a third start after the end is a new run."""
     path = tagged(tmp_path, "twice")
-    fake_judge.state.latency = 0.02
+    gate = fake_judge.state.gate = CallGate()   # the judge holds every call until both starts have answered
     out: list[tuple[str, bool]] = []
     starts = [threading.Thread(target=lambda: out.append(svc.runs.start(path, ALL, 1, JudgeChoice(JUDGE_HOST),
                                                                         owner="me", visitor="v1")))
@@ -38,6 +38,7 @@ def test_the_same_job_started_twice_at_once_is_one_run_paid_once(svc, fake_judge
         t.start()
     for t in starts:
         t.join()
+    gate.open()
     assert {rid for rid, _ in out} == {out[0][0]} and sorted(started for _, started in out) == [False, True]
     st = wait_done(svc, out[0][0])
     assert st["status"] == "done" and st["done"] == 218
@@ -80,13 +81,14 @@ def test_an_override_is_checked_before_it_is_stored(svc, score, reason, message)
 
 
 def test_buttons_follow_the_run(svc, fake_judge, tmp_path):
-    fake_judge.state.latency = 0.2
+    gate = fake_judge.state.gate = CallGate()   # the run grades until the test stops it
     run_id, _ = svc.runs.start(tagged(tmp_path, "perm"), ALL, 1, JudgeChoice(JUDGE_HOST), owner="me", visitor="v")
     p = svc.runs.permissions(run_id, "me")
     assert (p.running, p.can_stop, p.can_resume, p.can_override) == (True, True, False, False)
     with pytest.raises(ServiceError, match="Wait until the run ends"):
         svc.runs.override(run_id, "me", "v1_0", 1.0, "too early")
     svc.runs.stop(run_id, "me")
+    gate.open()                                 # (the calls in flight answer within the stop's grace)
     wait_done(svc, run_id)
     p = svc.runs.permissions(run_id, "me")
     assert (p.running, p.can_stop, p.can_resume, p.can_override) == (False, False, True, True)
@@ -96,9 +98,10 @@ def test_buttons_follow_the_run(svc, fake_judge, tmp_path):
 def test_resume_sends_the_visitors_key_only_to_the_visitors_endpoint(svc, fake_judge, tmp_path):
     """A run graded with the host's judge and resumed with "My own key": the key goes to the URL the visitor
     gives now, never to the host's endpoint the run started on."""
-    fake_judge.state.latency = 0.2
+    gate = fake_judge.state.gate = CallGate()   # the run grades until the test stops it
     run_id, _ = svc.runs.start(tagged(tmp_path, "key"), ALL, 1, JudgeChoice(JUDGE_HOST), owner="me", visitor="v")
     svc.runs.stop(run_id, "me")
+    gate.open()
     wait_done(svc, run_id)
     with pytest.raises(ServiceError, match="needs the API key"):
         svc.runs.resume(run_id, "me", "v", JudgeChoice(JUDGE_OWN))

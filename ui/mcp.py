@@ -316,7 +316,9 @@ def register_mcp_tools(svc: GradingService) -> None:
                          descending: bool = False, references: bool = True, limit: int = 50) -> str:
         """Read this server's MM-Vet leaderboard: published runs with their total, 95% interval and honest rank
         (entries whose difference is not significant in a paired test share a rank range), plus the paper's
-        reference rows. Entries judged by different judges are never ranked against each other. Free.
+        reference rows. Entries judged by different judges are never ranked against each other; only entries
+        whose judge is verified (graded on this server, or vouched for by its host) are ranked: imported grades
+        say "imported, judge not verified" in provenance and have no rank. Free.
 
         Args:
             judge: Only rows of this judge (its name, or a kind: official, successor, baseline); empty for all.
@@ -328,7 +330,7 @@ def register_mcp_tools(svc: GradingService) -> None:
             limit: At most this many rows (1 to 500).
 
         Returns:
-            A JSON object: filter (as applied); rank_note (how to read the ranks); entries, each {entry, name, link, judge, judge_kind, benchmark, runs, total, ci [low, high], rank [best, worst], capabilities, date, reference, official_equivalent ([estimate, low, high] for a successor judge with a check on this server, else null), official_equivalent_label, official_equivalent_check}.
+            A JSON object: filter (as applied); rank_note (how to read the ranks); entries, each {entry, name, link, judge, judge_kind, provenance, verified, rank_note, benchmark, runs, total, ci [low, high], rank [best, worst] or null, capabilities, date, reference, official_equivalent ([estimate, low, high] for a successor judge with a check on this server, else null), official_equivalent_label, official_equivalent_check}.
         """
         board = svc.board.leaderboard_json({"judge": judge or "", "benchmark": benchmark or "", "query": query or "",
                                            "sort": sort or "rank", "descending": bool(descending),

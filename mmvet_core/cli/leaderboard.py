@@ -1,4 +1,4 @@
-"""`leaderboard publish|show|hide|export|import`: the host's leaderboard (`leaderboard`); whoever runs the CLI on
+"""`leaderboard publish|show|hide|verify|export|import`: the host's leaderboard (`leaderboard`); whoever runs the CLI on
 the database is the host."""
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def cmd_leaderboard(args) -> int:
                                     republish=args.republish, tool_version=__version__)
             print(f"Published {entry.name} as entry {entry.id} (version {entry.version}): total "
                   f"{entry.meta['total']:.1f}, judge {entry.meta['judge']} ({entry.meta['judge_kind']}), "
-                  f"{entry.meta['benchmark_label']}")
+                  f"{entry.meta['benchmark_label']}; {lb.prov.label(entry.provenance)}")
         elif args.board_command == "show":
             entries = lb.load_entries(store)
             rows = lb.board_rows(entries, lb.rank_groups(entries)) + (lb.paper_rows() if args.references else [])
@@ -41,12 +41,17 @@ def cmd_leaderboard(args) -> int:
                 raise UsageError(f"no leaderboard entry {args.entry!r}")
             store.update_board_entry(args.entry, hidden=0 if args.show else 1)
             print(f"Entry {args.entry} is {'shown' if args.show else 'hidden'}.")
+        elif args.board_command == "verify":
+            for entry_id in args.entries:
+                entry = lb.verify_entry(store, entry_id, not args.undo)
+                print(f"Entry {entry.id} (version {entry.version}): {lb.prov.label(entry.provenance)}.")
         elif args.board_command == "export":
             path = lb.export_board(store, args.dir)
             print(f"wrote {path} and {Path(args.dir) / 'README.md'} (load with datasets.load_dataset({args.dir!r}))")
         elif args.board_command == "import":
-            n = lb.import_board(store, args.dir)
-            print(f"imported {n} entry versions from {args.dir}")
+            n = lb.import_board(store, args.dir, trust=args.trust)
+            print(f"imported {n} entry versions from {args.dir}" + ("" if args.trust else
+                  " (restored unverified: `leaderboard verify ENTRY` ranks one; --trust keeps a backup's own marks)"))
     except lb.BoardError as e:
         raise UsageError(str(e)) from e
     finally:
@@ -57,7 +62,7 @@ def cmd_leaderboard(args) -> int:
 #: Every leaderboard command's last option.
 DB = option("--db", default=None, help=f"SQLite database (default {DEFAULT_DB}, or $MMVET_DATA_DIR)")
 
-LEADERBOARD = Command("leaderboard", "the server's leaderboard: publish a run, show, hide, export, import",
+LEADERBOARD = Command("leaderboard", "the server's leaderboard: publish a run, show, hide, verify, export, import",
                       run=cmd_leaderboard, subcommand_dest="board_command", subcommands=(
     Command("publish", "publish a finished run (a frozen copy of its scores) under a display name", (
         option("run", metavar="RUN", help="the run id (printed by grade: 'Run <id>: ...')"),
@@ -78,11 +83,18 @@ LEADERBOARD = Command("leaderboard", "the server's leaderboard: publish a run, s
         option("entry", metavar="ENTRY"),
         option("--show", action="store_true", help="show a hidden entry again"),
         DB)),
+    Command("verify", "vouch for an entry's judge at its current version (imported grades, an endpoint the "
+                      "server does not know): it is ranked; --undo withdraws it", (
+        option("entries", metavar="ENTRY", nargs="+"),
+        option("--undo", action="store_true", help="withdraw the host's verification"),
+        DB)),
     Command("export", "write the board (every entry and version) to a folder that "
                       "datasets.load_dataset reads (board.jsonl + README.md card)", (
         option("dir", metavar="DIR"),
         DB)),
-    Command("import", "restore entries from an export folder", (
+    Command("import", "restore entries from an export folder (checked field by field)", (
         option("dir", metavar="DIR"),
+        option("--trust", action="store_true", help="the backup is your own: keep its provenance and "
+                                                    "verifications (default: restored entries are unverified)"),
         DB)),
 ))

@@ -13,6 +13,7 @@ from ..export import GradeFileError
 from ..jobs import JobManager, TooManyRuns
 from ..judge import JudgeSettings
 from ..keeping import cap_predictions
+from ..provenance import note_endpoint
 from ..results import ResultsError, select_predictions
 from ..runs import benchmark_to_stored, create_run, load_run_view, run_fingerprint
 from ..store import RunRecord, Store, StoreError
@@ -170,6 +171,7 @@ class Runs:
         try:
             if host:
                 self.limits.keeper.stored(run_id, visitor, host=True)
+            note_endpoint(self.store, run_id, jset.base_url)     # provenance: every endpoint that graded it
         except StoreError as e:
             raise ServiceError(f"The run could not be resumed: {e}.") from None
         self._launch(run_id, view.benchmark, jset, key, host, visitor, mode)
