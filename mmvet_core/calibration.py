@@ -288,6 +288,7 @@ class LomoTable:
     columns: list[str]
     rows: list[LomoRow] = field(default_factory=list)
     delta_bar: float = math.nan     # mean |corrected − official| per sample, each model corrected by the others
+    rmse: float = math.nan          # root mean squared (corrected − official) per sample, likewise
 
     def errors(self, column: int = 0) -> np.ndarray:
         return np.array([r.error[column] for r in self.rows], dtype=float)
@@ -312,14 +313,15 @@ class LomoTable:
         return max([MIN_DRIFT, *rates])
 
     def to_dict(self) -> dict:
-        return {"columns": self.columns, "rows": [dict(r.__dict__) for r in self.rows], "delta_bar": self.delta_bar}
+        return {"columns": self.columns, "rows": [dict(r.__dict__) for r in self.rows], "delta_bar": self.delta_bar,
+                "rmse": self.rmse}
 
     @classmethod
     def from_dict(cls, data: Mapping | None) -> "LomoTable | None":
         if not data:
             return None
         return cls(list(data["columns"]), [LomoRow(**r) for r in data["rows"]],
-                   float(data.get("delta_bar", math.nan)))
+                   float(data.get("delta_bar", math.nan)), float(data.get("rmse", math.nan)))
 
 
 def _scatter_var(corr: Correction, grades: np.ndarray, members: np.ndarray) -> np.ndarray:
@@ -366,7 +368,7 @@ def leave_one_model_out(pairs: PairSet, strata: Strata, shrink: float = SHRINK) 
     if len(pairs.models) < 2:
         return table
     values = grade_bins(pairs.candidate)
-    abs_sum, abs_n = 0.0, 0
+    abs_sum, sq_sum, abs_n = 0.0, 0.0, 0
     for j, corr in _lomo_fits(pairs, strata, values, shrink):
         model = pairs.models[j]
         rest = pairs.without([model])
@@ -376,6 +378,7 @@ def leave_one_model_out(pairs: PairSet, strata: Strata, shrink: float = SHRINK) 
         pred = column_scores(fixed, strata.members)
         ok = np.isfinite(fixed[0]) & np.isfinite(pairs.official[j])
         abs_sum += float(np.abs(fixed[0][ok] - pairs.official[j][ok]).sum())
+        sq_sum += float(((fixed[0][ok] - pairs.official[j][ok]) ** 2).sum())
         abs_n += int(ok.sum())
         off_grades = np.where(np.isfinite(g), pairs.official[j][None, :], np.nan)
         off = column_scores(off_grades, strata.members)
@@ -387,6 +390,7 @@ def leave_one_model_out(pairs: PairSet, strata: Strata, shrink: float = SHRINK) 
                                   [float(a - b) for a, b in zip(pred, off)], [float(x) for x in scatter],
                                   float(outside)))
     table.delta_bar = abs_sum / abs_n if abs_n else math.nan
+    table.rmse = math.sqrt(sq_sum / abs_n) if abs_n else math.nan
     return table
 
 

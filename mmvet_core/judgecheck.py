@@ -377,7 +377,9 @@ def make_pairs(benchmark: Benchmark, refs: list[Reference], candidate: dict,
                           "official": [_mean_runs(ref.official[sid]) for sid in ids],
                           "official_total": (ref.official_total if ref.official_total is not None
                                              else (totals or {}).get(ref.model)),
-                          "pred_hash": [prediction_hash(ref.predictions.get(sid, "")) for sid in ids]}
+                          "pred_hash": [prediction_hash(ref.predictions.get(sid, "")) for sid in ids],
+                          "keyword": [round(keyword_score(benchmark.samples[sid].answer, ref.predictions.get(sid, "")),
+                                            6) for sid in ids]}
     return out
 
 
@@ -391,12 +393,19 @@ def check_pairs(result: JudgeCheckResult, benchmark: Benchmark):
 def calibrate(result: JudgeCheckResult, benchmark: Benchmark) -> None:
     """Fill the check's leave-one-model-out table, the correction's pair counts and whether estimates may be made
     (`correctable`, `correction_note`)."""
-    from .calibration import correction_summary, leave_one_model_out
+    from .calibration import PairSet, correction_summary, leave_one_model_out
 
     if result.pairs:
         pairs, strata = check_pairs(result, benchmark)
-        result.lomo = leave_one_model_out(pairs, strata).to_dict()
+        lomo = leave_one_model_out(pairs, strata)
+        result.lomo = lomo.to_dict()
         result.calibration = correction_summary(pairs, strata)
+        # the bar to clear: keyword matching's grades, corrected the same way (a conditional mean is judged by
+        # its squared error, so the candidate is compared with a baseline that had the same chance)
+        keyword = PairSet.from_dict({m: {**e, "candidate": e.get("keyword") or [None] * len(e["ids"])}
+                                     for m, e in result.pairs.items()}, benchmark.ids)
+        result.calibration["rmse"] = lomo.rmse
+        result.calibration["keyword_rmse"] = leave_one_model_out(keyword, strata).rmse
     result.correctable, result.correction_note = _correctability(result)
 
 
@@ -503,10 +512,11 @@ def _correctability(result: JudgeCheckResult) -> tuple[bool, str]:
         return False, (f"the check has {len(result.pairs) or len(result.models)} reference model(s); at least "
                        f"{MIN_MODELS} are needed to measure how its correction carries to a model it never saw "
                        "(run it with more sets: they join this check)")
-    total = result.total
-    if lomo.delta_bar >= total.baseline:
+    rmse, keyword = result.calibration.get("rmse", math.nan), result.calibration.get("keyword_rmse", math.nan)
+    if not rmse < keyword:
         return False, ("even corrected per grade, the judge is no closer to the official grades than keyword "
-                       f"matching (Δ̄ {lomo.delta_bar:.3f} vs {total.baseline:.3f}): its grades cannot be corrected")
+                       f"matching corrected the same way (rms error per sample {rmse:.3f} vs {keyword:.3f}): its "
+                       "grades cannot be corrected")
     errors = lomo.errors(0)
     levels = [r.official_total for r in lomo.rows]
     n = result.calibration.get("pairs", 0)
@@ -592,8 +602,9 @@ def format_correction(result: JudgeCheckResult) -> list[str]:
             lines.append(f"  {r.model:<{width}}{r.official_total:>9.1f}{r.predicted[0]:>11.1f}{r.error[0]:>+8.1f}{where}")
         e = lomo.errors(0)
         lines.append(f"  rms error {float(np.sqrt(np.mean(e ** 2))):.2f}, largest {float(np.max(np.abs(e))):.2f} "
-                     f"points; per sample, corrected grades are {lomo.delta_bar:.3f} from the official ones "
-                     f"(keyword baseline {result.total.baseline:.3f}).")
+                     f"points; per sample, corrected grades are {lomo.delta_bar:.3f} from the official ones, rms "
+                     f"{lomo.rmse:.3f} (keyword matching corrected the same way: rms "
+                     f"{cal.get('keyword_rmse', math.nan):.3f}).")
     return lines
 
 
@@ -671,9 +682,9 @@ def grown_references(store, settings: JudgeSettings, refs: list[Reference]) -> l
 
 
 def _same_pairs(a: dict, b: dict) -> bool:
-    if set(a) != set(b):
-        return False
-    return all(a[m]["ids"] == b[m]["ids"] and a[m]["candidate"] == b[m]["candidate"] for m in a)
+    """Same reference sets, same grades, same everything the correction reads (a check stored by an older
+    version, with fewer fields per pair, is not the same: it is stored again)."""
+    return set(a) == set(b) and all(a[m] == b[m] for m in a)
 
 
 async def run_judge_check(store, settings: JudgeSettings, api_key: str | None, *, concurrency: int = 16,

@@ -108,3 +108,23 @@ def test_the_short_form_for_tables_and_apis():
     assert eq.short() == {"estimate": 33.0, "low": 30.0, "high": 36.3, "label": "extrapolated", "check": "abc123",
                           "check_text": "check abc123 (?; 3 reference models, official totals 21.6–60.9)"}
     assert Equivalence(False, "why").short() is None
+
+
+@pytest.mark.parametrize("name", ["random", "keyword"])
+def test_a_judge_no_better_than_corrected_keyword_matching_gets_no_estimate(bench, name):
+    """The gate compares like with like: the judge's grades corrected per grade (each reference by the others)
+    against keyword matching's grades corrected the same way. A judge answering at random, corrected, only
+    predicts each cell's average; it is refused, and so is keyword matching itself."""
+    import random
+
+    from mmvet_core.judge import keyword_score
+    rng = random.Random(0)
+    refs = load_references()
+    grades = {r.model: {sid: [rng.randint(0, 10) / 10 if name == "random" else
+                              keyword_score(bench.samples[sid].answer, r.predictions.get(sid, ""))]
+                        for sid in bench.ids} for r in refs}
+    check = assess_judge(bench, refs, grades, {"model": name}, resamples=100)
+    assert not check.correctable and "keyword matching corrected the same way" in check.correction_note
+    assert check.calibration["rmse"] >= check.calibration["keyword_rmse"] > 0.25
+    check.check_id = "x"
+    assert "no closer to the official grades" in unavailable_reason(RUN, "v1", check)
