@@ -14,6 +14,7 @@ here knows a key: the account is `ratelimit.account_key`, a hash.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -34,11 +35,17 @@ class Grant:
     spent_tokens: float = 0.0
 
 
+#: Seconds between two re-synchronisations of the shared buckets by one process from its answers' headers (each
+#: is a transaction; the server's count is the same whichever process reads it). A 429 is always recorded.
+OBSERVE_EVERY = 0.2
+
+
 class SharedPace:
     """The requests and tokens buckets and the 429 pause of one judge account, shared through `store`."""
 
     def __init__(self, store: Store, account: str):
         self.store, self.account = store, account
+        self._observed = 0.0            # time.monotonic() of this process's last re-synchronisation
 
     def take(self, cost: float) -> Grant:
         """Ask for a call's turn: one request and `cost` tokens from the shared buckets (unknown buckets never
@@ -59,12 +66,14 @@ class SharedPace:
 
     def observe(self, ticket: Ticket, headers, *, rate_limited: bool, retry_after: float | None) -> float:
         """An answer to a call granted by `take` (its `ticket`): the shared buckets learn the server's count from
-        its headers; a 429 pauses the account for everyone (for `retry_after`, else until the requests bucket
-        refills one, else a second). Returns the seconds the account stays paused (0: none). A database fault is
-        logged, not raised: the answer itself is what matters to the caller."""
+        its headers (at most every `OBSERVE_EVERY` seconds per process); a 429 pauses the account for everyone
+        (for `retry_after`, else until the requests bucket refills one, else a second). Returns the seconds the
+        account stays paused (0: none). A database fault is logged, not raised: the answer itself is what
+        matters to the caller."""
         readings = (read_bucket(headers, "requests"), read_bucket(headers, "tokens"))
-        if not rate_limited and readings == (None, None):
+        if not rate_limited and (readings == (None, None) or time.monotonic() - self._observed < OBSERVE_EVERY):
             return 0.0
+        self._observed = time.monotonic()
 
         def change(state: dict, paused: float, now: float):
             buckets = _buckets(state)

@@ -188,7 +188,8 @@ def test_a_run_queued_by_the_app_is_graded_by_one_worker_and_followed_and_stoppe
         wait_until(lambda: judge.state.held > 0, what="calls of the second run")
         assert app_store.get_run(second).status == "running" and app.is_running(second)
         assert app.stop(second)
-        judge.state.hold_after = None
+        wait_until(lambda: any(second in w.jobs._stopping for w in workers), what="the worker to read the flag")
+        judge.state.hold_after = None               # (its calls in flight answer; no new grade starts)
         wait_until(lambda: app_store.get_run(second).status == "stopped", what="the stop to reach the worker")
         wait_until(lambda: not app.is_running(second), what="the queue row released")
     finally:

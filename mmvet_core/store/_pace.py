@@ -18,19 +18,29 @@ class PaceFacet:
         """Read, change and write an account's pace as one step that no other process interleaves (a lock named
         after the account): ``change(state, paused_until, now)`` gets the stored state (``{}`` at first), until
         when the account is paused and the database's clock, all in seconds on that clock, and returns ``(result,
-        new state or None, new paused_until)``; nothing is written when neither changed. Returns ``result``."""
-        p, clock = t.judge_pace, self._backend.clock()
+        new state or None, new paused_until)``; nothing is written when neither changed. Returns ``result``.
+        (Called twice per judge call of a shared account: its statements are built once per store.)"""
+        read, write = self._prepared("pace_read", _read), self._prepared("pace_write", _write)
         with self._tx(lock=f"pace:{account}") as conn:
-            row = conn.execute(sa.select(
-                clock.label("now"),
-                sa.select(p.c.state).where(p.c.account == account).scalar_subquery().label("state"),
-                sa.select(p.c.paused_until).where(p.c.account == account).scalar_subquery().label("paused"))).one()
+            row = conn.execute(read, {"account": account}).one()
             state, paused = json.loads(row.state) if row.state else {}, float(row.paused or 0.0)
             result, new_state, new_paused = change(state, paused, float(row.now))
             if new_state is not None or new_paused != paused:
-                values = dict(state=json.dumps(new_state if new_state is not None else state),
-                              paused_until=new_paused, updated_at=time.time())
-                insert = self._backend.insert(p).values(account=account, **values)
-                conn.execute(insert.on_conflict_do_update(index_elements=["account"],
-                                                          set_={k: insert.excluded[k] for k in values}))
+                conn.execute(write, {"account": account, "paused_until": new_paused, "updated_at": time.time(),
+                                     "state": json.dumps(new_state if new_state is not None else state)})
         return result
+
+
+def _read(db) -> sa.Select:
+    p, account = t.judge_pace, sa.bindparam("account")
+    return sa.select(db.clock().label("now"),
+                     sa.select(p.c.state).where(p.c.account == account).scalar_subquery().label("state"),
+                     sa.select(p.c.paused_until).where(p.c.account == account).scalar_subquery().label("paused"))
+
+
+def _write(db) -> sa.Insert:
+    p = t.judge_pace
+    insert = db.insert(p).values(account=sa.bindparam("account"), state=sa.bindparam("state"),
+                                 paused_until=sa.bindparam("paused_until"), updated_at=sa.bindparam("updated_at"))
+    return insert.on_conflict_do_update(index_elements=["account"],
+                                        set_={k: insert.excluded[k] for k in ("state", "paused_until", "updated_at")})
