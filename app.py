@@ -5,7 +5,7 @@ what a start may do) live in `mmvet_core.service`; the page is built from one mo
 out its components and maps each event to one service call), and this file only composes them and launches. A
 visitor's mistake is a toast (`gr.Warning`) that leaves every other component as it was; the named API endpoints
 (for scripts, `ui/api.py`) call the same service and answer an error instead. Run `python app.py`. Configuration
-comes from the environment only (see README "Configuration" and "Hosting a public Space").
+comes from the environment only (see docs/app.md "Configuration" and docs/hosting.md).
 """
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ __all__ = ["AppSettings", "BENCH_BUNDLED", "BENCH_HUB", "BENCH_UPLOAD", "JUDGE_B
            "OPENAI_PUBLIC_URL", "build_demo", "launch_options"]
 
 AppSettings = ServiceSettings          # the app's settings are the service's (read from the environment)
+DEFAULT_CONCURRENCY = 32               # events of a kind running at once (`demo.queue(default_concurrency_limit=)`)
 # Gradio 6.31 rebuilds a pandas summary of up to 10,000 recorded events after EVERY event, only for its
 # /monitoring dashboard (off here); with scripts polling /status that was ~15% of the server's CPU under load.
 os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", "1000")
@@ -47,6 +48,8 @@ CSS = """
 #run-card .card dd {margin:0; overflow-wrap:anywhere;}
 #results-file {min-height:0;}
 .judge-note {border-left:3px solid var(--color-accent); padding:4px 8px; font-size:0.9em; overflow-wrap:anywhere;}
+/* toasts at the bottom right: at the top right they covered Grade and the progress bar of the run they announce */
+.toast-wrap {top:auto !important; bottom:var(--size-4) !important;}
 """
 
 
@@ -54,11 +57,11 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
     """The page: the views of `ui/` laid out top to bottom, then the handlers that span views, in event order."""
     settings = settings or AppSettings.from_env()
     svc = GradingService(settings)
-    # Gradio's own cache (uploads, re-encoded images) is swept: files older than the age go (README "Hosting")
+    # Gradio's own cache (uploads, re-encoded images) is swept: files older than the age go (docs/hosting.md)
     with gr.Blocks(title="MM-Vet Grader", delete_cache=settings.hosting.gradio_delete_cache()) as demo:
         demo.svc = svc  # for tests and the launcher
         register_api(svc)   # first: the scripts' endpoints keep their plain names (the page's events are private)
-        register_mcp_tools(svc)                # the agents' tools (README "Agents (MCP)")
+        register_mcp_tools(svc)                # the agents' tools (docs/agents.md)
         page = build_page(svc, settings)       # session (owner token, open run), header, read-only note
 
         # ---- the views, in page order ----
@@ -81,7 +84,7 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
 
 
 def request_limit_middleware(settings: AppSettings):
-    """The per-client request limit on the API routes (`mmvet_core.requestlimit`; README "Storage, parsing and
+    """The per-client request limit on the API routes (`mmvet_core.requestlimit`; docs/hosting.md "Storage, parsing and
     crowds"), as FastAPI middleware: a client is its address as `MMVET_TRUSTED_PROXY_HOPS` says."""
     from starlette.middleware import Middleware
 
@@ -93,21 +96,54 @@ def request_limit_middleware(settings: AppSettings):
                       identify=lambda peer, forwarded: client_address(peer, forwarded, hops))
 
 
+def session_middleware(settings: AppSettings):
+    """The sweep of gone clients' queued events and sessions (`ui.sessions`; docs/hosting-limits.md), as FastAPI
+    middleware that sees the streams clients hold open."""
+    from starlette.middleware import Middleware
+
+    from ui.sessions import SessionKeeper, SessionStreamMiddleware
+
+    return Middleware(SessionStreamMiddleware, keeper=SessionKeeper(settings.sessions))
+
+
 def launch_options(settings: AppSettings) -> dict:
     """`demo.launch` keyword arguments (shared by `python app.py` and the tests)."""
+    sessions = settings.sessions
     return dict(ssr_mode=False, css=CSS, max_file_size=f"{settings.max_upload_mb}mb",
-                app_kwargs={"middleware": [request_limit_middleware(settings)]},   # requests per client
+                app_kwargs={"middleware": [request_limit_middleware(settings),      # requests per client
+                                           session_middleware(settings)]},          # gone clients, sessions
+                # a session keeps ~400 KB of this page's configuration: a bound on them all
+                state_session_capacity=sessions.max_sessions,
+                # every queued event (a page following a run too) holds one of these workers: the followers' own
+                # pool comes on top of the other events' (DEFAULT_CONCURRENCY), so viewers never starve them
+                max_threads=DEFAULT_CONCURRENCY + sessions.max_followers + 16,
                 # only our own exports (.json/.csv/.zip we write): never the uploads folder, whose files come from
                 # visitors (an HTML page there would be served inline on the app's origin)
                 allowed_paths=[str(settings.data_dir / "exports")],
                 footer_links=["api"],
-                mcp_server=settings.mcp_server,      # MMVET_MCP=0 turns the agents' tools off (README)
+                mcp_server=settings.mcp_server,      # MMVET_MCP=0 turns the agents' tools off (docs/agents.md)
                 run_history=False)  # run history would keep typed API keys in the browser's storage
+
+
+def mcp_start_lines(local_url: str) -> list[str]:
+    """What the start log says of the agents' MCP server besides Gradio's own line (which names the streamable
+    HTTP URL only): both URLs, the SSE one first, as the README's client configuration uses it.
+
+    >>> mcp_start_lines("http://127.0.0.1:7860/")[1:]
+    ['* SSE URL: http://127.0.0.1:7860/gradio_api/mcp/sse', '* Streamable HTTP URL: http://127.0.0.1:7860/gradio_api/mcp/']
+    """
+    base = local_url.rstrip("/")
+    return ["MCP server for agents (docs/hosting-limits.md): point an MCP client at either URL",
+            f"* SSE URL: {base}/gradio_api/mcp/sse", f"* Streamable HTTP URL: {base}/gradio_api/mcp/"]
 
 
 if __name__ == "__main__":
     app_settings = AppSettings.from_env()
     demo = build_demo(app_settings)
-    demo.queue(default_concurrency_limit=32)
+    demo.queue(default_concurrency_limit=DEFAULT_CONCURRENCY)
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
-                server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")), **launch_options(app_settings))
+                server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")), prevent_thread_lock=True,
+                **launch_options(app_settings))
+    if app_settings.mcp_server:
+        print("\n".join(mcp_start_lines(demo.local_url or "")), flush=True)
+    demo.block_thread()

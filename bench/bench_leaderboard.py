@@ -1,16 +1,24 @@
 """How fast the leaderboard is with many entries (run by hand; prints its figures).
 
-    python bench/bench_leaderboard.py [--entries 1000] [--groups 1] [--browser]
+    python bench/bench_leaderboard.py [--entries 1600] [--groups 1] [--copies] [--http] [--browser]
 
 Fills a fresh store with N synthetic entries (the frozen copy of a real published run, llava-v1.5-13b's official
-grades, with per-sample scores redrawn per entry so that totals spread from weak to strong), split over
-`--groups` rank groups (judges), then measures through `GradingService`:
+grades, with per-sample scores redrawn per entry so that totals spread from weak to strong; with ``--copies``
+every entry has the same grades, as 1,600 copies of one run), split over `--groups` rank groups (judges), every
+copy checked by the board's schema and verified, then measures through `GradingService`:
 
-- the first read of the board (loading every entry and the paired-bootstrap ranks of every group: cold);
+- the cold start: the service start (every entry decoded and checked), the first read of the board, the time
+  until every group is ranked (the background build), and how long any read took meanwhile;
 - opening the board again (cached until the board changes) and the table cells the view sends;
 - filtering and sorting by several columns;
 - the CSV and JSON downloads;
-- publishing one more entry, then reading the board again (ranks recomputed).
+- one more entry published and verified by the host (a group changes by one entry: incremental), then the next
+  read; one entry unpublished by its owner, then the next read;
+- 200 more distinct entries landing at once (a restore): reads while the background rebuilds, and the time
+  until they are ranked.
+
+With ``--http`` it also starts ``python app.py`` on that database and times ``/leaderboard`` through the HTTP API
+(gradio_client), the first call and the median of ten.
 
 With ``--browser`` it also starts ``python app.py`` on that database (a subprocess, as a host runs it) and, in
 headless Chromium, times opening ``/?board=…`` until every row is in the table (the page's first load, the
@@ -20,6 +28,7 @@ header (the table's own sort) and choosing "total" in "Sort by" (a server round 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -32,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from mmvet_core import leaderboard as lb  # noqa: E402
+from mmvet_core.board_schema import recompute_totals  # noqa: E402
 from mmvet_core.service import BenchmarkChoice, GradingService, ServiceSettings  # noqa: E402
 
 GRADES = ROOT / "assets" / "reference" / "llava-v1.5-13b_gpt-4-grade-3runs.json"
@@ -46,24 +56,47 @@ def timed(fn, repeat: int = 1) -> tuple[float, object]:
     return statistics.median(times), out
 
 
-def fill(svc: GradingService, n: int, groups: int) -> None:
-    run = svc.open_grade_file(str(GRADES), BenchmarkChoice(), "bench")
-    entry = svc.publish(run, "template", "", "bench", visitor="bench")["entry"]
-    template = lb.load_entry(svc.store, entry)
-    svc.store.update_board_entry(entry, hidden=1)
-    ids = template.meta["sample_ids"]
-    rng = np.random.default_rng(0)
+def fill(svc: GradingService, n: int, groups: int, *, copies: bool = False, seed: int = 0,
+         prefix: str = "model") -> None:
+    """`n` verified entries in `groups` rank groups, their frozen copies valid by the board's schema."""
+    run = svc.runs.open_grade_file(str(GRADES), BenchmarkChoice(), "bench")
+    template = lb.make_snapshot(lb_view(svc, run))[0]
+    ids = template["sample_ids"]
+    rng = np.random.default_rng(seed)
+    same = {sid: [float(v)] for sid, v in zip(ids, np.round(np.clip(rng.normal(0.4, 0.35, len(ids)), 0, 1), 1))}
     for i in range(n):
         p = rng.uniform(0.1, 0.7)
-        scores = {sid: [float(v) for v in np.round(np.clip(rng.normal(p, 0.35, 1), 0, 1), 1)] for sid in ids}
-        total = 100 * float(np.mean([v[0] for v in scores.values()]))
+        scores = same if copies else \
+            {sid: [float(v)] for sid, v in zip(ids, np.round(np.clip(rng.normal(p, 0.35, len(ids)), 0, 1), 1))}
         judge = "gpt-4-0613" if i % groups == 0 else f"judge-{i % groups}"
         kind = "official" if judge == "gpt-4-0613" else "successor"
-        meta = {**template.meta, "total": round(total, 1), "ci": [total - 5.5, total + 5.5], "runs": 1,
-                "judge": judge, "judge_key": lb.judge_key(judge, kind), "judge_kind": kind,
-                "capabilities": {c: round(float(rng.uniform(0, 80)), 1) for c in lb.SIX}}
-        svc.store.add_board_version(lb.new_entry_id(), run_id=f"r{i}", owner_hash=lb.owner_hash(f"o{i}"),
-                                    name=f"model-{i:04d}", link="", meta=meta, scores=scores)
+        meta = recompute_totals({**template, "runs": 1, "judge": judge, "judge_key": lb.judge_key(judge, kind),
+                                 "judge_kind": kind, "metric_note": None if kind == "official" else "successor",
+                                 "provenance": {"source": "graded", "judge": judge, "endpoints": ["api.openai.com"],
+                                                "verified_by": "server"}}, scores)
+        meta.pop("grades_sha", None)
+        svc.store.add_board_version(lb.new_entry_id(), run_id=f"r{i}", owner_hash=lb.owner_hash(f"{prefix}{i}"),
+                                    name=f"{prefix}-{seed}-{i:04d}", link="", meta=meta, scores=scores)
+
+
+def lb_view(svc: GradingService, run_id: str):
+    from mmvet_core.runs import load_run_view
+    return load_run_view(svc.store, run_id)
+
+
+def wait_ranked(svc: GradingService, timeout: float = 600) -> tuple[float, float, int]:
+    """Read the board in a loop until every entry is ranked: (seconds until then, slowest read, reads)."""
+    t0 = time.perf_counter()
+    slowest, reads = 0.0, 0
+    while True:
+        t = time.perf_counter()
+        rows = svc.board.board_rows()
+        slowest, reads = max(slowest, time.perf_counter() - t), reads + 1
+        if all(r.rank or r.reference or not r.verified for r in rows) and not svc.board.book.pending():
+            return time.perf_counter() - t0, slowest, reads
+        if time.perf_counter() - t0 > timeout:
+            raise TimeoutError("the board was not ranked in time")
+        time.sleep(0.05)
 
 
 def browser_figures(data_dir: Path, n_rows: int) -> None:
@@ -108,7 +141,7 @@ def browser_figures(data_dir: Path, n_rows: int) -> None:
                   f"{time.perf_counter() - t0:.2f} s")
             for how in ("Sort descending",):
                 before = first_row.inner_text()
-                header = page.locator("#board-table [role=columnheader]").nth(6)      # total
+                header = page.locator("#board-table [role=columnheader]").nth(lb.TABLE_COLUMNS.index("total"))
                 t0 = time.perf_counter()
                 header.hover()
                 header.locator("button[aria-label='Open cell menu']").click()
@@ -129,39 +162,103 @@ def browser_figures(data_dir: Path, n_rows: int) -> None:
         app.wait(20)
 
 
+def http_figures(data_dir: Path) -> None:
+    import os
+    import subprocess
+
+    from gradio_client import Client
+
+    from tests.app_fixtures import wait_http
+    from tests.fake_judge import free_port
+
+    port = free_port()
+    env = {**os.environ, "MMVET_DATA_DIR": str(data_dir), "GRADIO_SERVER_NAME": "127.0.0.1",
+           "GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
+    env = {k: v for k, v in env.items() if not k.startswith(("OPENAI_", "AZURE_OPENAI_"))}
+    app = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        wait_http(url + "gradio_api/info", timeout=120)
+        client = Client(url, verbose=False, download_files=False)
+        t, first = timed(lambda: client.predict(board="refs=0", api_name="/leaderboard"))
+        ranked = sum(1 for e in first["entries"] if e["rank"])
+        print(f"HTTP /leaderboard, first call after the app started: {t:.2f} s ({len(first['entries'])} rows, "
+              f"{ranked} ranked)")
+        for _ in range(600):
+            out = client.predict(board="refs=0", api_name="/leaderboard")
+            if all(e["rank"] for e in out["entries"]):
+                break
+            time.sleep(0.2)
+        t, out = timed(lambda: client.predict(board="refs=0", api_name="/leaderboard"), repeat=10)
+        print(f"HTTP /leaderboard, ranked board, median of 10: {t:.2f} s ({len(out['entries'])} rows)")
+    finally:
+        app.terminate()
+        app.wait(20)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--entries", type=int, default=1000)
+    ap.add_argument("--entries", type=int, default=1600)
     ap.add_argument("--groups", type=int, default=1, help="rank groups (judges) the entries are split over")
+    ap.add_argument("--copies", action="store_true", help="every entry with the same grades (copies of one run)")
+    ap.add_argument("--http", action="store_true", help="also time /leaderboard over HTTP (app.py)")
     ap.add_argument("--browser", action="store_true", help="also time the view in headless Chromium (app.py)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        svc = GradingService(ServiceSettings(data_dir=Path(tmp), publish_per_hour=10**6))
-        t_fill, _ = timed(lambda: fill(svc, args.entries, args.groups))
-        print(f"{args.entries} entries in {args.groups} rank group(s); filled the store in {t_fill:.1f} s")
-        cold, rows = timed(svc.board_rows)
-        print(f"first read of the board (load + ranks): {cold * 1000:.0f} ms, {len(rows)} rows "
-              f"({len(rows) - args.entries} paper reference rows)")
-        warm, _ = timed(lambda: [r.cells() for r in svc.leaderboard()], repeat=5)
-        print(f"open the board again (filter + sort by rank + table cells): {warm * 1000:.1f} ms")
-        for sort, desc in (("total", True), ("name", False), ("math", True), ("date", False)):
-            t, out = timed(lambda: [r.cells() for r in svc.leaderboard({"sort": sort, "descending": desc})],
-                           repeat=5)
-            print(f"sort by {sort}{' (descending)' if desc else ''}: {t * 1000:.1f} ms ({len(out)} rows)")
-        t, out = timed(lambda: svc.leaderboard("judge=official&q=model-00"), repeat=5)
-        print(f"filter judge=official, name contains 'model-00': {t * 1000:.1f} ms ({len(out)} rows)")
-        t, text = timed(lambda: lb.rows_csv(svc.leaderboard()), repeat=3)
-        print(f"CSV download: {t * 1000:.1f} ms ({len(text) / 1e3:.0f} kB)")
-        t, data = timed(lambda: svc.leaderboard_json(), repeat=3)
-        print(f"JSON (API) table: {t * 1000:.1f} ms ({len(data['entries'])} rows)")
-        run = svc.open_grade_file(str(GRADES), BenchmarkChoice(), "late")
-        t_pub, _ = timed(lambda: svc.publish(run, "one more", "", "late", visitor="late"))
-        t_after, _ = timed(svc.board_rows)
-        print(f"publish one more entry: {t_pub * 1000:.0f} ms; next read of the board (ranks recomputed): "
-              f"{t_after * 1000:.0f} ms")
-        n_rows = len(svc.board_rows())
+        svc = GradingService(ServiceSettings(data_dir=Path(tmp), publish_per_hour=10**6, host_secret="bench"))
+        t_fill, _ = timed(lambda: fill(svc, args.entries, args.groups, copies=args.copies))
+        kind = "copies of one run" if args.copies else "distinct grade sets"
+        print(f"{args.entries} entries ({kind}) in {args.groups} rank group(s); filled the store in {t_fill:.1f} s "
+              f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores: wall times scale with it)")
         svc.jobs.shutdown()
         svc.store.close()
+        t_start, svc = timed(lambda: GradingService(ServiceSettings(data_dir=Path(tmp), publish_per_hour=10**6,
+                                                                    host_secret="bench")))
+        cold, rows = timed(svc.board.board_rows)
+        print(f"service start (every entry decoded and checked before the first reader): {t_start:.1f} s; first "
+              f"read of the board: {cold * 1000:.1f} ms, {len(rows)} rows ({len(rows) - args.entries} paper "
+              f"reference rows), {sum(1 for r in rows if r.rank)} ranked at once")
+        ready, slowest, reads = wait_ranked(svc)
+        print(f"every group ranked {ready:.2f} s later ({svc.board.book.background_builds} background build(s)); "
+              f"slowest of {reads} reads meanwhile: {slowest * 1000:.1f} ms")
+        warm, _ = timed(lambda: [r.cells() for r in svc.board.leaderboard()], repeat=5)
+        print(f"open the board again (filter + sort by rank + table cells): {warm * 1000:.1f} ms")
+        for sort, desc in (("total", True), ("name", False), ("math", True), ("date", False)):
+            t, out = timed(lambda: [r.cells() for r in svc.board.leaderboard({"sort": sort, "descending": desc})],
+                           repeat=5)
+            print(f"sort by {sort}{' (descending)' if desc else ''}: {t * 1000:.1f} ms ({len(out)} rows)")
+        t, out = timed(lambda: svc.board.leaderboard("judge=official&q=model-0-00"), repeat=5)
+        print(f"filter judge=official, name contains 'model-0-00': {t * 1000:.1f} ms ({len(out)} rows)")
+        t, text = timed(lambda: lb.rows_csv(svc.board.leaderboard()), repeat=3)
+        print(f"CSV download: {t * 1000:.1f} ms ({len(text) / 1e3:.0f} kB)")
+        t, data = timed(lambda: svc.board.leaderboard_json(), repeat=3)
+        print(f"JSON (API) table: {t * 1000:.1f} ms ({len(data['entries'])} rows)")
+
+        run = svc.runs.open_grade_file(str(GRADES), BenchmarkChoice(), "late")
+        t_pub, row = timed(lambda: svc.board.publish(run, "one more", "", "late", visitor="late"))
+        t_ver, _ = timed(lambda: svc.board.verify_entry(row["entry"], "bench", visitor="host"))
+        t_after, rows = timed(svc.board.board_rows)
+        one = next(r for r in rows if r.entry == row["entry"])
+        print(f"publish one more entry: {t_pub * 1000:.0f} ms (imported: listed, not ranked); the host verifies "
+              f"it: {t_ver * 1000:.0f} ms (its group changes by one entry); next read: {t_after * 1000:.1f} ms, "
+              f"its rank {lb.format_rank(one.rank)} of {one.group_size}")
+        t_un, _ = timed(lambda: svc.board.unpublish(row["entry"], "late", visitor="late"))
+        t_after, _ = timed(svc.board.board_rows)
+        print(f"unpublish it: {t_un * 1000:.0f} ms; next read: {t_after * 1000:.1f} ms; background builds so far: "
+              f"{svc.board.book.background_builds}")
+
+        t_fill, _ = timed(lambda: fill(svc, 200, 1, seed=1, prefix="restored"))
+        t_read, rows = timed(svc.board.board_rows)
+        ready, slowest, reads = wait_ranked(svc)
+        print(f"200 more distinct entries land at once ({t_fill:.1f} s to write): the next read {t_read * 1000:.0f} "
+              f"ms ({sum(1 for r in rows if r.rank_note.startswith('ranking'))} rows 'ranking…'); all ranked "
+              f"{ready:.2f} s later; slowest of {reads} reads meanwhile {slowest * 1000:.1f} ms")
+        n_rows = len(svc.board.board_rows())
+        svc.jobs.shutdown()
+        svc.store.close()
+        if args.http:
+            http_figures(Path(tmp))
         if args.browser:
             browser_figures(Path(tmp), n_rows)
 

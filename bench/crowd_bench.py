@@ -8,8 +8,8 @@ Run by hand (not in CI), from the repository root:
 What it does:
 1. starts a fake OpenAI-compatible judge (`python -m tests.fake_judge`, `--latency` per call) as the server's judge;
 2. stores `--runs` finished runs of one visitor in a fresh data folder (the official LLaVA-1.5-13b grade file,
-   opened once, copied by SQL), then starts the app as a subprocess (`python app.py`) in the README's host
-   configuration (the server's key, one trusted proxy hop);
+   opened once, copied by SQL), then starts the app as a subprocess (`python app.py`) in the host
+   configuration of docs/hosting.md (the server's key, one trusted proxy hop);
 3. My runs: times `/my_runs` for that visitor, first call (each shown run's total computed once) and then the
    median of 5 (what every later page load costs);
 4. starts a run on the server's judge that grades for the whole measurement, then for `--seconds` each: another

@@ -1,60 +1,67 @@
-"""Official-equivalent estimate: a run's score corrected by its judge's measured shift. An ESTIMATE, never the
-official MM-Vet metric (which needs ``gpt-4-0613``, shut down on 2026-10-23).
+"""Official-equivalent estimate: what the official MM-Vet judge (``gpt-4-0613``, shut down on 2026-10-23) would
+have given a run graded by another judge. An ESTIMATE, never the official MM-Vet metric.
 
-Method. A judge check (`mmvet_core.judgecheck`) grades reference predictions that have real official grades and
-measures, per column (total and each capability), the judge's **shift**: candidate − official score in points,
-pooled over the reference models, with its 95 % paired bootstrap interval. For a run graded by that judge with the
-official prompt on MM-Vet v1, the estimate of what the official judge would have given is::
+It rests on one judge check (`mmvet_core.judgecheck`): the judge's check at its endpoint with the official prompt,
+which grows as the judge grades more reference sets and is named by its id and date wherever an estimate is shown.
+The check keeps every (candidate grade, official grade) pair of its reference models; `mmvet_core.calibration`
+learns from them the official grade expected given the judge's grade (per grade value, refined per capability),
+corrects the run sample by sample, aggregates the official way and gives the interval (correction uncertainty,
+per-sample scatter, model-to-model variation from leave-one-model-out; bounds within [0, 100]). docs/estimates.md
+explains the method with a worked example.
 
-    estimate = run score − shift
+Two labels say what an estimate stands on:
 
-Its interval combines two independent uncertainties: the run's sampling error over the questions (its 95 %
-bootstrap interval, `mmvet_core.stats.score_intervals`) and the shift's interval. Each side's distance from its
-point is added in quadrature, side by side (asymmetric intervals stay asymmetric)::
+* **in-sample**: the run's answers are those of one of the check's reference models (at least `IN_SAMPLE_SHARE`
+  of them word for word): that model is left out of the correction, so the estimate is not circular, and the
+  label says so;
+* **extrapolated**: the estimate lies outside the range of the references' official totals; its interval is
+  widened by the drift the leave-one-model-out predictions of the outermost references show.
 
-    low  = estimate − √((score − score_low)² + (shift_high − shift)²)
-    high = estimate + √((score_high − score)² + (shift − shift_low)²)
+No estimate is given for imported grades, a run of the official judge itself, another prompt than the official
+one, another benchmark than MM-Vet v1, the keyword baseline, a judge without a check at this endpoint, or when the
+check does not allow one (`JudgeCheckResult.correctable`: incomplete, fewer than three reference models, or no
+closer to the official grades than keyword matching even corrected).
 
-Assumptions: the shift is the same for every model (it does not depend on the model's level: the check tests
-this, weakly with few reference models), the same for the run's questions as for all 218, and the check and the
-run used the same judge, endpoint, token limit and prompt. Limits: the reference models are LLaVA-1.5-level
-(totals about 31–36); a model far outside that range gets an extrapolation. No estimate is given when the check
-says it cannot be carried (`JudgeCheckResult.correctable`: incomplete check, judge no closer than keyword
-matching, a total shift beyond ±10 points, or a shift that depends on the model's level), for a run with another
-prompt or benchmark version, for a run of the official judge itself and for imported grades.
-
-Everything here is pure: the caller finds the run's intervals and the stored check.
+Everything here is pure: the caller finds the run's scores and the stored check.
 """
 from __future__ import annotations
 
 import csv
 import io
 import math
+import time
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
+
 from .graded import OFFICIAL_JUDGES
-from .judgecheck import JudgeCheckResult, format_shift
-from .stats import IntervalRow
+from .judgecheck import JudgeCheckResult, prediction_hash
 
 #: How the number is named wherever it is shown.
 LABEL = "official-equivalent estimate"
 DISCLAIMER = "an estimate, not the official MM-Vet metric"
+#: A run is in-sample when at least this share of its answers are word for word a reference model's.
+IN_SAMPLE_SHARE = 0.9
+IN_SAMPLE = "in-sample"
+EXTRAPOLATED = "extrapolated"
 
 
 @dataclass
 class EquivalentColumn:
-    """One column: the run's own score, the judge's shift and the corrected estimate, each with its interval."""
+    """One column (total or a capability): the run's own score with its judge, and the estimate with its interval
+    and what the interval is made of (standard deviations in points; `floor`: the leave-one-out error the
+    half-width may not undercut; `widened`: added for extrapolation)."""
 
     name: str
     score: float
-    score_low: float | None
-    score_high: float | None
-    shift: float
-    shift_low: float | None
-    shift_high: float | None
     estimate: float
     low: float
     high: float
+    scatter_sd: float = 0.0
+    correction_sd: float = 0.0
+    model_sd: float = 0.0
+    floor: float = 0.0
+    widened: float = 0.0
 
 
 @dataclass
@@ -64,32 +71,43 @@ class Equivalence:
     available: bool
     reason: str
     judge: str = ""
+    check_id: str = ""
     check_created_at: float = 0.0
-    references: list[str] = field(default_factory=list)
+    references: list[str] = field(default_factory=list)        # the models the correction rests on
+    reference_range: list[float] = field(default_factory=list)  # their official totals [low, high]
+    label: str = ""                 # "", IN_SAMPLE or EXTRAPOLATED
+    label_note: str = ""            # the label in words
+    left_out: str = ""              # the reference left out of the correction (in-sample)
+    pairs: int = 0                  # reference pairs the correction rests on
     columns: list[EquivalentColumn] = field(default_factory=list)
 
     @property
     def total(self) -> EquivalentColumn | None:
         return self.columns[0] if self.columns and self.columns[0].name == "total" else None
 
+    @property
+    def check_text(self) -> str:
+        """``check 3f2a9c1b (2026-12-05; 6 reference models, official totals 21.6–60.9)``."""
+        when = time.strftime("%Y-%m-%d", time.gmtime(self.check_created_at)) if self.check_created_at else "?"
+        rng = (f", official totals {self.reference_range[0]:.1f}–{self.reference_range[1]:.1f}"
+               if len(self.reference_range) == 2 else "")
+        return f"check {self.check_id[:8] or '?'} ({when}; {len(self.references)} reference models{rng})"
+
+    def csv_text(self) -> str:
+        """`make_equivalent_csv_text` of this estimate (the file `runs.export_run` writes beside the official
+        files, given the estimate)."""
+        return make_equivalent_csv_text(self)
+
     def to_dict(self) -> dict:
-        return {"label": LABEL, "disclaimer": DISCLAIMER, **asdict(self)}
+        return {"label_text": LABEL, "disclaimer": DISCLAIMER, **asdict(self), "check": self.check_text}
 
-
-def combine_interval(score: float, score_low: float | None, score_high: float | None, shift: float,
-                     shift_low: float | None, shift_high: float | None) -> tuple[float, float, float]:
-    """(estimate, low, high) of ``score − shift`` from both intervals, side by side in quadrature (a missing
-    bound counts as no uncertainty on that side).
-
-    >>> combine_interval(40.0, 37.0, 43.0, 7.0, 3.0, 11.0)
-    (33.0, 28.0, 38.0)
-    """
-    estimate = score - shift
-    down = math.hypot(score - (score if score_low is None else score_low),
-                      (shift if shift_high is None else shift_high) - shift)
-    up = math.hypot((score if score_high is None else score_high) - score,
-                    shift - (shift if shift_low is None else shift_low))
-    return estimate, estimate - down, estimate + up
+    def short(self) -> dict | None:
+        """What a table cell or an API field shows: estimate, interval, label, check id (None without an estimate)."""
+        t = self.total
+        if not self.available or t is None:
+            return None
+        return {"estimate": round(t.estimate, 1), "low": round(t.low, 1), "high": round(t.high, 1),
+                "label": self.label, "check": self.check_id, "check_text": self.check_text}
 
 
 def unavailable_reason(run_judge: dict, benchmark_version: str, check: JudgeCheckResult | None) -> str | None:
@@ -104,10 +122,9 @@ def unavailable_reason(run_judge: dict, benchmark_version: str, check: JudgeChec
         return "graded with another prompt than the official one, which the judge check measures"
     if benchmark_version != "v1":
         return f"the judge check measures MM-Vet v1; this run is on {benchmark_version}"
+    if provider == "baseline":
+        return "the keyword baseline reads no judgement: its grades are not corrected into an estimate"
     if check is None:
-        if provider == "baseline":
-            return ("the keyword baseline has no stored judge check (`python -m mmvet_core judge-check --baseline`), "
-                    "and reads no better than keywords anyway")
         return (f"no judge check of {model} at this endpoint is stored: run `python -m mmvet_core judge-check "
                 f"--judge-model {model}` (or Check this judge in the app)")
     if not check.correctable:
@@ -115,44 +132,137 @@ def unavailable_reason(run_judge: dict, benchmark_version: str, check: JudgeChec
     return None
 
 
-def estimate_equivalent(rows: list[IntervalRow], check: JudgeCheckResult | None, *, run_judge: dict,
-                        benchmark_version: str = "v1") -> Equivalence:
-    """The official-equivalent estimate of a run from its column intervals (`stats.score_intervals`) and its
-    judge's stored check: total and each capability present in both. Pure; never raises for a missing check
-    (the result says why there is no estimate)."""
-    reason = unavailable_reason(run_judge, benchmark_version, check)
+def in_sample_model(check: JudgeCheckResult, predictions: dict | None, *, hashes: dict | None = None) -> str | None:
+    """The check's reference model whose answers the run's `predictions` repeat (at least `IN_SAMPLE_SHARE` of
+    the reference's samples word for word), or None. `hashes`: the answers' `prediction_hash`es instead (a
+    leaderboard entry keeps those, not the answers)."""
+    if hashes is None and predictions:
+        hashes = {sid: prediction_hash(p) for sid, p in predictions.items()}
+    if not hashes:
+        return None
+    best, share = None, 0.0
+    for model, entry in check.pairs.items():
+        ref_hashes = entry.get("pred_hash") or []
+        ids = entry.get("ids") or []
+        if not ref_hashes:
+            continue
+        same = sum(1 for sid, h in zip(ids, ref_hashes) if hashes.get(sid) == h)
+        if same / len(ref_hashes) > share:
+            best, share = model, same / len(ref_hashes)
+    return best if share >= IN_SAMPLE_SHARE else None
+
+
+def estimate_equivalent(benchmark, scores: dict[str, list[float | None]], check: JudgeCheckResult | None, *,
+                        run_judge: dict, predictions: dict | None = None, benchmark_version: str = "v1",
+                        resamples: int | None = None, seed: int = 0,
+                        prediction_hashes: dict | None = None) -> Equivalence:
+    """The official-equivalent estimate of a run (`scores`: sample id -> per-run grades, `benchmark` its benchmark)
+    from its judge's check: total and each capability. Pure; never raises for a missing check (the result says why
+    there is no estimate). `predictions`: the run's answers (for the in-sample label)."""
+    from .benchmark import load_bundled_v1
+    from .calibration import DEFAULT_RESAMPLES, PairSet, estimate_run, leave_one_model_out, LomoTable, strata_of
+
     judge = str(run_judge.get("model", "?"))
+    reason = unavailable_reason(run_judge, benchmark_version, check)
     if reason is not None:
         return Equivalence(False, reason, judge)
     assert check is not None
-    columns = []
-    for r in rows:
-        if r.kind not in ("total", "capability"):
-            continue
-        col = check.column(r.name)
-        if col is None or math.isnan(col.shift):
-            continue
-        lo, hi = col.shift_interval or (None, None)
-        est, elo, ehi = combine_interval(r.score, r.low, r.high, col.shift, lo, hi)
-        columns.append(EquivalentColumn(r.name, r.score, r.low, r.high, col.shift, lo, hi, est, elo, ehi))
-    if not columns or columns[0].name != "total":
+    ref_bench = load_bundled_v1()                  # the check's samples: the correction learns on all of them
+    strata = strata_of(ref_bench)
+    ids = ref_bench.ids
+    n_runs = max((len(v) for v in scores.values()), default=0)
+    grades = np.full((max(n_runs, 1), len(ids)), np.nan)
+    for k, sid in enumerate(ids):
+        for r, g in enumerate(scores.get(sid) or []):
+            if g is not None and sid in benchmark.samples:
+                grades[r, k] = float(g)
+    if not np.isfinite(grades).any():
         return Equivalence(False, "nothing graded yet", judge)
-    return Equivalence(True, check.correction_note, judge, check.created_at, list(check.models), columns)
+    pairs = PairSet.from_dict(check.pairs, ids)
+    left_out = in_sample_model(check, predictions, hashes=prediction_hashes)
+    if left_out is not None:
+        pairs = pairs.without([left_out])
+        lomo = leave_one_model_out(pairs, strata)
+    else:
+        lomo = LomoTable.from_dict(check.lomo) or leave_one_model_out(pairs, strata)
+    est = estimate_run(pairs, strata, grades, lomo, resamples=resamples or DEFAULT_RESAMPLES, seed=seed)
+    cols = [EquivalentColumn(c.name, c.score, c.estimate, c.low, c.high, c.scatter_sd, c.correction_sd, c.model_sd,
+                             c.floor, c.widened) for c in est.columns if c.name == "total"
+            or c.name in benchmark.capabilities]
+    if not cols or cols[0].name != "total":
+        return Equivalence(False, "nothing graded yet", judge)
+    lo, hi = est.range
+    eq = Equivalence(True, check.correction_note, judge, check.check_id, check.created_at, list(pairs.models),
+                     [lo, hi], pairs=est.pairs, columns=cols, left_out=left_out or "")
+    if left_out is not None:
+        eq.label = IN_SAMPLE
+        eq.label_note = (f"in-sample: these answers are the check's reference {left_out}; it is left out of the "
+                         f"correction, which rests on the other {len(pairs.models)}")
+    elif est.extrapolated > 0:
+        side = "above" if cols[0].estimate > hi else "below"
+        eq.label = EXTRAPOLATED
+        eq.label_note = (f"extrapolated: {est.extrapolated:.1f} points {side} the references' official totals "
+                         f"({lo:.1f}–{hi:.1f}); the interval is widened by {cols[0].widened:.1f}")
+    return eq
+
+
+def estimate_run(view, check: JudgeCheckResult | None, *, resamples: int | None = None) -> Equivalence:
+    """The official-equivalent estimate of a run (`runs.RunView`: its judge, benchmark, effective scores and
+    answers) from its judge's check (`judgecheck.run_check`), or the reason there is none. Pure: the caller reads
+    the check; a view is taken as it is (finished or not)."""
+    judge = view.run.judge
+    reason = unavailable_reason(judge, view.benchmark.version, check)
+    if reason is not None:          # said before any bootstrap is computed
+        return Equivalence(False, reason, str(judge.get("model", "?")))
+    return estimate_equivalent(view.benchmark, view.effective_scores(), check, run_judge=judge,
+                               predictions=view.run.predictions, benchmark_version=view.benchmark.version,
+                               resamples=resamples)
+
+
+def entry_equivalence(store, entry, *, resamples: int | None = None) -> Equivalence:
+    """The official-equivalent estimate of a leaderboard entry (`leaderboard.BoardEntry`, a successor judge's):
+    from its frozen scores and the current check of its judge (`leaderboard.estimate_keys`; an entry published
+    before those keys were kept finds them from its run while the run is stored)."""
+    from .benchmark import load_bundled_v1
+    from .judgecheck import check_of_fingerprint
+
+    meta = entry.meta
+    judge = {"model": meta.get("judge", "?"), "provider": "openai", "prompt_examples": None}
+    fingerprint, hashes = meta.get("judge_check_fingerprint"), meta.get("prediction_hashes")
+    if not fingerprint:
+        from .leaderboard import estimate_keys
+        run = store.get_run(entry.run_id) if entry.run_id else None
+        keys = estimate_keys(run, str(meta.get("judge_kind"))) if run is not None else {}
+        fingerprint, hashes = keys.get("judge_check_fingerprint"), keys.get("prediction_hashes")
+    if not fingerprint:
+        return Equivalence(False, "the entry does not say which judge check could correct it", judge["model"])
+    check = check_of_fingerprint(store, fingerprint)
+    version = str(meta.get("version", ""))
+    reason = unavailable_reason(judge, version, check)
+    if reason is not None:
+        return Equivalence(False, reason, judge["model"])
+    bench = load_bundled_v1()
+    ids = [sid for sid in meta.get("sample_ids") or bench.ids if sid in bench.samples]
+    return estimate_equivalent(bench.subset(ids, meta.get("subset") or "entry"), entry.scores, check,
+                               run_judge=judge, benchmark_version=version, resamples=resamples,
+                               prediction_hashes=hashes or {})
 
 
 def format_equivalent_line(eq: Equivalence) -> str:
-    """The one-line summary (CLI, run card): the estimate and its interval, labelled, or why there is none.
+    """The one-line summary (CLI, run card): the estimate and its interval, labelled, the check it rests on and
+    its label (in-sample, extrapolated), or why there is none.
 
-    >>> col = EquivalentColumn("total", 38.4, 32.0, 44.9, 7.5, 6.9, 8.0, 30.9, 24.5, 37.4)
-    >>> format_equivalent_line(Equivalence(True, "", "judge-b", 0.0, ["a", "b"], [col]))
-    'official-equivalent estimate: 30.9 [24.5, 37.4] (38.4 graded by judge-b, corrected by its measured shift +7.5 [+6.9, +8.0] on 2 reference models; an estimate, not the official MM-Vet metric)'
+    >>> col = EquivalentColumn("total", 38.4, 30.9, 28.5, 33.4)
+    >>> print(format_equivalent_line(Equivalence(True, "", "judge-b", "3f2a9c1bd0", 0.0, ["a", "b", "c"],
+    ...                                          [21.6, 60.9], columns=[col])))
+    official-equivalent estimate: 30.9 [28.5, 33.4] (38.4 graded by judge-b, corrected per grade by check 3f2a9c1b (?; 3 reference models, official totals 21.6–60.9); an estimate, not the official MM-Vet metric)
     """
     t = eq.total
     if not eq.available or t is None:
         return f"{LABEL}: none ({eq.reason})"
-    return (f"{LABEL}: {t.estimate:.1f} [{t.low:.1f}, {t.high:.1f}] ({t.score:.1f} graded by {eq.judge}, corrected "
-            f"by its measured shift {format_shift(t.shift, (t.shift_low, t.shift_high) if t.shift_low is not None else None)}"
-            f" on {len(eq.references)} reference models; {DISCLAIMER})")
+    line = (f"{LABEL}: {t.estimate:.1f} [{t.low:.1f}, {t.high:.1f}] ({t.score:.1f} graded by {eq.judge}, corrected "
+            f"per grade by {eq.check_text}; {DISCLAIMER})")
+    return f"{line} — {eq.label.upper()}{eq.label_note[len(eq.label):]}" if eq.label else line
 
 
 def format_capability_line(eq: Equivalence) -> str:
@@ -168,30 +278,31 @@ def hover_text(eq: Equivalence, column: str) -> str:
     return "" if c is None else f"{LABEL}: {c.estimate:.1f} [{c.low:.1f}, {c.high:.1f}] ({DISCLAIMER})"
 
 
-EQUIVALENT_HEADER = ["column", "score", "score_ci_low", "score_ci_high", "judge_shift", "shift_ci_low",
-                     "shift_ci_high", "official_equivalent_estimate", "estimate_ci_low", "estimate_ci_high", "note"]
+EQUIVALENT_HEADER = ["column", "score", "official_equivalent_estimate", "estimate_ci_low", "estimate_ci_high",
+                     "scatter_sd", "correction_sd", "model_sd", "check_id", "label", "note"]
 
 
 def make_equivalent_csv_text(eq: Equivalence) -> str:
     """The separate export file (``*-official-equivalent-estimate.csv``): one row per column, every number
-    labelled as an estimate; without an estimate a single row says why."""
+    labelled as an estimate and naming its check; without an estimate a single row says why."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(EQUIVALENT_HEADER)
-    note = f"{LABEL} ({DISCLAIMER}); judge {eq.judge}; reference models {'+'.join(eq.references)}"
     if not eq.available:
         writer.writerow(["total", "", "", "", "", "", "", "", "", "", f"no {LABEL}: {eq.reason}"])
         return buffer.getvalue()
+    note = f"{LABEL} ({DISCLAIMER}); judge {eq.judge}; {eq.check_text}; reference models {'+'.join(eq.references)}"
+    if eq.label_note:
+        note += f"; {eq.label_note}"
     for c in eq.columns:
-        writer.writerow([c.name, _one(c.score), _one(c.score_low), _one(c.score_high), _signed(c.shift),
-                         _signed(c.shift_low), _signed(c.shift_high), _one(c.estimate), _one(c.low), _one(c.high),
-                         note])
+        writer.writerow([c.name, _one(c.score), _one(c.estimate), _one(c.low), _one(c.high), _two(c.scatter_sd),
+                         _two(c.correction_sd), _two(c.model_sd), eq.check_id, eq.label, note])
     return buffer.getvalue()
 
 
 def _one(x: float | None) -> str:
-    return "" if x is None else f"{x:.1f}"
+    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.1f}"
 
 
-def _signed(x: float | None) -> str:
-    return "" if x is None else f"{x:+.1f}"
+def _two(x: float | None) -> str:
+    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.2f}"

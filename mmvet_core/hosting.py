@@ -1,6 +1,6 @@
 """Limits of a public host on what visitors' uploads may cost, and the cleaning of the folders they fill.
 
-`HostingLimits` gathers every bound the app applies to visitors' files (README "Hosting a public Space" lists
+`HostingLimits` gathers every bound the app applies to visitors' files (docs/hosting.md lists
 the environment variables): archive size, the extracted-uploads folder, exports, hub downloads, benchmark size,
 and the parse sandbox (`parsebox`). It turns them into the records the core functions take (`LoadLimits`,
 `ParseLimits`, `FolderPolicy`). `Housekeeper` prunes the app's own folders (exports, extracted uploads) by age
@@ -50,6 +50,9 @@ class HostingLimits:
     parse_memory_mb: int = 1500           # MMVET_PARSE_MEMORY_MB: memory one parse may add
     parse_timeout_s: float = 90.0         # MMVET_PARSE_TIMEOUT_S: wall clock of one parse (CPU: 2/3 of it)
     max_parses: int = 2                   # MMVET_MAX_PARSES: parses at once
+    file_slots: int = 4                   # MMVET_FILE_SLOTS: agents' files (URL / data URI) read at once
+    file_slots_per_visitor: int = 1       # MMVET_FILE_SLOTS_PER_VISITOR: ... of which one address may hold
+    fetch_deadline_s: float = 30.0        # MMVET_FETCH_DEADLINE_S: a whole download of an agent's file URL
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "HostingLimits":
@@ -69,6 +72,10 @@ class HostingLimits:
             parse_memory_mb=int(env_number(env, "MMVET_PARSE_MEMORY_MB", d.parse_memory_mb)),
             parse_timeout_s=env_number(env, "MMVET_PARSE_TIMEOUT_S", d.parse_timeout_s),
             max_parses=max(1, int(env_number(env, "MMVET_MAX_PARSES", d.max_parses))),
+            file_slots=max(1, int(env_number(env, "MMVET_FILE_SLOTS", d.file_slots))),
+            file_slots_per_visitor=max(1, int(env_number(env, "MMVET_FILE_SLOTS_PER_VISITOR",
+                                                         d.file_slots_per_visitor))),
+            fetch_deadline_s=env_number(env, "MMVET_FETCH_DEADLINE_S", d.fetch_deadline_s) or d.fetch_deadline_s,
         )
 
     @property

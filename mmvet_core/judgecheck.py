@@ -1,5 +1,9 @@
 """Check a judge before trusting it: grade reference predictions that have real official GPT-4-0613 grades.
 
+Its size (over 600 lines) has a reason: the check is one pipeline — reference sets, pairing with the official
+grades, the assessment and its report, the stored check that grows — whose parts share one record; the numerical
+parts live apart (`calibration`, `stats`, `equivalence`).
+
 The reference sets are data (``assets/reference/references.json``, provenance in ``assets/reference/SOURCES.md``):
 each is a model's MM-Vet v1 predictions with one or more real grade files of the official evaluator. A candidate
 judge grades them (up to 218 judge calls per set, plus the official re-asks when it answers something unparsable)
@@ -15,8 +19,14 @@ with the **official prompt**, and `assess_judge` reports, per column (total and 
 * across the reference models: the rank agreement of the candidate's totals with the official totals (Kendall's
   tau-b) and whether the shift depends on the model's level (least-squares slope of the shift on the official
   total, with its bootstrap interval). With two or three models both are weak evidence, and the report says so;
-* a verdict read from the interval (close / drifts / cannot tell), and whether the shift can correct scores of
-  this judge into an official-equivalent estimate (`mmvet_core.equivalence`) and, if not, why.
+* a verdict read from the interval (close / drifts / cannot tell);
+* the per-grade correction behind official-equivalent estimates (`mmvet_core.calibration`): every (candidate
+  grade, official grade) pair is kept with the check, and each reference model's official total is predicted from
+  a correction fit on the other models (leave-one-model-out); whether estimates may be made and, if not, why.
+
+A check grows: one check per (endpoint, judge, prompt) holds every reference set the judge has graded there, so a
+later check with fewer sets grades those (answers already stored are reused) and keeps the others
+(`run_judge_check`); the check an estimate rests on is named by its id and date.
 
 `assess_judge` is pure; `run_judge_check` grades through the store (answers are cached: a second check of the same
 judge costs nothing) and is the only part that calls the judge.
@@ -55,11 +65,11 @@ CLOSE_CAP_SHIFT = 4.0
 #: that excludes 0 and at least this size: between two models 20 points apart the shift then differs by 2 points
 #: (the `CLOSE_TOTAL_SHIFT` bound) or more, so one constant correction would be wrong by that much.
 LEVEL_SLOPE = 0.1
-#: A constant correction is refused beyond this many points of total shift (interval bound): such a judge grades
-#: on another scale, and a linear shift measured on LLaVA-level models cannot be assumed to carry over.
-MAX_CORRECTION = 10.0
 #: With fewer reference models than this, the rank agreement and the level dependence are weak evidence.
 FEW_REFERENCES = 5
+#: An official-equivalent estimate needs at least this many reference models in the check (its interval uses
+#: their leave-one-model-out errors).
+MIN_MODELS = 3
 
 
 @dataclass(frozen=True)
@@ -209,6 +219,13 @@ class JudgeCheckResult:
     references: str = ""            # `references_key`
     resamples: int = DEFAULT_RESAMPLES
     seed: int = DEFAULT_SEED
+    # the per-grade correction behind official-equivalent estimates (`mmvet_core.calibration`):
+    pairs: dict = field(default_factory=dict)     # model -> {"ids", "candidate", "official", "official_total",
+    #                                               "pred_hash"}: every (candidate grade, official grade) pair
+    lomo: dict | None = None        # `calibration.LomoTable.to_dict()`: leave-one-model-out predictions
+    calibration: dict = field(default_factory=dict)   # `calibration.correction_summary`: pairs behind each part
+    check_id: str = ""              # the stored check's id (set when read from the store)
+    unchanged: bool = False         # this check added nothing to the stored one (which is returned)
 
     @property
     def total(self) -> CheckColumn:
@@ -333,8 +350,63 @@ def assess_judge(benchmark: Benchmark, refs: list[Reference], candidate: dict[st
     _assess_levels(result, models, per_model, boots, off_boot)
     result.verdict, result.verdict_kind = _verdict(columns)
     result.close = result.verdict_kind == "close"
-    result.correctable, result.correction_note = _correctability(result)
+    result.pairs = make_pairs(benchmark, [r for r in refs if r.model in per_model], candidate,
+                              {m: round(v["official_total"], 1) for m, v in per_model.items()})
+    calibrate(result, benchmark)
     return result
+
+
+def prediction_hash(text) -> str:
+    """A short fingerprint of a prediction (an estimate's in-sample test compares a run's answers with the
+    references' without keeping their text)."""
+    return hashlib.sha256(str(text).encode("utf-8")).hexdigest()[:10]
+
+
+def make_pairs(benchmark: Benchmark, refs: list[Reference], candidate: dict,
+               totals: dict[str, float] | None = None) -> dict:
+    """Every (candidate grade, official grade) pair of the check, per reference model, in benchmark order: the
+    candidate's per-sample mean over its runs (None when not graded), the official per-sample mean, the model's
+    official total (the manifest's, else `totals`) and its predictions' hashes. Stored with the check: estimates
+    are computed from it."""
+    out = {}
+    for ref in refs:
+        ids = [sid for sid in benchmark.ids if sid in ref.official]
+        cand = [_mean_runs(candidate.get(ref.model, {}).get(sid) or []) for sid in ids]
+        out[ref.model] = {"ids": ids,
+                          "candidate": [None if c is None else round(float(c), 6) for c in cand],
+                          "official": [_mean_runs(ref.official[sid]) for sid in ids],
+                          "official_total": (ref.official_total if ref.official_total is not None
+                                             else (totals or {}).get(ref.model)),
+                          "pred_hash": [prediction_hash(ref.predictions.get(sid, "")) for sid in ids],
+                          "keyword": [round(keyword_score(benchmark.samples[sid].answer, ref.predictions.get(sid, "")),
+                                            6) for sid in ids]}
+    return out
+
+
+def check_pairs(result: JudgeCheckResult, benchmark: Benchmark):
+    """(`calibration.PairSet`, `calibration.Strata`) of a check's pairs on `benchmark`'s samples."""
+    from .calibration import PairSet, strata_of
+
+    return PairSet.from_dict(result.pairs, benchmark.ids), strata_of(benchmark)
+
+
+def calibrate(result: JudgeCheckResult, benchmark: Benchmark) -> None:
+    """Fill the check's leave-one-model-out table, the correction's pair counts and whether estimates may be made
+    (`correctable`, `correction_note`)."""
+    from .calibration import PairSet, correction_summary, leave_one_model_out
+
+    if result.pairs:
+        pairs, strata = check_pairs(result, benchmark)
+        lomo = leave_one_model_out(pairs, strata)
+        result.lomo = lomo.to_dict()
+        result.calibration = correction_summary(pairs, strata)
+        # the bar to clear: keyword matching's grades, corrected the same way (a conditional mean is judged by
+        # its squared error, so the candidate is compared with a baseline that had the same chance)
+        keyword = PairSet.from_dict({m: {**e, "candidate": e.get("keyword") or [None] * len(e["ids"])}
+                                     for m, e in result.pairs.items()}, benchmark.ids)
+        result.calibration["rmse"] = lomo.rmse
+        result.calibration["keyword_rmse"] = leave_one_model_out(keyword, strata).rmse
+    result.correctable, result.correction_note = _correctability(result)
 
 
 class _quiet:
@@ -385,11 +457,11 @@ def _assess_levels(result: JudgeCheckResult, models: list[str], per_model: dict,
                   f"[{lo:+.3f}, {hi:+.3f}] (the shift changes by {per10:+.1f} points per 10 points of model level, "
                   f"official totals {span})")
     if result.level_dependent:
-        level = (f"The shift depends on the model's level: {slope_text}; one constant correction does not fit "
-                 "models of different levels.")
+        level = (f"The shift depends on the model's level: {slope_text}; a constant shift would not fit models "
+                 "of different levels (the per-grade correction of the estimates assumes none).")
     elif excludes_zero:
         level = (f"The shift varies a little with the model's level ({slope_text}), less than {LEVEL_SLOPE * 10:.0f} "
-                 "point per 10 points: treated as constant.")
+                 "point per 10 points.")
     else:
         level = f"No dependence of the shift on the model's level was found ({slope_text}; the interval holds 0)."
     result.level_note = f"{tau_text[0].upper()}{tau_text[1:]}. {level}{weak}"
@@ -428,29 +500,30 @@ def _verdict(columns: list[CheckColumn]) -> tuple[str, str]:
 
 
 def _correctability(result: JudgeCheckResult) -> tuple[bool, str]:
-    """Whether the measured shift may correct this judge's scores into an official-equivalent estimate (see
-    `mmvet_core.equivalence` and the README's rule), with the reason when not."""
-    total = result.total
-    lo, hi = total.shift_interval or [total.shift, total.shift]
+    """Whether this check may turn the judge's grades into official-equivalent estimates (see
+    `mmvet_core.calibration` and docs/estimates.md), with the reason when not, or what they rest on."""
+    from .calibration import LomoTable
+
     if result.n_graded < result.n_expected:
         return False, ("the check is incomplete (" f"{result.n_graded} of {result.n_expected} reference grades): "
                        "finish it (rerun, answers already paid for are reused) before correcting scores")
-    if total.delta_bar >= total.baseline:
-        return False, ("the judge is no closer to the official grades than keyword matching "
-                       f"(Δ̄ {total.delta_bar:.3f} vs {total.baseline:.3f}): its grades cannot be corrected")
-    if max(abs(lo), abs(hi)) > MAX_CORRECTION:
-        return False, (f"the judge shifts the total by {format_shift(total.shift, total.shift_interval)} points, "
-                       f"beyond the ±{MAX_CORRECTION:.0f} points a constant correction can honestly carry")
-    if result.level_dependent:
-        return False, "the shift depends on the model's level: a constant correction would mislead"
-    levels = [m["official_total"] for m in result.per_model.values() if "official_total" in m]
-    span = f", official totals {min(levels):.1f} to {max(levels):.1f}" if levels else ""
-    notes = [f"a constant shift measured on {len(result.per_model)} reference models{span}; models far outside "
-             "that range get an extrapolation"]
-    if len(result.per_model) < FEW_REFERENCES:
-        notes.append(f"only {len(result.per_model)} reference models, so a dependence on the model's level cannot "
-                     "be ruled out")
-    return True, "; ".join(notes)
+    lomo = LomoTable.from_dict(result.lomo)
+    if lomo is None or len(lomo.rows) < MIN_MODELS:
+        return False, (f"the check has {len(result.pairs) or len(result.models)} reference model(s); at least "
+                       f"{MIN_MODELS} are needed to measure how its correction carries to a model it never saw "
+                       "(run it with more sets: they join this check)")
+    rmse, keyword = result.calibration.get("rmse", math.nan), result.calibration.get("keyword_rmse", math.nan)
+    if not rmse < keyword:
+        return False, ("even corrected per grade, the judge is no closer to the official grades than keyword "
+                       f"matching corrected the same way (rms error per sample {rmse:.3f} vs {keyword:.3f}): its "
+                       "grades cannot be corrected")
+    errors = lomo.errors(0)
+    levels = [r.official_total for r in lomo.rows]
+    n = result.calibration.get("pairs", 0)
+    return True, (f"a per-grade correction learned from {n} reference pairs of {len(lomo.rows)} reference models "
+                  f"(official totals {min(levels):.1f} to {max(levels):.1f}); each reference's official total, "
+                  f"predicted from the others, is off by {float(np.sqrt(np.mean(errors ** 2))):.1f} points rms "
+                  f"({float(np.max(np.abs(errors))):.1f} at most)")
 
 
 def _three(x: float) -> str:
@@ -463,6 +536,10 @@ def format_check(result: JudgeCheckResult) -> str:
     where = f" at {judge.get('base_url')}" if judge.get("base_url") else ""
     lines = [f"Judge check of {judge.get('model')}{where} (official prompt) on {', '.join(result.models)}: "
              f"{result.n_graded} of {result.n_expected} reference grades."]
+    if result.check_id:
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(result.created_at)) if result.created_at else "?"
+        lines.append(f"  Check {result.check_id} of {when}: this judge's check at this endpoint; it grows as the "
+                     "judge grades more reference sets, and official-equivalent estimates name it.")
     if result.message:
         lines.append(f"  {result.message}")
     if result.n_graded < result.n_expected:
@@ -493,11 +570,42 @@ def format_check(result: JudgeCheckResult) -> str:
         lines.append(f"  {result.level_note}")
     lines.append("")
     lines.append(result.verdict)
+    lines.extend(format_correction(result))
     if result.correctable:
         lines.append(f"Official-equivalent estimates of this judge's runs: available (an estimate: {result.correction_note}).")
     elif result.correction_note:
         lines.append(f"Official-equivalent estimates of this judge's runs: not shown ({result.correction_note}).")
     return "\n".join(lines)
+
+
+def format_correction(result: JudgeCheckResult) -> list[str]:
+    """The report's part on the per-grade correction: what it rests on and the leave-one-model-out table
+    (predicted vs official total of each reference, and the error)."""
+    from .calibration import LomoTable
+
+    lomo = LomoTable.from_dict(result.lomo)
+    cal = result.calibration
+    if lomo is None or not cal:
+        return []
+    lines = ["", f"Per-grade correction (official-equivalent estimates; docs/estimates.md): {cal['pairs']} reference "
+                 f"pairs (candidate grade, official grade) of {len(result.pairs)} models; per capability group "
+                 + ", ".join(f"{g} {n}" for g, n in cal["groups"].items())
+                 + f"; {cal['cells_own']} of {cal['cells']} (capability integration, grade) cells rest on "
+                 f"{cal['shrink']:g} or more pairs of their own, the others lean on their group and on all pairs."]
+    if lomo.rows:
+        width = max(28, *(len(r.model) + 2 for r in lomo.rows))
+        lines.append("  Leave-one-model-out: each reference's official total predicted by a correction fit on the "
+                     "other references.")
+        lines.append(f"  {'reference':<{width}}{'official':>9}{'predicted':>11}{'error':>8}")
+        for r in sorted(lomo.rows, key=lambda r: r.official_total):
+            where = f"  (outside the others' range by {r.outside:.1f})" if r.outside > 0.5 else ""
+            lines.append(f"  {r.model:<{width}}{r.official_total:>9.1f}{r.predicted[0]:>11.1f}{r.error[0]:>+8.1f}{where}")
+        e = lomo.errors(0)
+        lines.append(f"  rms error {float(np.sqrt(np.mean(e ** 2))):.2f}, largest {float(np.max(np.abs(e))):.2f} "
+                     f"points; per sample, corrected grades are {lomo.delta_bar:.3f} from the official ones, rms "
+                     f"{lomo.rmse:.3f} (keyword matching corrected the same way: rms "
+                     f"{cal.get('keyword_rmse', math.nan):.3f}).")
+    return lines
 
 
 def check_settings(settings: JudgeSettings) -> JudgeSettings:
@@ -512,13 +620,71 @@ def check_prompt_id() -> str:
     return "mmvet-v1-official:" + hashlib.sha256(prompt_template("v1", None).encode("utf-8")).hexdigest()[:12]
 
 
-def stored_check(store, settings: JudgeSettings, refs: list[Reference] | None = None) -> JudgeCheckResult | None:
-    """The latest stored check of the judge `settings` describe (of these reference sets when given), or None."""
+def current_check(store, settings: JudgeSettings) -> JudgeCheckResult | None:
+    """The check of the judge `settings` describe (endpoint, model, token limit; the official prompt): the stored
+    check with the most reference models, the latest of those (a check grows, so that is the latest one; checks
+    stored before checks grew may be smaller than an earlier one). Its `check_id` and `created_at` name it. None
+    when there is none."""
     if settings.provider == "imported":
         return None
-    data = store.latest_judge_check(check_settings(settings).fingerprint(),
-                                    refs=None if refs is None else references_key(refs))
+    return check_of_fingerprint(store, check_settings(settings).fingerprint())
+
+
+def check_of_fingerprint(store, fingerprint: str) -> JudgeCheckResult | None:
+    """`current_check` of the judge whose check settings have this fingerprint."""
+    prompt = check_prompt_id()
+    best = None
+    for entry in store.judge_checks():
+        if entry.get("fingerprint") != fingerprint or entry.get("prompt", "") not in (prompt, ""):
+            continue
+        try:
+            result = JudgeCheckResult.from_dict(entry["result"])
+        except (KeyError, TypeError, ValueError):
+            continue                          # a damaged entry is skipped, not a crash
+        result.check_id = str(entry.get("id", ""))
+        result.created_at = float(entry.get("created_at") or result.created_at or 0.0)
+        key = (len(result.models), result.created_at)
+        if best is None or key > best[0]:
+            best = (key, result)
+    return None if best is None else best[1]
+
+
+def stored_check(store, settings: JudgeSettings, refs: list[Reference] | None = None) -> JudgeCheckResult | None:
+    """The stored check of the judge `settings` describe: `current_check`, or the latest check of exactly these
+    reference sets when `refs` is given."""
+    if refs is None:
+        return current_check(store, settings)
+    if settings.provider == "imported":
+        return None
+    data = store.latest_judge_check(check_settings(settings).fingerprint(), refs=references_key(refs))
     return None if data is None else JudgeCheckResult.from_dict(data)
+
+
+def run_check(store, run_judge: dict) -> JudgeCheckResult | None:
+    """The check of the judge a run was graded by (the settings stored with the run: `current_check`), or None
+    (imported grades and the keyword baseline: no judge to correct)."""
+    if run_judge.get("provider") in ("imported", "baseline"):
+        return None
+    settings = JudgeSettings(**{k: v for k, v in run_judge.items() if k in JudgeSettings.__dataclass_fields__})
+    return current_check(store, settings)
+
+
+def grown_references(store, settings: JudgeSettings, refs: list[Reference]) -> list[Reference]:
+    """`refs` and every other reference set of the manifest the judge's current check holds (a check grows: a
+    later check with fewer sets keeps the others), in manifest order."""
+    previous = current_check(store, settings)
+    held = set(previous.models) if previous is not None else set()
+    wanted = {r.model for r in refs} | held
+    if wanted == {r.model for r in refs}:
+        return list(refs)
+    by_name = {r.model: r for r in refs}
+    return [by_name.get(r.model, r) for r in load_references(which="all") if r.model in wanted]
+
+
+def _same_pairs(a: dict, b: dict) -> bool:
+    """Same reference sets, same grades, same everything the correction reads (a check stored by an older
+    version, with fewer fields per pair, is not the same: it is stored again)."""
+    return set(a) == set(b) and all(a[m] == b[m] for m in a)
 
 
 async def run_judge_check(store, settings: JudgeSettings, api_key: str | None, *, concurrency: int = 16,
@@ -528,14 +694,21 @@ async def run_judge_check(store, settings: JudgeSettings, api_key: str | None, *
     """Grade every reference with the candidate judge (runs are stored and cached like any run: a repeated check
     costs nothing), assess it, store the result (`Store.put_judge_check`, under the judge, the official prompt
     and the reference sets) and return it. `judge`: the judge to call (the app's, with its endpoint policy), else
-    one made from `settings` and `api_key`."""
-    from .grading import grade_run
+    one made from `settings` and `api_key`.
+
+    The check grows: the sets the judge's current check already holds are graded too (their answers are stored:
+    no call) and assessed with `refs`. When that changes nothing (same sets, same grades), nothing new is stored:
+    the current check is returned (``unchanged``), so estimates keep the check they name. `calls` counts the judge
+    calls made, `cached` the grades that needed none (already in the check's runs, or answered from the store)."""
+    from .grading import GRADED, grade_run
     from .judge import make_judge
     from .runs import create_run, load_run_view
 
     settings = check_settings(settings)
     benchmark = load_bundled_v1()
     refs = refs if refs is not None else load_references()
+    previous = current_check(store, settings)
+    refs = grown_references(store, settings, refs)
     judge = judge if judge is not None else make_judge(settings, api_key)
     run_ids, calls, cached, message = {}, 0, 0, ""
     try:
@@ -544,6 +717,7 @@ async def run_judge_check(store, settings: JudgeSettings, api_key: str | None, *
                                 settings=settings, model_name=f"judge-check {ref.model}",
                                 results_format="reference", reuse=True)
             run_ids[ref.model] = run_id
+            cached += sum(n for status, n in store.count_grades(run_id).items() if status in GRADED)
             outcome = await grade_run(store, run_id, benchmark, judge, concurrency=concurrency, on_grade=on_grade,
                                       stop=stop, budget=budget)
             calls += outcome.stats.calls
@@ -561,7 +735,11 @@ async def run_judge_check(store, settings: JudgeSettings, api_key: str | None, *
         result = assess_judge(benchmark, refs, candidate, settings.to_dict(), resamples=resamples, seed=seed)
     except ValueError as e:          # nothing graded: say why grading stopped
         raise ValueError(f"{e} ({message})" if message else str(e)) from None
+    if previous is not None and not message and _same_pairs(previous.pairs, result.pairs):
+        previous.calls, previous.cached, previous.unchanged = calls, cached, True
+        previous.run_ids = run_ids
+        return previous
     result.run_ids, result.calls, result.cached, result.message = run_ids, calls, cached, message
-    store.put_judge_check(settings.fingerprint(), settings.to_dict(), result.to_dict(), prompt=check_prompt_id(),
-                          refs=result.references)
+    result.check_id = store.put_judge_check(settings.fingerprint(), settings.to_dict(), result.to_dict(),
+                                            prompt=check_prompt_id(), refs=result.references)
     return result

@@ -15,7 +15,7 @@ A public server's disk is shared by every visitor, and a full disk fails everyon
   is full.
 
 `RunKeeper` applies them for the service; settings come from the environment through `StorageLimits.from_env`
-(README "Hosting a public Space").
+(docs/hosting.md).
 """
 from __future__ import annotations
 

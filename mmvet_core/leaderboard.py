@@ -1,14 +1,27 @@
 """The leaderboard: published entries, honest rank groups, filters and exports (pure functions, plus the few that
 read or write the store).
 
+Its size (over 600 lines) has a reason: entries, their frozen snapshot, rank keys and rows, filters and the
+export/import format are one record seen from several sides; ranks themselves (`board_ranks`, `board_book`),
+provenance, names and the import schema live in modules of their own.
+
 An **entry** is a finished run published under a display name. Publishing freezes a copy of the run's per-sample
 scores (per judge run) and of its metadata (judge, judge kind, benchmark and its sample ids, runs, totals,
 capabilities, integrations, date): later overrides or the deletion of the run never change the board silently.
 Republishing is explicit and stores a new **version** of the same entry (the old versions stay stored).
 
-**Ranks.** Entries are ranked only against entries of the same *rank group*: the same judge (the official
-``gpt-4-0613`` and its alias ``gpt-4`` are one judge; a prompt ablation is another judge), the same benchmark and
-the very same samples (ids, questions and answers). Within a group every pair is compared with a **paired
+**Trust.** Every version records its **provenance** (`mmvet_core.provenance`): graded here (which judge, which
+endpoints) or imported from a file (the judge it claims). Only entries whose judge is *verified* — graded on this
+server's own judge endpoint, the public OpenAI API or offline, or vouched for by the host (`verify_entry`) — and
+without human overrides are ranked (`rank_key`); the others are listed, marked, unranked. A display name cannot
+impersonate another owner's (`mmvet_core.names`: no invisible characters, no equal TR39 skeleton), and another
+owner's grades cannot be published again (`find_copy`). Backups and stored rows are checked field by field
+(`mmvet_core.board_schema`).
+
+**Ranks.** Entries are ranked only against entries of the same *rank group* (`rank_key`): the same judge kind,
+the same judge (the official ``gpt-4-0613`` and its alias ``gpt-4`` are one judge; a prompt ablation is another
+judge; any other judge also by the endpoints that served it), the same benchmark and the very same samples (ids,
+questions and answers). Within a group every pair is compared with a **paired
 bootstrap** over samples: `RANK_RESAMPLES` draws of the samples (seed `RANK_SEED`; the draws depend only on the
 number of samples, so every entry of a group sees the same draws and results are reproducible), each entry's total
 recomputed on each draw. Entry *j* is **significantly better** than *i* when fewer than 2.5 % of the draws have
@@ -19,38 +32,49 @@ recomputed on each draw. Entry *j* is **significantly better** than *i* when few
 * ``worst(i) = #{j : j not significantly worse than i}`` (i itself included)
 
 so an entry's rank is the range ``best–worst`` ("2–4"); entries whose differences are noise share ranges.
-`RANK_NOTE` says it in one sentence under the table.
+`RANK_NOTE` says it in one sentence under the table. The computation (identical grades counted once, groups
+updated incrementally) is `mmvet_core.board_ranks`; a server keeps its board ranked off the request path with
+`mmvet_core.board_book`.
 
 The paper's models (``assets/paper-scores.json``, judged by the official GPT-4-0613, 5 runs) appear as
 **reference rows**: they are never ranked (the paper published totals without per-sample scores, so no paired
 test is possible), and their interval column is empty.
 
-**Official-equivalent hook.** Ranks never mix judges. An official-equivalent estimate of a successor judge's score
-(issue 17, ``mmvet_core/equivalence.py``, built elsewhere) plugs in through the `estimate` parameter of
-`board_rows`: a callable ``(entry) -> (score, low, high) | None`` whose result fills the row's
-``official_equivalent`` field. A view that ranks those estimates across judges must say so with
-`OFFICIAL_EQUIVALENT_VIEW`; it is not built here.
+**Official-equivalent column.** Ranks never mix judges. A successor judge's entry shows its official-equivalent
+estimate (``mmvet_core/equivalence.py``) when its judge has a check on this server: the service passes it through
+the `estimate` parameter of `board_rows`, a callable ``(entry) -> Equivalence.short() | None`` whose result fills
+the row's ``official_equivalent`` ([estimate, low, high]), its label (in-sample, extrapolated) and the check it
+rests on. Rows of the official judge (the paper's included) say "official metric" there instead. A view that ranks
+those estimates across judges must say so with `OFFICIAL_EQUIVALENT_VIEW`; it is not built here.
 """
 from __future__ import annotations
 
+import copy
 import csv
 import hashlib
 import io
 import json
+import logging
 import math
 import re
 import secrets
 import time
 import unicodedata
 from dataclasses import asdict, dataclass
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Callable, Iterable
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import numpy as np
 
-from .graded import is_official_judge
-from .stats import draw_counts, score_intervals
+from . import provenance as prov
+from .board_ranks import MAX_GRADE_SETS, GroupRanks, better_matrix, bounds_from
+from .board_schema import SchemaError, check_backup_row, check_version
+from .names import NameRefused, check_visible_name, is_invisible, name_key
+from .stats import score_intervals
+
+log = logging.getLogger(__name__)
 
 #: Paired bootstrap of the ranks: resamples, seed, level.
 RANK_RESAMPLES = 2000
@@ -69,9 +93,12 @@ OFFICIAL_EQUIVALENT_VIEW = "official-equivalent"
 OFFICIAL_JUDGE_KEY = "gpt-4-0613"
 KINDS = ("official", "successor", "baseline")
 SIX = ("rec", "ocr", "know", "gen", "spat", "math")
+#: The column of the official-equivalent estimate (successor judges with a check; never the official metric).
+ESTIMATE_COLUMN = "official-equivalent (estimate)"
+OFFICIAL_METRIC = "official metric"
 #: Columns of the board's table (CSV / the view), in order.
-TABLE_COLUMNS = ["rank", "name", "judge", "kind", "benchmark", "runs", "total", "95% CI", *SIX, "date", "version",
-                 "entry"]
+TABLE_COLUMNS = ["rank", "name", "judge", "kind", "provenance", "benchmark", "runs", "total", "95% CI",
+                 ESTIMATE_COLUMN, *SIX, "date", "version", "entry"]
 #: Sortable keys of `BoardFilter.sort`.
 SORT_KEYS = ("rank", "name", "judge", "kind", "benchmark", "runs", "total", "ci_low", "ci_high", *SIX, "date")
 EXPORT_FILE = "board.jsonl"
@@ -89,20 +116,30 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u20
 
 
 def clean_display_name(name: object) -> str:
-    """A display name: one line of plain text, control and bidi-override characters removed, whitespace collapsed,
-    at most `MAX_DISPLAY_NAME` characters. It stays text everywhere (never markup): the view shows it in a table
-    cell, the CSV download neutralises formulas. Raises `BoardError` when nothing is left.
+    """A display name: one line of plain visible text (`names.check_visible_name`: whitespace collapsed, and
+    refused when it holds an invisible or formatting character, shows nothing or stacks accents), at most
+    `MAX_DISPLAY_NAME` characters. It stays text everywhere (never markup): the view shows it in a table cell,
+    the CSV download neutralises formulas. Raises `BoardError` naming the fault.
 
-    >>> clean_display_name("  LLaVA\\n 1.5\\u202e  13b ")
+    >>> clean_display_name("  LLaVA\\n 1.5  13b ")
     'LLaVA 1.5 13b'
     """
-    text = unicodedata.normalize("NFC", str(name if name is not None else ""))
-    text = re.sub(r"\s+", " ", _CONTROL.sub(" ", text)).strip()
+    try:
+        text = check_visible_name(name)
+    except NameRefused as e:
+        raise BoardError(str(e)) from None
     if not text:
         raise BoardError("Give the entry a display name.")
     if len(text) > MAX_DISPLAY_NAME:
         raise BoardError(f"A display name has at most {MAX_DISPLAY_NAME} characters ({len(text)} given).")
     return text
+
+
+def visible_text(text: object, limit: int = 300) -> str:
+    """`text` with its invisible and formatting characters dropped, whitespace collapsed, bounded: for a run's
+    model name frozen into an entry (shown on its card, never its identity on the board)."""
+    kept = "".join(ch for ch in unicodedata.normalize("NFC", str(text or "")) if not is_invisible(ch))
+    return re.sub(r"\s+", " ", kept).strip()[:limit]
 
 
 _LINK_CHARS = re.compile(r"^[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]+$")
@@ -155,7 +192,8 @@ def judge_kind(judge: dict, metric_note: str | None) -> str:
 
 
 def judge_key(judge_name: str, kind: str) -> str:
-    """The judge a rank group is about: the official judges are one."""
+    """The judge a rank group is about: the official judges are one (`rank_key` adds the kind, so a successor
+    named ``gpt-4-0613`` — the official model with another prompt or overrides — is another group)."""
     return OFFICIAL_JUDGE_KEY if kind == "official" else ("baseline" if kind == "baseline" else judge_name)
 
 
@@ -178,8 +216,34 @@ def samples_sha(samples: dict[str, dict]) -> str:
     return h.hexdigest()[:16]
 
 
-def make_snapshot(view, *, tool_version: str = "") -> tuple[dict, dict[str, list[float | None]]]:
-    """(meta, scores): the frozen copy of a finished run (`runs.RunView`) that a board entry keeps.
+def sample_means(ids: list[str], scores: dict) -> np.ndarray:
+    """Per-sample mean over the judge runs, in the order of `ids` (NaN where a sample has no score)."""
+    try:
+        table = np.array([scores[sid] for sid in ids], dtype=np.float64)       # complete: the usual case
+        if table.ndim == 2 and table.shape[1] and not np.isnan(table).any():
+            return table.mean(axis=1)
+    except (KeyError, TypeError, ValueError):
+        pass
+    out = np.full(len(ids), np.nan)
+    for i, sid in enumerate(ids):
+        vals = [float(v) for v in (scores.get(sid) or []) if v is not None]
+        if vals:
+            out[i] = sum(vals) / len(vals)
+    return out
+
+
+def grades_digest(ids: list[str], means: np.ndarray) -> str:
+    """Identity of a grade set: its sample ids and per-sample means (to 1e-6). Two entries with the same digest
+    have the same grades, whatever the number of judge runs that gave them."""
+    h = hashlib.sha256(json.dumps(list(ids)).encode("utf-8"))
+    h.update(np.round(np.nan_to_num(np.asarray(means, dtype=np.float64), nan=-1.0), 6).tobytes())
+    return h.hexdigest()[:32]
+
+
+def make_snapshot(view, *, tool_version: str = "", trusted=None) -> tuple[dict, dict[str, list[float | None]]]:
+    """(meta, scores): the frozen copy of a finished run (`runs.RunView`) that a board entry keeps, with its
+    provenance (`provenance.run_provenance`; `trusted`: the endpoints this server trusts, None for the host's
+    CLI, which trusts its own runs).
 
     Raises `BoardError` when the run is not complete (a sample without a score in every run): a partial run
     would rank on other samples than its group. Overrides are part of the run's scores, as everywhere."""
@@ -191,7 +255,7 @@ def make_snapshot(view, *, tool_version: str = "") -> tuple[dict, dict[str, list
     key, label = benchmark_label(view.benchmark.version, view.benchmark.subset_name, len(view.benchmark))
     ci = next((r for r in score_intervals(view.benchmark, scores) if r.kind == "total"), None)
     meta = {
-        "model": run.model_name,
+        "model": visible_text(run.model_name),
         "judge": view.judge_name,
         "judge_text": view.judge_text,
         "judge_kind": kind,
@@ -214,8 +278,25 @@ def make_snapshot(view, *, tool_version: str = "") -> tuple[dict, dict[str, list
         "overrides": len(view.overrides),
         "date": time.strftime("%Y-%m-%d", time.gmtime(run.created_at)),
         "tool_version": tool_version,
+        "provenance": prov.run_provenance(view, trusted=trusted),
     }
+    meta["grades_sha"] = grades_digest(meta["sample_ids"], sample_means(meta["sample_ids"], scores))
+    meta.update(estimate_keys(run, kind))
     return meta, scores
+
+
+def estimate_keys(run, kind: str) -> dict:
+    """What a successor entry keeps to find its official-equivalent estimate later (never the endpoint's address):
+    the fingerprint of its judge's check and its answers' hashes (the in-sample test)."""
+    if kind != "successor" or run.judge.get("provider") in ("imported", "baseline") \
+            or run.judge.get("prompt_examples") is not None:
+        return {}
+    from .judge import JudgeSettings
+    from .judgecheck import check_settings, prediction_hash
+
+    settings = JudgeSettings(**{k: v for k, v in run.judge.items() if k in JudgeSettings.__dataclass_fields__})
+    return {"judge_check_fingerprint": check_settings(settings).fingerprint(),
+            "prediction_hashes": {sid: prediction_hash(p) for sid, p in run.predictions.items()}}
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -239,121 +320,163 @@ class BoardEntry:
     scores: dict[str, list[float | None]]
 
     @property
-    def group(self) -> tuple[str, str, str]:
-        """The rank group: (judge, benchmark, samples)."""
-        m = self.meta
-        return (m.get("judge_key", ""), m.get("benchmark", ""), m.get("samples_sha", ""))
+    def provenance(self) -> dict:
+        """The frozen provenance record (`mmvet_core.provenance`); ``unknown`` for a version stored before it."""
+        return self.meta.get("provenance") or {"source": prov.UNKNOWN}
+
+    @property
+    def group(self) -> tuple | None:
+        """The rank group (`rank_key`), or None when the entry is not ranked."""
+        return rank_key(self)
+
+    @property
+    def sample_ids(self) -> list[str]:
+        return list(self.meta.get("sample_ids") or sorted(self.scores))
 
     def sample_means(self, ids: list[str]) -> np.ndarray:
         """Per-sample mean over the graded runs, in the order of `ids` (NaN where a sample has none)."""
-        try:
-            table = np.array([self.scores[sid] for sid in ids], dtype=np.float64)    # complete: the usual case
-            if table.ndim == 2 and table.shape[1] and not np.isnan(table).any():
-                return table.mean(axis=1)
-        except (KeyError, TypeError, ValueError):
-            pass
-        out = np.full(len(ids), np.nan)
-        for i, sid in enumerate(ids):
-            vals = [float(v) for v in (self.scores.get(sid) or []) if v is not None]
-            if vals:
-                out[i] = sum(vals) / len(vals)
-        return out
+        return sample_means(ids, self.scores)
+
+    @cached_property
+    def grade_set(self) -> tuple[str, np.ndarray]:
+        """(digest, per-sample means in sample order): the entry's grades as the ranks and the copy check see
+        them (NaN → 0; published entries are complete). Computed once per decoded entry."""
+        means = np.nan_to_num(self.sample_means(self.sample_ids), nan=0.0)
+        return grades_digest(self.sample_ids, means), means
+
+    @cached_property
+    def row(self) -> "BoardRow":
+        """The entry's row without a rank (`board_rows` adds it): built once per decoded entry."""
+        m, record = self.meta, self.provenance
+        return BoardRow(
+            entry=self.id, name=self.name, link=self.link, judge=str(m.get("judge", "?")),
+            kind=str(m.get("judge_kind", "?")), benchmark=str(m.get("benchmark", "?")),
+            benchmark_label=str(m.get("benchmark_label", "?")), runs=int(m.get("runs", 0)),
+            total=_num(m.get("total")), ci=_ci(m), rank=None, group_size=0,
+            capabilities={c: _num(v) for c, v in (m.get("capabilities") or {}).items()},
+            integrations={c: _num(v) for c, v in (m.get("integrations") or {}).items()},
+            date=str(m.get("date", "")), version=self.version, metric_note=m.get("metric_note"),
+            provenance=prov.label(record), verified=prov.is_verified(record), rank_note=unranked_reason(self),
+            provenance_detail=dict(record))
 
 
-def entry_from_row(row: dict) -> BoardEntry:
-    """A `BoardEntry` from a `Store.board_entries` row."""
+def rank_key(entry: BoardEntry) -> tuple | None:
+    """The rank group of an entry, or None when it is not ranked. Ranked: a verified judge (`provenance`) and no
+    human override. The group: the judge kind (an official-prompt gpt-4-0613 is never ranked with the same model
+    under another prompt or with overrides), the judge (the official ``gpt-4-0613`` and ``gpt-4`` are one; any
+    other judge also by the endpoints that served it: one model name on two servers may be two models), the
+    benchmark and its very samples."""
+    m = entry.meta
+    if not prov.is_verified(m.get("provenance")) or m.get("overrides"):
+        return None
+    kind = str(m.get("judge_kind", ""))
+    judge = str(m.get("judge_key", ""))
+    if kind == "successor":
+        endpoints = sorted((m.get("provenance") or {}).get("endpoints") or [])
+        judge = f"{judge} @ {', '.join(endpoints)}" if endpoints else judge
+    return (kind, judge, str(m.get("benchmark", "")), str(m.get("samples_sha", "")))
+
+
+def unranked_reason(entry: BoardEntry) -> str:
+    """Why an entry has no rank (shown beside it), "" when it is ranked by `rank_key`."""
+    m = entry.meta
+    if not prov.is_verified(m.get("provenance")):
+        return f"not ranked: {prov.label(m.get('provenance'))}"
+    if m.get("overrides"):
+        return "not ranked: human overrides (the owner's corrected score)"
+    return ""
+
+
+def entry_from_row(row: dict, *, check: bool = False) -> BoardEntry:
+    """A `BoardEntry` from a `Store.board_entries` row. With `check`, its frozen copy must fit the schema
+    (`board_schema.check_version`; `SchemaError` names the field) and its name the board's rules."""
+    meta = json.loads(row["meta"]) if isinstance(row["meta"], str) else row["meta"]
+    scores = json.loads(row["scores"]) if isinstance(row["scores"], str) else row["scores"]
+    if check:
+        check_version(meta, scores)
+        if not isinstance(row["name"], str) or not row["name"] or len(row["name"]) > MAX_DISPLAY_NAME \
+                or row["name"] != _shown_name(row["name"]):
+            raise SchemaError("name", "is not a visible display name")
+        try:                                      # the card makes it a link: only what a visitor could store
+            if check_link(row["link"]) != row["link"]:
+                raise BoardError("not as stored")
+        except BoardError as e:
+            raise SchemaError("link", f"is not an https link ({e})") from None
     return BoardEntry(id=row["id"], version=int(row["version"]), run_id=row["run_id"], owner_hash=row["owner_hash"],
                       name=row["name"], link=row["link"], published=bool(row["published"]),
-                      hidden=bool(row["hidden"]), published_at=float(row["published_at"]),
-                      meta=json.loads(row["meta"]) if isinstance(row["meta"], str) else row["meta"],
-                      scores=json.loads(row["scores"]) if isinstance(row["scores"], str) else row["scores"])
+                      hidden=bool(row["hidden"]), published_at=float(row["published_at"]), meta=meta, scores=scores)
+
+
+def _shown_name(name: str) -> str:
+    try:
+        return check_visible_name(name)
+    except NameRefused:
+        return ""
+
+
+def describe_bad_row(row: dict, err: Exception) -> str:
+    """How the host's log names a stored row the board skips."""
+    return (f"leaderboard: skipped entry {str(row.get('id'))[:40]!r} version {row.get('version')!r} "
+            f"(stored copy does not fit the schema: {err})")
 
 
 # --------------------------------------------------------------------------------------------------------------
 # Ranks
 
 
-def _not_ahead_counts(totals: np.ndarray, pairs: np.ndarray | None = None) -> np.ndarray:
-    """``not_ahead[i, j]`` = number of draws (rows of `totals`, R × m) with ``T_j ≤ T_i``; only where `pairs`
-    is True when given (elsewhere -1)."""
-    m = totals.shape[1]
-    by_entry = np.ascontiguousarray(totals.T)                 # m × R: one entry's draws are contiguous
-    out = np.full((m, m), -1, dtype=np.int64)
-    for i in range(m):
-        cols = np.arange(m) if pairs is None else np.flatnonzero(pairs[i])
-        if len(cols):
-            out[i, cols] = np.count_nonzero(by_entry[cols] <= by_entry[i], axis=1)
-    return out
-
-
-#: Cantelli's inequality on the draws' own mean μ and sd σ of T_j − T_i decides most pairs without counting:
-#: μ > 6.5 σ  ⇒ at most σ²/(σ²+μ²) < 2.4 % of the draws have T_j − T_i ≤ 0 (significant);
-#: μ < −0.2 σ ⇒ at least μ²/(σ²+μ²) > 3.8 % of them do (not significant). The others are counted.
-_SURE_BETTER, _SURE_NOT = 6.5, -0.2
-
-
 def rank_bounds(sample_scores: np.ndarray, *, resamples: int = RANK_RESAMPLES, seed: int = RANK_SEED,
                 level: float = RANK_LEVEL, prune: bool = True) -> list[tuple[int, int]]:
     """``[(best, worst)]`` per entry of one rank group, from its ``m × n`` per-sample scores (entries × the
     same samples, each a mean over its runs). See the module docstring for the rule. `prune` decides the pairs
-    that Cantelli's inequality settles without counting their draws (the same answer, faster).
+    that Cantelli's inequality settles without counting their draws (the same answer, faster;
+    `board_ranks.better_matrix`).
 
     >>> strong, weak = np.r_[np.ones(30), np.zeros(10)], np.r_[np.zeros(30), np.ones(10)]
     >>> rank_bounds(np.vstack([weak, strong, strong]), resamples=500)
     [(3, 3), (1, 2), (1, 2)]
     """
     scores = np.asarray(sample_scores, dtype=np.float64)
-    m = scores.shape[0]
-    if m == 0:
+    if scores.shape[0] == 0:
         return []
-    if m == 1:
-        return [(1, 1)]
-    counts = draw_counts(scores.shape[1], resamples, seed)
-    totals = counts @ scores.T                                # R × m: every entry's total (× n) in every draw
-    cut = (1.0 - level) / 2.0 * resamples                    # fewer draws than this with T_j − T_i ≤ 0
-    if prune:
-        mean = totals.mean(axis=0)
-        centred = totals - mean
-        cov = centred.T @ centred / resamples
-        var = np.diag(cov)
-        sd = np.sqrt(np.maximum(var[:, None] + var[None, :] - 2.0 * cov, 0.0))
-        gap = mean[None, :] - mean[:, None]                  # gap[i, j]: mean of T_j − T_i over the draws
-        eps = 1e-9 * max(1.0, float(np.abs(totals).max()))
-        sure_better = gap > _SURE_BETTER * sd + eps
-        sure_not = gap < _SURE_NOT * sd - eps
-        not_ahead = _not_ahead_counts(totals, ~(sure_better | sure_not))
-        better = np.where(sure_better, True, np.where(sure_not, False, (not_ahead >= 0) & (not_ahead < cut)))
-    else:
-        better = _not_ahead_counts(totals) < cut              # better[i, j]: j significantly better than i
-    np.fill_diagonal(better, False)
-    n_better = better.sum(axis=1)                             # entries significantly better than i
-    n_worse = better.sum(axis=0)                              # entries i is significantly better than
-    return [(1 + int(n_better[i]), m - int(n_worse[i])) for i in range(m)]
+    _, better = better_matrix(scores, resamples=resamples, seed=seed, level=level, prune=prune)
+    return bounds_from(better)
 
 
-def rank_groups(entries: list[BoardEntry], *, cache: dict | None = None, **kwargs) -> dict[str, tuple[int, int, int]]:
-    """Entry id -> (best, worst, group size), each entry ranked within its rank group only. `cache` (a dict the
-    caller keeps) holds each group's ranks under its members' (id, version): a publish recomputes its group
-    only."""
+def group_grade_sets(members: list[BoardEntry]) -> tuple[dict[str, np.ndarray], dict[str, int], dict[str, str]]:
+    """(grade set -> per-sample means, grade set -> entries, entry id -> grade set) of one rank group's
+    members, at most `MAX_GRADE_SETS` grade sets (the first published; later ones are left out, unranked)."""
+    vectors: dict[str, np.ndarray] = {}
+    mult: dict[str, int] = {}
+    of: dict[str, str] = {}
+    for e in members:
+        digest, means = e.grade_set
+        if digest not in vectors:
+            if len(vectors) >= MAX_GRADE_SETS:
+                continue
+            vectors[digest] = means
+        mult[digest] = mult.get(digest, 0) + 1
+        of[e.id] = digest
+    return vectors, mult, of
+
+
+def rank_groups(entries: list[BoardEntry], *, resamples: int = RANK_RESAMPLES, seed: int = RANK_SEED,
+                level: float = RANK_LEVEL) -> dict[str, tuple[int, int, int]]:
+    """Entry id -> (best, worst, group size), each ranked entry (`rank_key`) ranked within its rank group only;
+    entries with identical grades count once in the work and each in the ranks (`board_ranks`). Entries not
+    ranked are absent. A long-lived board keeps its groups up to date instead (`board_book.BoardBook`)."""
     groups: dict[tuple, list[BoardEntry]] = {}
     for e in entries:
-        groups.setdefault(e.group, []).append(e)
+        key = rank_key(e)
+        if key is not None:
+            groups.setdefault(key, []).append(e)
     out: dict[str, tuple[int, int, int]] = {}
-    fresh = {}
-    for group, members in groups.items():
-        key = (group, tuple((e.id, e.version) for e in members))
-        bounds = cache.get(key) if cache is not None else None
-        if bounds is None:
-            ids = list(members[0].meta.get("sample_ids") or sorted(members[0].scores))
-            matrix = np.vstack([e.sample_means(ids) for e in members])
-            matrix = np.nan_to_num(matrix, nan=0.0)      # published entries are complete: no NaN in practice
-            bounds = rank_bounds(matrix, **kwargs)
-        fresh[key] = bounds
-        for e, (best, worst) in zip(members, bounds):
-            out[e.id] = (best, worst, len(members))
-    if cache is not None:
-        cache.clear()
-        cache.update(fresh)
+    for members in groups.values():
+        vectors, mult, of = group_grade_sets(members)
+        ranks = GroupRanks(len(members[0].sample_ids), resamples=resamples, seed=seed, level=level)
+        bounds = ranks.build(vectors, mult).bounds()
+        for e in members:
+            if e.id in of:
+                out[e.id] = (*bounds[of[e.id]], ranks.size)
     return out
 
 
@@ -396,24 +519,58 @@ class BoardRow:
     reference: bool = False
     metric_note: str | None = None
     official_equivalent: list[float | None] | None = None
+    provenance: str = ""                       # `provenance.label`: "imported, judge not verified", ...
+    verified: bool = False                     # the judge is vouched for (graded here on a trusted endpoint, or host)
+    rank_note: str = ""                        # why there is no rank ("not ranked: …", "ranking…"), "" when ranked
+    provenance_detail: dict | None = None      # the frozen provenance record (API, MCP, JSON download)
+    official_equivalent_label: str = ""     # in-sample, extrapolated
+    official_equivalent_check: str = ""     # the check it rests on (id, date, reference models and their range)
+
+    def rank_cell(self) -> str:
+        """The rank column: ``2–4``; ``ref`` for the paper's rows; ``…`` while the group is being ranked; ``—``
+        for an entry that is not ranked (its `rank_note` says why)."""
+        if self.reference:
+            return "ref"
+        if self.rank is None and self.rank_note.startswith("ranking"):
+            return "…"
+        return format_rank(self.rank)
+
+    def estimate_text(self) -> str:
+        """The estimate column's cell: ``33.0 [30.0, 36.3] · extrapolated · check 3f2a9c1b (…)``, "official metric"
+        for the official judge, "" otherwise."""
+        if self.kind == "official":
+            # an unverified claim (an imported file that names gpt-4-0613) is not presented as the official metric
+            return OFFICIAL_METRIC if (self.reference or self.verified) else "official judge claimed, not verified"
+        if not self.official_equivalent:
+            return ""
+        est, low, high = self.official_equivalent
+        parts = [f"{est:.1f} [{low:.1f}, {high:.1f}]", self.official_equivalent_label, self.official_equivalent_check]
+        return " · ".join(p for p in parts if p)
 
     def cells(self) -> list:
         """The row as the view's table shows it (`TABLE_COLUMNS`)."""
         ci = "" if None in self.ci else f"[{self.ci[0]:.1f}, {self.ci[1]:.1f}]"
-        return [format_rank(self.rank) if not self.reference else "ref", self.name, self.judge, self.kind,
-                self.benchmark_label, self.runs, _num(self.total), ci,
+        return [self.rank_cell(), self.name, self.judge, self.kind, self.provenance,
+                self.benchmark_label, self.runs, _num(self.total), ci, self.estimate_text(),
                 *[_num(self.capabilities.get(c)) for c in SIX], self.date,
                 "paper" if self.reference else self.version, self.entry]
 
-    def to_json(self) -> dict:
-        """What ``leaderboard show --json``, the downloads and the API return for this row."""
-        return {"entry": self.entry, "name": self.name, "link": self.link, "judge": self.judge,
+    def to_json(self, *, detail: bool = False) -> dict:
+        """What ``leaderboard show --json``, the downloads and the API return for this row; `detail` adds the
+        frozen provenance record (the downloads, one entry's card) to its label."""
+        out = {"entry": self.entry, "name": self.name, "link": self.link, "judge": self.judge,
                 "judge_kind": self.kind, "benchmark": self.benchmark, "benchmark_label": self.benchmark_label,
                 "runs": self.runs, "total": self.total, "ci": list(self.ci), "rank": self.rank,
                 "rank_group_size": self.group_size, "capabilities": self.capabilities,
                 "integrations": self.integrations, "date": self.date, "version": self.version,
                 "reference": self.reference, "metric_note": self.metric_note,
-                "official_equivalent": self.official_equivalent}
+                "official_equivalent": self.official_equivalent,
+                "official_equivalent_label": self.official_equivalent_label,
+                "official_equivalent_check": self.official_equivalent_check, "provenance": self.provenance,
+                "verified": self.verified, "rank_note": self.rank_note}
+        if detail:
+            out["provenance_detail"] = self.provenance_detail
+        return out
 
 
 def _num(x) -> float | None:
@@ -425,24 +582,33 @@ def _ci(meta: dict) -> list[float | None]:
     return [None if v is None else round(float(v), 1) for v in ci[:2]] + [None] * (2 - len(ci[:2]))
 
 
+#: The rank note of an entry whose group is being ranked in the background.
+RANKING_NOTE = "ranking… (its group is being ranked; reload in a moment)"
+GROUP_FULL_NOTE = f"not ranked: its rank group holds {MAX_GRADE_SETS} distinct grade sets already"
+
+
 def board_rows(entries: list[BoardEntry], ranks: dict[str, tuple[int, int, int]], *,
-               estimate: Callable[[BoardEntry], tuple | None] | None = None) -> list[BoardRow]:
-    """One `BoardRow` per entry, with its rank from `rank_groups`. `estimate` is the official-equivalent hook
-    (see the module docstring): None leaves ``official_equivalent`` empty."""
+               estimate: Callable[[BoardEntry], dict | None] | None = None,
+               pending: Iterable[str] = ()) -> list[BoardRow]:
+    """One `BoardRow` per entry, with its rank from `rank_groups` and its provenance. `estimate` gives a successor
+    entry's official-equivalent estimate (see the module docstring): None leaves ``official_equivalent`` empty.
+    Entries in `pending` belong to a group being ranked (`RANKING_NOTE`)."""
     rows = []
+    pending = set(pending)
     for e in entries:
-        m = e.meta
         best, worst, size = ranks.get(e.id, (None, None, 0))
-        eq = estimate(e) if estimate is not None and m.get("judge_kind") == "successor" else None
-        rows.append(BoardRow(
-            entry=e.id, name=e.name, link=e.link, judge=str(m.get("judge", "?")), kind=str(m.get("judge_kind", "?")),
-            benchmark=str(m.get("benchmark", "?")), benchmark_label=str(m.get("benchmark_label", "?")),
-            runs=int(m.get("runs", 0)), total=_num(m.get("total")), ci=_ci(m),
-            rank=[best, worst] if best is not None else None, group_size=size,
-            capabilities={c: _num(v) for c, v in (m.get("capabilities") or {}).items()},
-            integrations={c: _num(v) for c, v in (m.get("integrations") or {}).items()},
-            date=str(m.get("date", "")), version=e.version, metric_note=m.get("metric_note"),
-            official_equivalent=list(eq) if eq else None))
+        base = e.row
+        row = copy.copy(base)                    # a shallow copy: the rank is the row's own, the rest shared
+        if best is not None:
+            row.rank, row.group_size, row.rank_note = [best, worst], size, ""
+        else:
+            row.rank_note = RANKING_NOTE if e.id in pending else base.rank_note or GROUP_FULL_NOTE
+        if estimate is not None and e.meta.get("judge_kind") == "successor":
+            eq = estimate(e)
+            row.official_equivalent = [eq["estimate"], eq["low"], eq["high"]] if eq else None
+            row.official_equivalent_label = eq.get("label", "") if eq else ""
+            row.official_equivalent_check = eq.get("check_text", "") if eq else ""
+        rows.append(row)
     return rows
 
 
@@ -460,7 +626,8 @@ def paper_rows() -> list[BoardRow]:
                                 runs=5, total=_num(s["total"]), ci=[None, None], rank=None, group_size=0,
                                 capabilities={c: _num(v) for c, v in s["capabilities"].items()},
                                 integrations={c: _num(v) for c, v in s["integrations"].items()},
-                                date="2023 (paper)", version=0, reference=True))
+                                date="2023 (paper)", version=0, reference=True, provenance=prov.PAPER_LABEL,
+                                verified=True, rank_note="reference row: the paper's published totals (not ranked)"))
     return out
 
 
@@ -574,7 +741,7 @@ def rows_csv(rows: list[BoardRow]) -> str:
 def rows_json(rows: list[BoardRow], f: BoardFilter | None = None) -> str:
     """The board as JSON: ``{"filter", "rank_note", "entries": [row.to_json()]}``."""
     return json.dumps({"filter": asdict((f or BoardFilter()).normalised()), "rank_note": RANK_NOTE,
-                       "entries": [r.to_json() for r in rows[:MAX_ROWS]]}, ensure_ascii=False, indent=1)
+                       "entries": [r.to_json(detail=True) for r in rows[:MAX_ROWS]]}, ensure_ascii=False, indent=1)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -585,22 +752,99 @@ def rows_json(rows: list[BoardRow], f: BoardFilter | None = None) -> str:
 PIN_REASON = "published"
 
 
+#: Grades that differ from another owner's entry on at most this share of the samples (at least one sample) are
+#: a copy of it: an honest second grading of other answers never agrees on 99 % of MM-Vet's open-ended samples.
+COPY_SHARE = 0.01
+
+
+@lru_cache(maxsize=1)
+def _paper_keys() -> dict[str, str]:
+    return {name_key(r.name): r.name for r in paper_rows()}
+
+
+def check_name_free(heads: Iterable[dict], name: str, owner_h: str, *, entry_id: str = "") -> None:
+    """Refuse (`BoardError`) a display name that looks like another owner's entry (`names.name_key`: the same
+    TR39 skeleton, case folded) or like one of the paper's reference rows. `heads` are `Store.board_heads` rows
+    (every entry, withdrawn ones too: a name stays its owner's); the entries of `owner_h` (an `owner_hash`) and
+    `entry_id` (the entry being renamed) do not count."""
+    key = name_key(name)
+    if key in _paper_keys():
+        raise BoardError(f"“{name}” looks like the paper's reference row “{_paper_keys()[key]}”: choose a name "
+                         "that says whose run this is.")
+    mine = owner_h
+    for h in heads:
+        if h["id"] != entry_id and h["owner_hash"] != mine and name_key(h["name"]) == key:
+            raise BoardError(f"“{name}” looks the same as the name of another owner's entry ({h['id']}); names "
+                             "that read alike (letters of other scripts, case, look-alike digits) belong to the "
+                             "first owner. Choose another name.")
+
+
+def find_copy(entries: Iterable[BoardEntry], meta: dict, scores: dict, owner: str, *,
+              entry_id: str = "") -> tuple[BoardEntry, int] | None:
+    """(entry, samples that differ) of another owner whose grades are the same as these (per-sample means over
+    the judge runs, on the same samples), or differ on at most `COPY_SHARE` of the samples; None otherwise."""
+    mine, ids = owner_hash(owner), list(meta.get("sample_ids") or sorted(scores))
+    means = np.nan_to_num(sample_means(ids, scores), nan=0.0)
+    allowed = max(1, int(len(ids) * COPY_SHARE))
+    same = [e for e in entries if e.id != entry_id and e.owner_hash != mine
+            and e.meta.get("samples_sha") == meta.get("samples_sha") and e.sample_ids == ids]
+    if not same:
+        return None
+    others = np.vstack([e.grade_set[1] for e in same])
+    differ = np.count_nonzero(np.abs(others - means[None, :]) > 1e-6, axis=1)
+    best = int(np.argmin(differ))
+    return (same[best], int(differ[best])) if differ[best] <= allowed else None
+
+
+def copy_message(found: tuple[BoardEntry, int], n: int) -> str:
+    entry, differ = found
+    where = "on the board" if entry.published and not entry.hidden else "published"
+    how = "" if differ == 0 else f" (all but {differ} of {n} samples graded the same)"
+    return (f"These grades are already {where} as “{entry.name}” (entry {entry.id}){how}: another owner's "
+            "grades cannot be published again under a new name.")
+
+
 def publish_view(store, view, *, name: str, link: str = "", owner: str = "", republish: bool = False,
-                 tool_version: str = "") -> BoardEntry:
+                 tool_version: str = "", trusted=None, others: list[BoardEntry] | None = None) -> BoardEntry:
     """Publish a finished run (`runs.RunView`) as a new entry, or with `republish` as a new version of the entry
-    already published from it. Validates name and link; `BoardError` when refused (a run already on the board
-    without `republish`, an incomplete run, a bad name or link)."""
+    already published from it. Validates name and link; `BoardError` when refused: a run already on the board
+    without `republish`, an incomplete run, a bad name or link, a name that looks like another owner's
+    (`check_name_free`), grades that are another owner's entry's (`find_copy`). `trusted`: the endpoints this
+    server trusts (`provenance.run_provenance`); `others`: every entry (withdrawn too) when the caller holds them
+    decoded, else they are read from the store."""
     clean, url = clean_display_name(name), check_link(link)
     existing = store.board_entry_for_run(view.run.id)
     if existing is not None and not republish:
         raise BoardError(f"This run is already on the board as entry {existing['id']} (version "
                          f"{existing['version']}): rename it, or republish it to store a new version.")
-    meta, scores = make_snapshot(view, tool_version=tool_version)
+    meta, scores = make_snapshot(view, tool_version=tool_version, trusted=trusted)
     entry_id = existing["id"] if existing else new_entry_id()
+    check_name_free(store.board_heads(include_withdrawn=True), clean, owner_hash(owner), entry_id=entry_id)
+    found = find_copy(load_entries(store, include_withdrawn=True) if others is None else others, meta, scores,
+                      owner, entry_id=entry_id)
+    if found is not None:
+        raise BoardError(copy_message(found, len(meta["sample_ids"])))
     store.add_board_version(entry_id, run_id=view.run.id, owner_hash=owner_hash(owner), name=clean, link=url,
                             meta=meta, scores=scores)
     store.pin_run(view.run.id, PIN_REASON)          # a published run never expires (its card stays openable)
     return load_entry(store, entry_id)
+
+
+def verify_entry(store, entry_id: str, verified: bool = True) -> BoardEntry:
+    """The host vouches for an entry's judge at its current version (or withdraws that): written into the
+    version's provenance (`provenance.mark_verified`); a later version starts unverified. `BoardError` when there
+    is no such entry."""
+    try:
+        entry = load_entry(store, entry_id or "")
+        if entry is not None:
+            check_version(entry.meta, entry.scores)
+    except (SchemaError, ValueError, TypeError, KeyError, RecursionError) as e:
+        raise BoardError(f"Entry {entry_id}'s stored copy is damaged ({e}): it cannot be verified.") from None
+    if entry is None:
+        raise BoardError("No such leaderboard entry.")
+    meta = {**entry.meta, "provenance": prov.mark_verified(entry.meta.get("provenance"), verified)}
+    store.set_board_meta(entry.id, entry.version, meta)
+    return load_entry(store, entry.id)
 
 
 def load_entry(store, entry_id: str) -> BoardEntry | None:
@@ -608,14 +852,25 @@ def load_entry(store, entry_id: str) -> BoardEntry | None:
     row = store.board_entry(entry_id or "")
     if row is None:
         return None
-    versions = {v["version"]: v for v in store.board_versions(entry_id)}
-    v = versions[row["version"]]
+    v = store.board_version(entry_id, row["version"])
+    if v is None:
+        return None
     return entry_from_row({**row, "published_at": v["published_at"], "meta": v["meta"], "scores": v["scores"]})
 
 
-def load_entries(store, *, include_withdrawn: bool = False) -> list[BoardEntry]:
-    """The entries on the board (published, not hidden), or every entry with `include_withdrawn`."""
-    return [entry_from_row(r) for r in store.board_entries(include_withdrawn=include_withdrawn)]
+def load_entries(store, *, include_withdrawn: bool = False, skipped: list | None = None) -> list[BoardEntry]:
+    """The entries on the board (published, not hidden), or every entry with `include_withdrawn`. A stored row
+    that does not fit the schema (`board_schema`) is skipped, named in the log (and appended to `skipped`):
+    one bad row never takes the board down."""
+    out = []
+    for r in store.board_entries(include_withdrawn=include_withdrawn):
+        try:
+            out.append(entry_from_row(r, check=True))
+        except (SchemaError, ValueError, TypeError, KeyError, RecursionError) as e:
+            log.warning("%s", describe_bad_row(r, e))
+            if skipped is not None:
+                skipped.append((r.get("id"), r.get("version"), str(e)))
+    return out
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -653,21 +908,28 @@ EXPORT_COLUMNS = ["entry_id", "version", "current", "run_id", "owner_hash", "nam
 def export_board(store, out_dir: str | Path) -> Path:
     """Write every entry and version (withdrawn ones too, with their flags) to ``out_dir/board.jsonl`` plus a
     dataset card ``README.md``: a folder ``datasets.load_dataset(out_dir)`` reads and ``huggingface-cli upload``
-    can push to a dataset repository. Returns the JSONL path."""
+    can push to a dataset repository. Each row says its provenance (`provenance.label`). Returns the JSONL
+    path. A stored version whose meta is not JSON is exported as stored (its summary columns empty): the
+    backup keeps it, an import refuses it."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     entries = store.board_entries(include_withdrawn=True)
     lines = []
     for e in entries:
         for v in store.board_versions(e["id"]):
-            meta = json.loads(v["meta"])
-            ci = meta.get("ci") or [None, None]
+            try:
+                meta = json.loads(v["meta"])
+                meta = meta if isinstance(meta, dict) else {}
+            except (TypeError, ValueError):
+                meta = {}
+            ci = meta.get("ci") if isinstance(meta.get("ci"), list) and len(meta["ci"]) == 2 else [None, None]
             lines.append(json.dumps({
                 "entry_id": e["id"], "version": v["version"], "current": v["version"] == e["version"],
                 "run_id": e["run_id"], "owner_hash": e["owner_hash"], "name": e["name"], "link": e["link"],
                 "published": bool(e["published"]), "hidden": bool(e["hidden"]), "published_at": v["published_at"],
                 "judge": meta.get("judge"), "judge_kind": meta.get("judge_kind"), "benchmark": meta.get("benchmark"),
                 "total": meta.get("total"), "ci_low": ci[0], "ci_high": ci[1], "runs": meta.get("runs"),
+                "provenance": prov.label(meta.get("provenance") if isinstance(meta.get("provenance"), dict) else None),
                 "meta": v["meta"], "scores": v["scores"]}, ensure_ascii=False))
     path = out / EXPORT_FILE
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
@@ -676,40 +938,43 @@ def export_board(store, out_dir: str | Path) -> Path:
     return path
 
 
-def _check_import_row(row: dict, n: int) -> tuple[dict, dict]:
+def _check_import_row(row: object, n: int) -> tuple[dict, dict, str, str]:
+    """(meta, scores, name, link) of a backup line, or `BoardError` "board.jsonl line N, field F: why"."""
     where = f"{EXPORT_FILE} line {n}"
     try:
-        meta, scores = json.loads(row["meta"]), json.loads(row["scores"])
-        if not isinstance(meta, dict) or not isinstance(scores, dict):
-            raise ValueError("meta and scores must be JSON objects")
-        for sid, runs in scores.items():
-            if not isinstance(runs, list) or any(v is not None and not (0.0 <= float(v) <= 1.0) for v in runs):
-                raise ValueError(f"sample {sid}: scores must be lists of numbers in [0, 1]")
-        means = [sum(float(v) for v in r if v is not None) / max(1, sum(v is not None for v in r))
-                 for r in scores.values()]
-        total = meta.get("total")
-        # the frozen total must be what the frozen scores give (a tampered file is refused)
-        if total is not None and means and abs(100.0 * sum(means) / len(means) - float(total)) > 0.051:
-            raise ValueError(f"its total {total} is not what its scores give "
-                             f"({100.0 * sum(means) / len(means):.2f})")
-        clean_display_name(row["name"])
-        check_link(row.get("link", ""))
-        if not re.fullmatch(r"[\w-]{1,40}", str(row["entry_id"])) or int(row["version"]) < 1:
-            raise ValueError("bad entry id or version")
-    except (KeyError, TypeError, ValueError, BoardError) as e:
-        raise BoardError(f"{where}: {e}") from None
-    return meta, scores
+        meta, scores = check_backup_row(row)
+    except SchemaError as e:
+        raise BoardError(f"{where}, {e}") from None
+    for field, check in (("name", clean_display_name), ("link", check_link)):
+        try:
+            value = check(row.get(field, ""))
+        except BoardError as e:
+            raise BoardError(f"{where}, field {field}: {e}") from None
+        if field == "name" and value != row["name"]:
+            raise BoardError(f"{where}, field name: not a display name as the board stores one")
+    shown = prov.label(meta.get("provenance"))
+    if "provenance" in row and row["provenance"] != shown:
+        raise BoardError(f"{where}, field provenance: {row['provenance'][:60]!r} differs from the entry's own "
+                         f"record ({shown!r})")
+    return meta, scores, row["name"], row.get("link", "")
 
 
-def import_board(store, in_dir: str | Path) -> int:
+def import_board(store, in_dir: str | Path, *, trust: bool = False) -> int:
     """Restore the entries of an `export_board` folder (its ``board.jsonl``) into `store`; existing versions of the
-    same entries are replaced, other entries kept. Every row is checked before anything is written (names,
-    links, scores in [0, 1], totals consistent with scores); `BoardError` names the first bad line. Returns the
-    number of versions imported."""
+    same entries are replaced, other entries kept. Every row is checked field by field before anything is
+    written (`board_schema.check_backup_row`: types, ranges, totals, capabilities and integrations recomputed
+    from the scores; names and links by the board's rules; one current version per entry; no name that looks
+    like another owner's); `BoardError` names the first bad line and field and nothing is written.
+
+    A backup's provenance is its own word: without `trust` every restored version is marked ``restored`` and
+    unverified (not ranked until the host verifies it, `verify_entry`); with `trust` (the host's own backup) its
+    records are kept as they are. Returns the number of versions imported."""
     path = Path(in_dir) / EXPORT_FILE
     if not path.is_file():
         raise BoardError(f"{in_dir} holds no {EXPORT_FILE} (write one with `leaderboard export`).")
     rows = []
+    seen: dict[tuple[str, int], int] = {}
+    current: dict[str, int] = {}
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
@@ -717,30 +982,54 @@ def import_board(store, in_dir: str | Path) -> int:
             row = json.loads(line)
         except json.JSONDecodeError as e:
             raise BoardError(f"{EXPORT_FILE} line {n}: not JSON ({e.msg})") from None
-        rows.append((row, *_check_import_row(row, n)))
-    rows.sort(key=lambda t: (t[0]["entry_id"], int(t[0]["version"])))
-    for row, meta, scores in rows:
-        store.add_board_version(row["entry_id"], run_id=str(row.get("run_id", "")),
-                                owner_hash=str(row.get("owner_hash", owner_hash(""))),
-                                name=clean_display_name(row["name"]), link=check_link(row.get("link", "")),
-                                meta=meta, scores=scores, published_at=float(row.get("published_at") or time.time()),
-                                version=int(row["version"]), published=bool(row.get("published", True)),
-                                hidden=bool(row.get("hidden", False)))
-    for row, _, _ in rows:        # flags and the current version as exported
-        if row.get("current"):
-            store.set_board_current(row["entry_id"], int(row["version"]), published=bool(row.get("published", True)),
-                                    hidden=bool(row.get("hidden", False)), name=clean_display_name(row["name"]),
-                                    link=check_link(row.get("link", "")))
+        except RecursionError:
+            raise BoardError(f"{EXPORT_FILE} line {n}: JSON nested too deep") from None
+        meta, scores, name, link = _check_import_row(row, n)
+        key = (row["entry_id"], row["version"])
+        if key in seen:
+            raise BoardError(f"{EXPORT_FILE} line {n}, field version: entry {key[0]} version {key[1]} is on line "
+                             f"{seen[key]} already")
+        seen[key] = n
+        if row["current"]:
+            if row["entry_id"] in current:
+                raise BoardError(f"{EXPORT_FILE} line {n}, field current: entry {row['entry_id']} has a current "
+                                 f"version on line {current[row['entry_id']]} already")
+            current[row["entry_id"]] = n
+        if not trust:
+            meta = {**meta, "provenance": prov.mark_restored(meta.get("provenance"))}
+        rows.append((n, row, meta, scores, name, link))
+    for n, row, *_ in rows:
+        if row["entry_id"] not in current:
+            raise BoardError(f"{EXPORT_FILE} line {n}, field current: entry {row['entry_id']} has no current version")
+    # names: none may look like another owner's, in the file or among the entries the import keeps
+    heads = [h for h in store.board_heads(include_withdrawn=True) if h["id"] not in current]
+    for n, row, _, _, name, _ in rows:
+        if row["current"]:
+            try:
+                check_name_free(heads, name, row["owner_hash"], entry_id=row["entry_id"])
+            except BoardError as e:
+                raise BoardError(f"{EXPORT_FILE} line {n}, field name: {e}") from None
+            heads.append({"id": row["entry_id"], "owner_hash": row["owner_hash"], "name": name})
+    rows.sort(key=lambda t: (t[1]["entry_id"], t[1]["version"]))
+    for _, row, meta, scores, name, link in rows:
+        store.add_board_version(row["entry_id"], run_id=str(row.get("run_id", "")), owner_hash=row["owner_hash"],
+                                name=name, link=link, meta=meta, scores=scores, published_at=row["published_at"],
+                                version=row["version"], published=row["published"], hidden=row["hidden"])
+    for _, row, _, _, name, link in rows:        # flags and the current version as exported
+        if row["current"]:
+            store.set_board_current(row["entry_id"], row["version"], published=row["published"],
+                                    hidden=row["hidden"], name=name, link=link)
     return len(rows)
 
 
 def describe_entries(rows: Iterable[BoardRow]) -> str:
     """A plain-text table of rows for the CLI."""
-    lines = [f"{'rank':>7}  {'total':>5}  {'95% CI':>13}  {'judge':<18} {'benchmark':<10} runs  name (entry)"]
+    lines = [f"{'rank':>7}  {'total':>5}  {'95% CI':>13}  {'judge':<18} {'benchmark':<10} runs  name (entry)  "
+             "· provenance"]
     for r in rows:
         ci = "" if None in r.ci else f"[{r.ci[0]:.1f}, {r.ci[1]:.1f}]"
-        rank = "ref" if r.reference else format_rank(r.rank)
         total = "" if r.total is None else f"{r.total:.1f}"
-        lines.append(f"{rank:>7}  {total:>5}  {ci:>13}  {r.judge[:18]:<18} {r.benchmark[:10]:<10} {r.runs:>4}  "
-                     f"{r.name}" + (f" ({r.entry}, v{r.version})" if r.entry else ""))
+        lines.append(f"{r.rank_cell():>7}  {total:>5}  {ci:>13}  {r.judge[:18]:<18} {r.benchmark[:10]:<10} "
+                     f"{r.runs:>4}  {r.name}" + (f" ({r.entry}, v{r.version})" if r.entry else "")
+                     + f"  · {r.provenance}")
     return "\n".join(lines)

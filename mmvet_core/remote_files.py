@@ -11,6 +11,10 @@ bounds, before any reader sees it:
   private, link-local (cloud metadata) or reserved address, checked first for a clear message
   (`check_endpoint_url`) and again by the connection's own resolver (DNS rebinding changes nothing); redirects
   are not followed (a public URL cannot bounce the server to an internal one).
+- **Time.** A download has one deadline for all of it (the name's lookup, connect, headers, body): a server that
+  drips a byte every second is cut at ``deadline`` seconds (`DOWNLOAD_TIMEOUT`; ``MMVET_FETCH_DEADLINE_S``).
+- **Slots.** Reading a visitor's file holds a slot (`FetchSlots`): a few at once for the whole server, and a
+  share of them per visitor, so that one address (four slow URLs at once) cannot keep every other agent waiting.
 - **Names.** The local file's name is made safe (no path, no odd characters); it only hints at the format and the
   model name, the readers look at the content.
 
@@ -21,16 +25,22 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from .transport import CAPPED, BlockedDestination, EndpointPolicy, check_endpoint_url, make_http_client
 
-__all__ = ["RemoteFileError", "decode_data_uri", "download_url", "fetch_visitor_file", "safe_file_name"]
+__all__ = ["FetchSlots", "RemoteFileError", "SlotRefused", "decode_data_uri", "download_url", "fetch_visitor_file",
+           "safe_file_name"]
 
-#: seconds for the whole download (connect, headers and body)
+#: seconds for the whole download (the name's lookup, connect, headers and body), unless the caller says otherwise
 DOWNLOAD_TIMEOUT = 30.0
+BUSY = "The server is busy reading other files; try again in a minute."
 #: extensions the results readers know, by the media type of a data URI
 MEDIA_EXTENSIONS = {"application/json": ".json", "application/jsonl": ".jsonl", "application/x-ndjson": ".jsonl",
                     "application/jsonlines": ".jsonl", "text/csv": ".csv", "text/tab-separated-values": ".tsv",
@@ -39,6 +49,61 @@ MEDIA_EXTENSIONS = {"application/json": ".json", "application/jsonl": ".jsonl", 
 
 class RemoteFileError(ValueError):
     """The string is not a usable file: its message says why (shown to the visitor or agent)."""
+
+
+class SlotRefused(RemoteFileError):
+    """No slot to read a file now (`FetchSlots`): the message says whether the server or the visitor is busy."""
+
+
+class FetchSlots:
+    """Slots for reading visitors' files (a download or a decode, then the parse): at most `total` at once, at most
+    `per_visitor` of them held by one visitor. A visitor at their share is refused at once (their own files are
+    what they wait for); another waits up to `wait` seconds for a free slot, then is told the server is busy.
+    Thread-safe (the agents' tools run on the server's worker threads)."""
+
+    def __init__(self, total: int = 4, per_visitor: int = 1, wait: float = 10.0):
+        self.total, self.per_visitor, self.wait = max(1, total), max(1, per_visitor), wait
+        self._held: dict[str, int] = {}
+        self._cond = threading.Condition()
+
+    def in_use(self) -> int:
+        with self._cond:
+            return sum(self._held.values())
+
+    @contextlib.contextmanager
+    def slot(self, visitor: str):
+        """Hold a slot for `visitor` while the block runs; `SlotRefused` when none is given.
+
+        >>> slots = FetchSlots(total=2, per_visitor=1, wait=0.0)
+        >>> with slots.slot("a"):
+        ...     with slots.slot("a"): pass
+        Traceback (most recent call last):
+        mmvet_core.remote_files.SlotRefused: Your address is already reading 1 file here (at most 1 at once): wait until it is read, then try again.
+        >>> with slots.slot("a"), slots.slot("b"):
+        ...     with slots.slot("c"): pass
+        Traceback (most recent call last):
+        mmvet_core.remote_files.SlotRefused: The server is busy reading other files; try again in a minute.
+        """
+        with self._cond:
+            if self._held.get(visitor, 0) >= self.per_visitor:
+                n = self.per_visitor
+                raise SlotRefused(f"Your address is already reading {n} file{'s' if n > 1 else ''} here (at most {n} "
+                                  "at once): wait until it is read, then try again.")
+            deadline = time.monotonic() + self.wait
+            while sum(self._held.values()) >= self.total:
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._cond.wait(left):
+                    if sum(self._held.values()) >= self.total:
+                        raise SlotRefused(BUSY)
+            self._held[visitor] = self._held.get(visitor, 0) + 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._held[visitor] -= 1
+                if not self._held[visitor]:
+                    del self._held[visitor]
+                self._cond.notify()
 
 
 def safe_file_name(name: str, default: str = "results") -> str:
@@ -79,35 +144,57 @@ def decode_data_uri(text: str, max_bytes: int) -> tuple[bytes, str]:
     return data, MEDIA_EXTENSIONS.get(params[0].strip().lower(), "")
 
 
-async def _get(url: str, max_bytes: int, block_private: bool) -> tuple[bytes, bool, int]:
-    client = make_http_client(DOWNLOAD_TIMEOUT, EndpointPolicy(max_body_bytes=max_bytes + 1,
-                                                               block_private=block_private))
+async def _get(url: str, max_bytes: int, block_private: bool, deadline: float) -> tuple[bytes, bool, int]:
+    # the name is looked up inside the deadline too (a resolver that takes its time is a slow server)
+    await asyncio.to_thread(check_endpoint_url, url, block_private=block_private)
+    client = make_http_client(deadline, EndpointPolicy(max_body_bytes=max_bytes + 1, block_private=block_private))
     try:
-        response = await asyncio.wait_for(client.get(url), DOWNLOAD_TIMEOUT)
+        response = await client.get(url)
         return response.content, bool(response.extensions.get(CAPPED)), response.status_code
     finally:
         await client.aclose()
 
 
-def download_url(url: str, max_bytes: int, *, block_private: bool) -> bytes:
-    """The body of an http(s) URL, at most `max_bytes`; `RemoteFileError` for a refused destination (see the
-    module), a redirect, an error status, a timeout or a body over the limit."""
+def _run_within(coro, deadline: float):
+    """Run `coro` on a loop of its own and return its result, or `TimeoutError` after `deadline` seconds. Unlike
+    `asyncio.run`, the end never waits for a name lookup still running in a thread (a resolver that hangs is cut
+    by the deadline like a server that drips)."""
+    loop = asyncio.new_event_loop()
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="fetch-lookup")
+    loop.set_default_executor(pool)
     try:
-        check_endpoint_url(url, block_private=block_private)
+        return loop.run_until_complete(asyncio.wait_for(coro, deadline))
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+        try:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()
+
+
+def download_url(url: str, max_bytes: int, *, block_private: bool, deadline: float = DOWNLOAD_TIMEOUT) -> bytes:
+    """The body of an http(s) URL, at most `max_bytes`, all of it within `deadline` seconds; `RemoteFileError` for
+    a refused destination (see the module), a redirect, an error status, the deadline or a body over the limit."""
+    try:
+        check_endpoint_url(url, block_private=False)         # the form only: the address is checked in time
     except BlockedDestination as e:
         raise RemoteFileError(f"URL refused: {str(e).replace('base URL', 'URL')}") from None
     try:
-        data, capped, status = asyncio.run(_get(url, max_bytes, block_private))
+        data, capped, status = _run_within(_get(url, max_bytes, block_private, deadline), deadline)
     except BlockedDestination as e:
-        raise RemoteFileError(f"URL refused: {e}") from None
+        raise RemoteFileError(f"URL refused: {str(e).replace('base URL', 'URL')}") from None
     except TimeoutError:
-        raise RemoteFileError(f"the download took longer than {DOWNLOAD_TIMEOUT:.0f} s") from None
+        raise RemoteFileError(f"the download took longer than {deadline:g} s (this server's limit for a whole "
+                              "file)") from None
     except Exception as e:   # connection errors, TLS, a destination refused inside the transport
         cause = e
         while cause is not None and not isinstance(cause, BlockedDestination):
             cause = cause.__cause__ or cause.__context__
         if cause is not None:
             raise RemoteFileError(f"URL refused: {cause}") from None
+        if "timeout" in type(e).__name__.lower():
+            raise RemoteFileError(f"the download took longer than {deadline:g} s (this server's limit for a whole "
+                                  "file)") from None
         raise RemoteFileError(f"the download failed ({type(e).__name__})") from None
     if 300 <= status < 400:
         raise RemoteFileError("the URL redirects; give the final address (redirects are not followed)")
@@ -120,7 +207,7 @@ def download_url(url: str, max_bytes: int, *, block_private: bool) -> bytes:
 
 
 def fetch_visitor_file(source: str, dest_dir: str | Path, *, max_bytes: int, block_private: bool,
-                       file_name: str = "") -> Path:
+                       file_name: str = "", deadline: float = DOWNLOAD_TIMEOUT) -> Path:
     """Write the file `source` names (an http(s) URL or a base64 data URI) into `dest_dir` and return its path.
     `file_name` (else the URL's last path component, else ``results`` with the data URI's extension) names it.
     Raises `RemoteFileError` (see the module for what is refused)."""
@@ -129,7 +216,7 @@ def fetch_visitor_file(source: str, dest_dir: str | Path, *, max_bytes: int, blo
         data, ext = decode_data_uri(text, max_bytes)
         name = safe_file_name(file_name, "results" + ext)
     elif re.match(r"(?i)https?://", text):
-        data = download_url(text, max_bytes, block_private=block_private)
+        data = download_url(text, max_bytes, block_private=block_private, deadline=deadline)
         name = safe_file_name(file_name or unquote(urlsplit(text).path.rstrip("/").rsplit("/", 1)[-1]))
     else:
         raise RemoteFileError("pass the results file as an https:// URL or as a base64 data URI "

@@ -1,12 +1,19 @@
 """Requests per client on the app's API routes: a token bucket per visitor, and the ASGI middleware that applies it.
 
-One client (a script, a crowd of tabs behind one address) may send at most ``per_minute`` requests a minute to the
-routes that run the app's handlers or take uploads (``/gradio_api/call/…``, ``/gradio_api/queue/join``,
-``/gradio_api/run/…``, ``/gradio_api/upload``), in bursts of at most ``burst``; beyond it the server answers
-``429 Too Many Requests`` with ``Retry-After`` at once, before any handler or the queue sees the request. Pages,
-static files and the SSE streams that deliver answers are never counted. A visitor is whatever `identify` makes of
-the socket's peer and ``X-Forwarded-For`` (the service's salted address: a client cannot rotate the header to get
-more). Buckets live in memory, at most ``max_clients`` of them (the idlest are dropped first).
+One client (a script, an agent, a crowd of tabs behind one address) may send at most ``per_minute`` requests a
+minute to the routes that run the app's handlers (`limited`): every POST (or other non-GET) under
+``/gradio_api/`` (``call/``, ``run/``, ``api/``, ``queue/join``, ``upload``, ``cancel``, ``stream/``, the MCP
+messages, ...), ``GET /gradio_api/run/…``, and every request to the MCP server (``/gradio_api/mcp/…``: the SSE
+session, its messages, the streamable endpoint), in bursts of at most ``burst``. Pages, static files and the
+streams that deliver answers (``queue/data``, ``call/<api>/<event>``, ``heartbeat``) are never counted.
+
+Beyond the limit the request is refused before any handler or the queue sees it: ``429 Too Many Requests`` with
+``Retry-After``. An MCP tool call (a JSON-RPC ``tools/call`` message, on either MCP transport) is refused in the
+protocol instead, so that an honest agent's session survives and the agent reads why: the message goes through
+marked (`OVER_LIMIT` in the request's ``state``) and the tool answers a tool error with the wait
+(`over_limit_message`; `ui/mcp.py`). A visitor is whatever `identify` makes of the socket's peer and
+``X-Forwarded-For`` (the service's salted address: a client cannot rotate the header to get more). Buckets live in
+memory, at most ``max_clients`` of them (the idlest are dropped first).
 """
 from __future__ import annotations
 
@@ -18,10 +25,46 @@ from typing import Callable, Mapping
 
 from .hosting import env_number
 
-__all__ = ["RequestLimits", "RequestLimiter", "RequestLimitMiddleware", "LIMITED_PREFIXES"]
+__all__ = ["RequestLimits", "RequestLimiter", "RequestLimitMiddleware", "OVER_LIMIT", "limited",
+           "over_limit_message"]
 
-#: The routes that run handlers or take files (Gradio 6's API); everything else passes untouched.
-LIMITED_PREFIXES = ("/gradio_api/call/", "/gradio_api/queue/join", "/gradio_api/run/", "/gradio_api/upload")
+API = "/gradio_api/"
+MCP = "/gradio_api/mcp"
+#: Where the middleware leaves the refusal of an MCP tool call over the limit (``scope["state"]``, which is what a
+#: Starlette ``Request.state`` reads): the tool answers it as its error.
+OVER_LIMIT = "mmvet_over_limit"
+#: The MCP SDK refuses larger messages (413) itself; a body is read at most this far to tell a tool call.
+MAX_PEEK = 4 * 1024 * 1024
+
+
+def limited(method: str, path: str) -> bool:
+    """Whether a request runs a handler of the app and so counts against its client's limit (see the module).
+
+    >>> [limited("POST", p) for p in ("/gradio_api/call/status", "/gradio_api/api/grade", "/gradio_api/cancel")]
+    [True, True, True]
+    >>> [limited("GET", p) for p in ("/gradio_api/mcp/sse", "/gradio_api/mcp/", "/gradio_api/run/status")]
+    [True, True, True]
+    >>> [limited("GET", p) for p in ("/", "/gradio_api/queue/data", "/gradio_api/call/status/abc", "/gradio_api/info")]
+    [False, False, False, False]
+    """
+    if path == MCP or path.startswith(MCP + "/"):
+        return True
+    if not path.startswith(API):
+        return False
+    return method not in ("GET", "HEAD", "OPTIONS") or path.startswith(API + "run/")
+
+
+def over_limit_message(state) -> str | None:
+    """The refusal the middleware left for an MCP tool call (a ``Request.state``, or a ``scope["state"]`` dict),
+    or None when the call is within its client's limit."""
+    if isinstance(state, dict):
+        return state.get(OVER_LIMIT)
+    return getattr(state, OVER_LIMIT, None)
+
+
+def _refusal(limits: "RequestLimits", wait: float) -> str:
+    return (f"Too many requests from your address: at most {limits.per_minute:g} a minute. "
+            f"Try again in {max(1, round(wait))} s.")
 
 
 @dataclass(frozen=True)
@@ -72,7 +115,7 @@ class RequestLimiter:
 
 
 class RequestLimitMiddleware:
-    """ASGI middleware: `limiter` applied to `LIMITED_PREFIXES`, clients told apart by ``identify(peer,
+    """ASGI middleware: `limiter` applied to the requests `limited` names, clients told apart by ``identify(peer,
     x_forwarded_for)``. Install it with ``FastAPI(middleware=[Middleware(RequestLimitMiddleware, ...)])`` (Gradio:
     ``launch(app_kwargs=...)``)."""
 
@@ -80,8 +123,8 @@ class RequestLimitMiddleware:
         self.app, self.limiter, self.identify = app, limiter, identify
 
     async def __call__(self, scope, receive, send):
-        if scope.get("type") != "http" or not scope.get("path", "").startswith(LIMITED_PREFIXES) \
-                or scope.get("method") == "GET" and not scope["path"].startswith("/gradio_api/run/"):
+        path, method = scope.get("path", ""), scope.get("method", "GET")
+        if scope.get("type") != "http" or not limited(method, path):
             return await self.app(scope, receive, send)     # pages, files, and the streams that deliver answers
         client = scope.get("client")
         forwarded = None
@@ -91,10 +134,58 @@ class RequestLimitMiddleware:
         wait = self.limiter.allow(self.identify(client[0] if client else None, forwarded))
         if not wait:
             return await self.app(scope, receive, send)
-        body = json.dumps({"error": f"Too many requests from your address: at most "
-                                    f"{self.limiter.limits.per_minute:g} a minute. Try again in {wait:.0f} s."}
-                          ).encode()
+        message = _refusal(self.limiter.limits, wait)
+        rpc_id = None
+        if path.startswith(MCP) and method == "POST":
+            body, receive = await _peek(receive)
+            call = _json_rpc(body)
+            if call.get("method") == "tools/call" and "id" in call:
+                # answered by the tool, in the protocol (an HTTP error would end the agent's session)
+                scope.setdefault("state", {})[OVER_LIMIT] = message
+                return await self.app(scope, receive, send)
+            rpc_id = call.get("id")
+        if path.startswith(MCP):
+            payload = {"jsonrpc": "2.0", "id": rpc_id, "error": {"code": -32000, "message": message}}
+        else:
+            payload = {"error": message}
+        body = json.dumps(payload).encode()
         await send({"type": "http.response.start", "status": 429,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                                 (b"retry-after", str(max(1, round(wait))).encode())]})
         await send({"type": "http.response.body", "body": body})
+
+
+async def _peek(receive):
+    """(the request body, read up to `MAX_PEEK` bytes, and a `receive` that gives it again to the app)."""
+    chunks, size, more = [], 0, True
+    while more and size <= MAX_PEEK:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"", receive                      # the client went away
+        chunks.append(message.get("body", b""))
+        size += len(chunks[-1])
+        more = message.get("more_body", False)
+    body, replayed = b"".join(chunks), False
+
+    async def replay():
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": more}
+        return await receive()
+    return body, replay
+
+
+def _json_rpc(body: bytes) -> dict:
+    """The JSON-RPC message of an MCP body ({} when it is none: a batch, not JSON, too large).
+
+    >>> _json_rpc(b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {}}')["method"]
+    'tools/call'
+    >>> _json_rpc(b"[1, 2]"), _json_rpc(b"\\xff")
+    ({}, {})
+    """
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return {}
+    return message if isinstance(message, dict) else {}

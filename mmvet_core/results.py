@@ -1,5 +1,9 @@
 """Results files: read every format users have, detect which one it is, and check it against a benchmark.
 
+Its size (over 600 lines) has a reason: one reader per results format users have (about ten), each short, beside
+the detection that chooses among them and the validation report they share; splitting them would scatter the
+detection's table.
+
 Supported layouts (detected from the content, not the extension):
 
 - ``official-json``: the official ``{"v1_0": "answer", ...}`` (or ``v2_N``) mapping;

@@ -282,24 +282,6 @@ def equivalent_file_name(model: str, judge: str, n_runs: int, subset: str | None
     return cap.replace("-cap-score-", "-official-equivalent-estimate-")
 
 
-def run_equivalence(store: Store, view: "RunView"):
-    """The run's official-equivalent estimate (`equivalence.Equivalence`) from its judge's latest stored check,
-    or the reason there is none."""
-    from .equivalence import Equivalence, estimate_equivalent, unavailable_reason
-    from .judgecheck import stored_check
-
-    judge = view.run.judge
-    check = None
-    if judge.get("provider") != "imported":
-        settings = JudgeSettings(**{k: v for k, v in judge.items() if k in JudgeSettings.__dataclass_fields__})
-        check = stored_check(store, settings)
-    reason = unavailable_reason(judge, view.benchmark.version, check)
-    if reason is not None:          # said before any bootstrap is computed
-        return Equivalence(False, reason, str(judge.get("model", "?")))
-    rows = score_intervals(view.benchmark, view.effective_scores()) if view.n_graded else []
-    return estimate_equivalent(rows, check, run_judge=judge, benchmark_version=view.benchmark.version)
-
-
 def note_file_name(model: str, judge: str, n_runs: int, subset: str | None = None) -> str:
     """``{model}_{subset_}{judge}-note-{N}runs.txt``: what the exported numbers are when they are not the official
     metric of a complete run (overrides, partial grades, another judge): a file of its own, so the official CSVs
@@ -340,7 +322,7 @@ def make_note_text(view: RunView) -> str | None:
 def export_run(view: RunView, out_dir: str | Path, *, equivalence=None) -> dict[str, Path]:
     """Write the official grade JSON and, when every grade is in, both official CSVs (official format: their
     only extra is a ``note`` column when the judge or prompt is not the official one), the intervals CSV and, when
-    `equivalence` (`run_equivalence`) has an estimate, that estimate in a file of its own (never in the official
+    `equivalence` (`equivalence.estimate_run`) has an estimate, that estimate in a file of its own (never in the official
     files). Overrides and partial grades are said in a note file beside them (`make_note_text`). Returns the
     paths."""
     subset = "bardset" if view.benchmark.subset_name == "bard" else view.benchmark.subset_name
@@ -352,9 +334,8 @@ def export_run(view: RunView, out_dir: str | Path, *, equivalence=None) -> dict[
         paths["ci"] = write_intervals_csv(out_dir, view.benchmark, view.effective_scores(), view.run.model_name,
                                           view.judge_name, view.run.n_runs, subset)
         if equivalence is not None and equivalence.available:
-            from .equivalence import make_equivalent_csv_text
             path = out / equivalent_file_name(view.run.model_name, view.judge_name, view.run.n_runs, subset)
-            path.write_text(make_equivalent_csv_text(equivalence), encoding="utf-8")
+            path.write_text(equivalence.csv_text(), encoding="utf-8")
             paths["equivalent"] = path
     else:
         out.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,8 @@
 """Load an MM-Vet benchmark from any source, and restrict it to a subset.
 
+Its size (over 600 lines) has a reason: one loader per place a benchmark comes from (bundled, folder, zip,
+metadata JSON, v2, hub, parquet) and their safety checks, all ending in the one `benchmark_from_table`.
+
 `load_benchmark` accepts the bundled v1 metadata, the official folder / zip / metadata JSON (v1 and v2), a
 Hugging Face hub dataset (``whyu/mm-vet``, ``lmms-lab/MMVet``, ``whyu/mm-vet-v2`` and look-alikes) and local
 parquet files in a hub dataset's layout. Hub rows and local parquet rows go through the same code

@@ -1,7 +1,8 @@
 """The successor board: every judge checked on this server, side by side, to choose a successor to the shut-down
 official judge (``gpt-4-0613``).
 
-One row per stored judge check (the latest of each judge, prompt and reference sets; `Store.judge_checks`): the
+One row per checked judge (its current check: a check grows with every reference set the judge grades, so the
+largest and latest of each judge and prompt; `current_checks`): the
 judge, its endpoint's host, Δ̄ to the official grades, the total shift with its 95 % interval, Kendall's τ across the
 reference models, the verdict, whether official-equivalent estimates are available, the shutdown date the endpoint
 announced, the reference models and a link to the full report (``?check=<id>``). Pure: rows in, rows / CSV out.
@@ -72,12 +73,34 @@ def endpoint_label(judge: dict, host_base_url: str | None = None) -> str:
     return urlsplit(url).hostname or "api.openai.com" if url else "api.openai.com"
 
 
+def current_checks(checks: list[dict]) -> list[dict]:
+    """One check per judge (endpoint, model, token limit: the fingerprint) and prompt: the one with the most
+    reference models, the latest of those (a check grows; a smaller check stored before checks grew never shows
+    beside it with another answer). Order kept.
+
+    >>> c = lambda i, fp, n, t: {"id": i, "fingerprint": fp, "prompt": "p", "created_at": t,
+    ...                          "result": {"models": list(range(n))}}
+    >>> [x["id"] for x in current_checks([c("a", "j", 2, 3.0), c("b", "j", 4, 1.0), c("c", "k", 1, 2.0)])]
+    ['b', 'c']
+    """
+    best: dict[tuple, tuple] = {}
+    for c in checks:
+        key = (c.get("fingerprint"), c.get("prompt") or "")
+        size = len((c.get("result") or {}).get("models") or [])
+        rank = (size, float(c.get("created_at") or 0.0))
+        if key not in best or rank > best[key][0]:
+            best[key] = (rank, c.get("id"))
+    keep = {v[1] for v in best.values()}
+    return [c for c in checks if c.get("id") in keep]
+
+
 def board_rows(checks: list[dict], *, host_base_url: str | None = None,
                shutdowns: dict[str, date] | None = None) -> list[BoardRow]:
-    """Rows from `Store.judge_checks` entries. The shutdown date is the one the endpoint announced when the judge
-    was checked (recorded with the judge), else a known retirement from `shutdowns` (model -> date)."""
+    """Rows from `Store.judge_checks` entries, one per judge (`current_checks`). The shutdown date is the one the
+    endpoint announced when the judge was checked (recorded with the judge), else a known retirement from
+    `shutdowns` (model -> date)."""
     rows = []
-    for c in checks:
+    for c in current_checks(checks):
         try:
             result = JudgeCheckResult.from_dict(c["result"])
         except (KeyError, TypeError, ValueError):

@@ -92,8 +92,8 @@ def total_text(view: RunView) -> str:
     if s.total.mean is None:
         return "Total: — (nothing graded yet)"
     metric = view.metric_note
-    if view.run.judge.get("provider") == "baseline":
-        note = f" · {metric}"
+    if view.run.judge.get("provider") == "baseline" or (metric or "").startswith(f"judge {view.judge_text}:"):
+        note = f" · {metric}"            # the note names the judge already (once is enough)
     else:
         note = f" · judge {view.judge_text}" + (f" · {metric}" if metric else " · official MM-Vet metric")
     if not s.complete:
@@ -114,7 +114,11 @@ def _partial_total(view: RunView) -> str:
     got = [x for sid in ids for x in effective[sid] if x is not None]
     expected = len(ids) * view.run.n_runs
     mean = 100 * sum(got) / len(got) if got else None
-    text = f"So far: {_fmt(mean)} over {len(got)} of {expected} grades (partial, not a final score)"
+    # the judge's grades, as the progress bar counts them (a sample scored by hand fills its runs at once: counted
+    # apart, or "over 251 of 436" would sit beside "205 / 436")
+    by_hand = sum(sid in view.overrides for sid in ids)
+    hand = f" and {by_hand} sample{'s' if by_hand > 1 else ''} scored by hand" if by_hand else ""
+    text = f"So far: {_fmt(mean)} over {view.n_graded} of {expected} grades{hand} (partial, not a final score)"
     runs = view.scores.total.per_run
     complete = [r for i, r in enumerate(runs) if r is not None
                 and all(effective[sid][i] is not None for sid in ids)]

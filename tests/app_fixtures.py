@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.fake_judge import FakeJudgeServer, free_port
 
@@ -33,6 +34,11 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 HOST_KEY = "sk-test"
+# How long a page may take to show what a test waits for (expect) or to be ready for an action: generous, since only
+# a broken page comes near it and a busy machine needs many seconds (plotly.js, a reload). Playwright's expect option
+# is global: this is the suite's one value (per-module values used to be whichever module was imported last).
+PAGE_TIMEOUT_MS = 60_000
+expect.set_options(timeout=PAGE_TIMEOUT_MS)
 
 
 @dataclass
@@ -56,7 +62,7 @@ class AppHandle:
         from mmvet_core.runs import load_run_view
         return load_run_view(self.store, run_id, evidence_for="*")
 
-    def wait_idle(self, timeout: float = 30.0) -> None:
+    def wait_idle(self, timeout: float = 120.0) -> None:
         """Wait until no grading job of this app is running (so a test leaves nothing behind)."""
         deadline = time.time() + timeout
         while self.svc.jobs.running_count():
@@ -65,7 +71,7 @@ class AppHandle:
             time.sleep(0.05)
 
 
-def wait_http(url: str, timeout: float = 30.0) -> None:
+def wait_http(url: str, timeout: float = 120.0) -> None:
     deadline = time.time() + timeout
     while True:
         try:
@@ -150,7 +156,7 @@ def browser():
             b.close()
 
 
-def new_page(browser, url: str, *, timeout_ms: int = 20_000, viewport: tuple[int, int] = (1400, 1000)):
+def new_page(browser, url: str, *, timeout_ms: int = PAGE_TIMEOUT_MS, viewport: tuple[int, int] = (1400, 1000)):
     """A page in a fresh browser context (its own localStorage, hence its own owner token)."""
     t0 = time.time()
     context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
@@ -203,7 +209,7 @@ def progress_text(page) -> str:
     return loc.inner_text() if loc.count() else ""
 
 
-def wait_progress(page, pattern: str, timeout: float = 60.0) -> str:
+def wait_progress(page, pattern: str, timeout: float = 180.0) -> str:
     from playwright.sync_api import expect
 
     expect(page.locator("#progress-text")).to_have_text(re.compile(pattern), timeout=timeout * 1000)
@@ -233,7 +239,7 @@ def page(app_server, browser):
     p.context.close()
 
 
-def open_grade_file(page, path, timeout_ms: int = 30_000) -> str:
+def open_grade_file(page, path, timeout_ms: int = PAGE_TIMEOUT_MS) -> str:
     """Drop `path` on "Open a grade file" (opening the section first) and wait for the run it opens: its id in the
     address and in the share link. Returns the run id."""
     from playwright.sync_api import expect

@@ -11,6 +11,20 @@ from tests.fake_judge import FakeJudgeServer
 from tests.pg_server import PostgresServer
 
 ROOT = Path(__file__).resolve().parents[1]
+WORKERS_PER_CORE, MAX_WORKERS = 2, 8
+
+
+@pytest.hookimpl(optionalhook=True)          # (a hook of pytest-xdist: without it, pytest must not refuse this file)
+def pytest_xdist_auto_num_workers(config) -> int | None:
+    """What ``-n auto`` (the README's test command) starts: two workers per core this process may run on, at most
+    8. A worker of the app's tests often waits (for Chromium, the app, a judge the test holds), so one per core
+    leaves cores idle (2 cores: the 4 workers the suite's timing was measured with); each worker runs its own
+    Chromium and servers, hence the cap. Nothing in the suite depends on how many there are or on how busy they
+    make the machine. ``PYTEST_XDIST_AUTO_NUM_WORKERS=N`` still decides when set (xdist's own rule)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(MAX_WORKERS, WORKERS_PER_CORE * cores))
 
 
 def cli_env(**extra: str) -> dict[str, str]:

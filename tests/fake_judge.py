@@ -12,6 +12,13 @@ reasoning-model parameter rejections. It also serves the Files and Batch APIs (`
 `batch_hold`) and Azure OpenAI's deployment route (``/openai/deployments/{model}/chat/completions``, key in
 ``api-key``).
 
+A test that must see something *while* a run grades does not make the judge slow and hope the machine is fast
+enough to look in time: it sets a `CallGate` (``state.gate``, tests/call_gate.py), which holds every chat call until
+the test lets some through, then waits for what those answers cause.
+
+(Over 600 lines for a reason: it is one server, every behaviour it can be told to have is a field of `FakeState`
+and a branch of its answer, and the simulated judges the tests give it answer through it.)
+
 Hostile modes (attacks a visitor's endpoint can perform, issue 9): a huge 200 body streamed in 1 MB chunks
 (`huge_body`), an endpoint that accepts the request and never answers (`hang`), one that drips a byte every N
 seconds forever (`drip_every`), a 307 redirect re-sending the POST elsewhere (`redirect_to`), and a 401 whose body
@@ -42,6 +49,8 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from tests.call_gate import CallGate
+
 RETRY_MARK = "Predict the correctness of the answer (digit):"
 
 
@@ -62,35 +71,73 @@ def deterministic_answer(prompt: str, temperature: float) -> str:
     return score
 
 
-def official_grades_answer(offset: float = 0.0, which: str = "default") -> Callable[[str, float], str]:
+def official_grades_answer(offset: float = 0.0, which: str = "default",
+                           otherwise: Callable[[str, float], str] | None = None, *, transform: Callable | None = None,
+                           extra: list | None = None) -> Callable[[str, float], str]:
     """A judge that answers the official GPT-4-0613 grades of the judge-check reference sets (`which`, as for
-    `load_references`; the default ones unless told): for the filled official prompt of a reference sample it answers
-    the per-sample mean of the official runs plus `offset`, clipped to [0, 1] (a grade above 1 is unparsable, the
-    official parse refuses it), e.g. ``0.45``; any other prompt gets ``0.0``. Two sets that answer a question word
-    for word alike make one prompt: it gets the mean of both sets' official means (a judge can give one answer)."""
+    `load_references`; the default ones unless told) and of the `extra` references (`judgecheck.Reference`s the
+    check never sees: held-out models): for the filled official prompt of a reference sample it answers the
+    per-sample mean of the official runs plus `offset`, or ``transform(official, sample, prompt)`` when given,
+    clipped to [0, 1] (a grade above 1 is unparsable, the official parse refuses it), e.g. ``0.45``; any other prompt
+    gets ``0.0`` (or `otherwise`'s answer when given). Two sets that answer a question word for word alike make one
+    prompt: it gets the mean of both sets' official means (a judge can give one answer)."""
     from mmvet_core.benchmark import load_bundled_v1
     from mmvet_core.judgecheck import load_references
     from mmvet_core.prompt import render_prompt
 
     bench = load_bundled_v1()
     means: dict[str, list[float]] = {}
-    for ref in load_references(which=which):
+    samples: dict[str, object] = {}
+    for ref in [*load_references(which=which), *(extra or [])]:
         for sid, runs in ref.official.items():
             s = bench.samples[sid]
             graded = [v for v in runs if v is not None]
-            means.setdefault(render_prompt("v1", s.question, s.answer, ref.predictions[sid]), []).append(
-                sum(graded) / len(graded))
-    table = {prompt: repr(min(1.0, max(0.0, sum(v) / len(v) + offset))) for prompt, v in means.items()}
+            prompt = render_prompt("v1", s.question, s.answer, ref.predictions[sid])
+            means.setdefault(prompt, []).append(sum(graded) / len(graded))
+            samples[prompt] = s
+    fn = transform or (lambda official, sample, prompt: official + offset)
+    table = {prompt: repr(min(1.0, max(0.0, round(float(fn(sum(v) / len(v), samples[prompt], prompt)), 6))))
+             for prompt, v in means.items()}
 
     def answer(prompt: str, temperature: float) -> str:
+        if prompt not in table and otherwise is not None:
+            return otherwise(prompt, temperature)
         return table.get(prompt, "0.0")
 
     return answer
 
 
+def prompt_hash(prompt: str) -> int:
+    """A stable number per prompt (for simulated judges that treat some samples differently)."""
+    return int(hashlib.sha256(prompt.encode("utf-8")).hexdigest()[:8], 16)
+
+
+#: The four simulated successor judges of issue 23, as functions of the official grade (transform arguments:
+#: official per-sample mean, the sample, the filled prompt).
+SUCCESSORS: dict[str, Callable] = {
+    "official + 0.1, capped at 1": lambda o, s, p: o + 0.1,
+    "another scale: 0.15 + 0.8 × official": lambda o, s, p: 0.15 + 0.8 * o,
+    "math −0.25, every other sample +0.05": lambda o, s, p: o - 0.25 if "math" in s.capabilities else o + 0.05,
+    "unbiased, 40 % of grades moved by ±0.1": lambda o, s, p: (o + (0.1 if prompt_hash(p) % 2 else -0.1)
+                                                             if prompt_hash(p) % 10 < 4 else o),
+}
+
+
+def simulate_grades(answer: Callable[[str, float], str], predictions: dict[str, str]) -> dict[str, list[float | None]]:
+    """What the fake judge answering `answer` gives each sample of `predictions` (the official parse of its
+    answer), without the HTTP round trip: sample id -> [grade]."""
+    from mmvet_core.benchmark import load_bundled_v1
+    from mmvet_core.prompt import parse_score, render_prompt
+
+    bench = load_bundled_v1()
+    return {sid: [parse_score(answer(render_prompt("v1", s.question, s.answer, predictions.get(sid, "")), 0.0))]
+            for sid, s in bench.samples.items()}
+
+
 @dataclass
 class FakeState:
     latency: float = 0.0                 # seconds before every answer
+    gate: CallGate | None = None         # when set, every chat call first waits for a pass from the test
     model_reported: str = "gpt-4-0613"
     served_models: set[str] | None = None    # None: any model
     api_key: str | None = None           # when set, other keys get 401
@@ -98,8 +145,8 @@ class FakeState:
     retry_after: float = 0.05
     fail_500: int = 0                    # the next N calls answer 500
     fail_500_ratio: float = 0.0          # this share of all calls answers 500 (seeded, reproducible)
-    slow_calls: int = 0                  # the next N calls sleep `slow_seconds` (client timeouts)
-    slow_seconds: float = 5.0
+    slow_calls: int = 0                  # the next N calls wait `slow_seconds` (client timeouts) or until the
+    slow_seconds: float = 5.0            # client hangs up, whichever comes first
     reject_max_tokens: bool = False      # 400 like reasoning models
     reject_temperature: bool = False
     answer_fn: object = None             # callable(prompt, temperature) -> str, overrides the default
@@ -296,11 +343,7 @@ def make_app(state: FakeState) -> FastAPI:
         return {"ok": True}
 
     # --- Files and Batch APIs (the shapes of OpenAI's /v1/files and /v1/batches) ------------------------------
-    @app.middleware("http")
-    async def no_batch_api(request: Request, call_next):
-        if not state.batch_api and request.url.path.startswith(("/v1/files", "/v1/batches")):
-            return JSONResponse({"detail": "Not Found"}, status_code=404)      # FastAPI's own 404 (vLLM)
-        return await call_next(request)
+    app.add_middleware(_NoBatchApi, state=state)
 
     def file_object(fid: str) -> dict:
         f = state.files[fid]
@@ -402,7 +445,8 @@ def make_app(state: FakeState) -> FastAPI:
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
-        return await answer(await request.json(), request.headers.get("authorization", ""))
+        return await answer(await request.json(), request.headers.get("authorization", ""),
+                            gone=request.is_disconnected)
 
     @app.post("/openai/deployments/{deployment}/chat/completions")
     async def azure_chat(deployment: str, request: Request):
@@ -411,15 +455,21 @@ def make_app(state: FakeState) -> FastAPI:
             return _error(404, "Resource not found")
         body = await request.json()
         body.setdefault("model", deployment)
-        return await answer(body, f"Bearer {request.headers.get('api-key', '')}", route=f"azure:{deployment}")
+        return await answer(body, f"Bearer {request.headers.get('api-key', '')}", route=f"azure:{deployment}",
+                            gone=request.is_disconnected)
 
-    async def answer(body: dict, auth: str, route: str = "openai"):
+    async def answer(body: dict, auth: str, route: str = "openai", gone: Callable[[], object] | None = None):
+        """Answer one chat call; `gone()` (awaitable) tells whether its client hung up meanwhile."""
         record = {"model": body.get("model"), "prompt": body["messages"][-1]["content"],
                   "temperature": body.get("temperature"), "max_tokens": body.get("max_tokens"),
                   "max_completion_tokens": body.get("max_completion_tokens"), "body": body, "route": route,
                   "auth": auth, "t": time.time()}
         with state.lock:
             state.calls.append(record)
+        gate = state.gate
+        if gate is not None and not await gate.wait(gone):
+            record["status"] = "gone"       # the client hung up while the call was held: nothing to answer
+            return Response(status_code=499)
         hostile = _hostile(state, record)
         if hostile is not None:
             return hostile
@@ -470,7 +520,7 @@ def make_app(state: FakeState) -> FastAPI:
             state.peak_in_flight = max(state.peak_in_flight, state.in_flight)
         try:
             if state.take("slow_calls"):
-                await asyncio.sleep(state.slow_seconds)
+                await _until_gone(state.slow_seconds, gone)
             if state.latency:
                 await asyncio.sleep(state.latency)
         finally:
@@ -488,6 +538,31 @@ def make_app(state: FakeState) -> FastAPI:
         return JSONResponse(completion_body(state, record["prompt"], content), headers=rl_headers)
 
     return app
+
+
+async def _until_gone(seconds: float, gone: Callable[[], object] | None) -> None:
+    """Sleep `seconds`, or less when `gone()` says the client hung up (a slow call then ends with its client, and
+    a server shut down after a client timeout is not held up by it)."""
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        if gone is not None and await gone():
+            return
+        await asyncio.sleep(min(left, 0.05))
+
+
+class _NoBatchApi:
+    """`FakeState.batch_api` off: /v1/files and /v1/batches answer FastAPI's own 404, as vLLM's do. (A plain ASGI
+    middleware: Starlette's BaseHTTPMiddleware would hide a client's hang-up from `Request.is_disconnected`.)"""
+
+    def __init__(self, app, state: FakeState):
+        self.app, self.state = app, state
+
+    async def __call__(self, scope, receive, send):
+        if (scope["type"] == "http" and not self.state.batch_api
+                and scope["path"].startswith(("/v1/files", "/v1/batches"))):
+            await JSONResponse({"detail": "Not Found"}, status_code=404)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
 
 def _per_second(times: list[float], start: float) -> list[int]:
@@ -619,6 +694,16 @@ class FakeJudgeServer:
                 raise RuntimeError("fake judge server did not start")
             time.sleep(0.01)
         return self
+
+    def wait_quiet(self, timeout: float = 120.0) -> None:
+        """Wait until no client connection is open and no request is being answered: after its client was killed,
+        every request that client had sent is then in `state.calls`."""
+        st = self._server.server_state
+        deadline = time.monotonic() + timeout
+        while st.connections or st.tasks:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(st.connections)} connection(s) still open on the fake judge")
+            time.sleep(0.01)
 
     def __exit__(self, *exc) -> None:
         self._server.should_exit = True

@@ -11,7 +11,7 @@ git clone -q "$repo" "$work/mmvet-grader"
 cd "$work/mmvet-grader"
 hide=""
 for d in "$@"; do [ -d "$d" ] && hide="$hide $(cd "$d" && pwd)"; done
-run='python -m pytest -q -rfEs -p no:cacheprovider -n 4 --dist loadfile -m "not serial" && python -m pytest -q -rfEs -p no:cacheprovider -m serial'
+run='rc=0; python -m pytest -q -rfEs -p no:cacheprovider -n auto --dist loadfile -m "not serial" || rc=$?; python -m pytest -q -rfEs -p no:cacheprovider -m serial || rc=$?; exit $rc'
 if [ -n "$hide" ] && unshare -m true 2>/dev/null; then
   cmd="for d in$hide; do mount -t tmpfs none \"\$d\"; done; $run"
   out="$(unshare -m bash -c "$cmd" 2>&1 | tee /dev/stderr)"

@@ -6,7 +6,6 @@ the answer cache does not short-cut it.
 """
 from __future__ import annotations
 
-import os
 import re
 import time
 
@@ -18,12 +17,13 @@ from tests.app_fixtures import (  # noqa: F401  (fixtures)
     OFFICIAL_GRADES, RESULTS_DIR, V2_RESULTS, app_server, browser, fake_server, new_page, open_grade_file,
     progress_text, set_runs, text_of, upload_results, wait_progress,
 )
+from tests.call_gate import CallGate
 
 LLAVA_13B = RESULTS_DIR / "llava-v1.5-13b.json"
 LLAVA_7B = RESULTS_DIR / "llava-v1.5-7b.json"
 OFFICIAL_13B_GRADES = OFFICIAL_GRADES / "llava-v1.5-13b_gpt-4-grade-1runs.json"
 
-expect.set_options(timeout=20_000)    # a loaded 2-core machine needs seconds for plotly.js
+STEP = 30                             # judge calls let through at a time while the page watches rows stream in
 
 
 # --- page helpers ---------------------------------------------------------------------------------------------
@@ -99,27 +99,40 @@ def graded(app_server, fake_server, owner_page):
     set_runs(page, 2)
     expect(page.locator("#estimate textarea")).to_have_value(re.compile(r"436 judge calls"))
 
-    # 0.02 s per call, 4 in flight: a run takes a few seconds, so several 1 s refreshes land while rows arrive
-    fake_server.state.latency = 0.02
+    # The judge answers only the calls the test lets through: three batches of STEP calls, each followed by
+    # waiting until the page shows more rows than before (never all: 3 x STEP calls grade fewer than 218 samples),
+    # so the page is sure to show the run streaming in, however slow it is to look; then every call goes through.
+    gate = fake_server.state.gate = CallGate()
     calls_before = len(fake_server.state.calls)
+    counts, totals = [], []
     try:
         page.locator("#grade-button").click()
         expect(page.locator("#share-link textarea")).not_to_have_value(re.compile(imported_run))
-        counts, totals, t0 = [], [], time.time()
-        while time.time() - t0 < 60:
-            counts.append(rowcount(page, "samples-table"))
+        wait_progress(page, r"/ 436")                          # the new run is shown (the imported one had 218)
+        gate.wait_held(1)
+        shown = rowcount(page, "samples-table")
+        for _ in range(3):
+            gate.release(STEP)
+            page.wait_for_function(
+                "([id, n]) => { const g = document.querySelector(`#${id} [role=grid]`);"
+                " return g && Number(g.getAttribute('aria-rowcount')) > n; }",
+                arg=["samples-table", max(shown, 1)], timeout=60_000)
+            shown = rowcount(page, "samples-table")
+            counts.append(shown)
             totals.append(text_of(page, "total-score"))
-            if os.environ.get("APP_TEST_TIMING"):
-                print(f"{time.time() - t0:.2f} {counts[-1]} {progress_text(page)}")
-            if progress_text(page).startswith("done: 436 / 436"):    # (not the previous view's "done")
-                break
+        gate.open()
+        # the rest at full speed: the rows shown never go down until the end
+        deadline = time.monotonic() + 300
+        while not progress_text(page).startswith("done: 436 / 436"):     # (not the previous view's "done")
+            if time.monotonic() > deadline:
+                pytest.fail(f"grading did not finish; progress: {progress_text(page)!r}")
+            counts.append(rowcount(page, "samples-table"))
             time.sleep(0.05)
-        else:
-            pytest.fail(f"grading did not finish; progress: {progress_text(page)!r}")
         # the table shown once the final refresh has landed
         expect(page.locator("#samples-table [role=grid]")).to_have_attribute("aria-rowcount", "219")
     finally:
-        fake_server.state.latency = 0.0
+        gate.open()
+        fake_server.state.gate = None
     run_id = run_id_of(page)
     app_server.wait_idle()
     return {"page": page, "run_id": run_id, "report": report, "counts": counts, "totals": totals,
@@ -133,14 +146,12 @@ def test_validation_report_mentions_218(graded):
 
 def test_rows_stream_in_and_total_matches_the_store(graded, app_server):
     page, run_id = graded["page"], graded["run_id"]
-    intermediate = sorted({c for c in graded["counts"] if 1 < c < 219})
-    assert len(intermediate) >= 2, f"rows did not visibly stream in: {graded['counts']}"
-    # counts never go down while grading
     counts = graded["counts"]
-    first = next(i for i, c in enumerate(counts) if 1 < c < 219)   # before: the previous view's table
-    assert counts[first:] == sorted(counts[first:])
-    # a partial total was visible before the end
-    assert any("partial" in t for t in graded["totals"]), graded["totals"][-5:]
+    # three growing partial tables while the judge answered a batch at a time, then never fewer rows until the end
+    assert 1 < counts[0] < counts[1] < counts[2] < 219, counts
+    assert counts == sorted(counts), counts
+    # a partial total was shown before the end
+    assert all("partial" in t for t in graded["totals"]), graded["totals"]
 
     view = app_server.view(run_id)
     assert view.run.status == "done" and view.n_graded == 436
@@ -290,14 +301,17 @@ def test_v2_results_against_v1_say_wrong_benchmark(other_page):
 def test_stop_mid_run_then_resume_without_paying_twice(app_server, fake_server, other_page):
     page = other_page
     state = fake_server.state
+    # the judge answers STEP calls and holds the rest: the run is still grading when Stop arrives, however long the
+    # page takes (the held calls are cancelled after the stop's grace, unanswered)
+    gate = state.gate = CallGate()
     try:
         upload_results(page, LLAVA_7B)
         expect(page.locator("#validation-report textarea")).to_have_value(re.compile(r"218 of 218"))
-        state.latency = 0.5                       # 4 calls in flight (run_concurrency=4): ~8 grades/s, so that
-        #                                           the run is still grading when Stop arrives on a loaded machine
-        n0 = len(state.calls)
+        n0, ok0 = len(state.calls), len(state.completed_calls())
+        gate.release(STEP)
         page.locator("#grade-button").click()
-        wait_progress(page, r"running: \d+ / 218")
+        wait_for(lambda: len(state.completed_calls()) >= ok0 + STEP, "the calls let through were answered")
+        wait_progress(page, r"running: [1-9]\d* / 218")
         run_id = run_id_of(page)
         page.locator("#stop-button").click()
         wait_progress(page, r"^stopped: \d+ / 218")
@@ -309,7 +323,7 @@ def test_stop_mid_run_then_resume_without_paying_twice(app_server, fake_server, 
         assert answered      # (fewer than the grades: a prediction identical to 13b's reuses the cached answer)
         n1 = len(state.calls)
 
-        state.latency = 0.0
+        gate.open()
         page.locator("#resume-button").click()
         wait_progress(page, r"^done: 218 / 218")
         app_server.wait_idle()
@@ -321,4 +335,14 @@ def test_stop_mid_run_then_resume_without_paying_twice(app_server, fake_server, 
         assert final.run.status == "done" and final.n_graded == 218
         expect(page.locator("#total-score textarea")).to_have_value(views.total_text(final))
     finally:
-        state.latency = 0.0
+        gate.open()
+        state.gate = None
+
+
+def wait_for(cond, what: str, timeout: float = 120.0) -> None:
+    """Wait until `cond()` holds (a generous deadline: only a broken app reaches it)."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting: {what}")
+        time.sleep(0.02)

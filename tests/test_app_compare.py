@@ -16,7 +16,6 @@ from tests.app_fixtures import (  # noqa: F401  (fixtures)
 B13 = OFFICIAL_GRADES / "llava-v1.5-13b_gpt-4-grade-3runs.json"
 B7 = OFFICIAL_GRADES / "llava-v1.5-7b_gpt-4-grade-3runs.json"
 
-expect.set_options(timeout=30_000)
 
 
 def view_grade_file(page, path: Path, total: str) -> str:

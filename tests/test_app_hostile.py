@@ -1,4 +1,4 @@
-"""Issue 20's three holes, each performed against the running app in the README's host configuration (the server's
+"""Issue 20's three holes, each performed against the running app in docs/hosting.md's host configuration (the server's
 own judge key, visitors told apart by the one trusted proxy's X-Forwarded-For entry, private endpoints refused):
 
 1. a grade file of a million cells (53 KB before; here 31 KB) is refused within 30 s, the app's memory rises by under
@@ -27,6 +27,7 @@ import pytest
 
 from tests.app_fixtures import start_app, stop_app
 from tests.crowd import StatusClient, percentile
+from tests.call_gate import CallGate
 from tests.fake_judge import FakeJudgeServer
 from tests.hostile_files import write_wide_xlsx
 
@@ -211,7 +212,11 @@ def test_fifty_viewers_of_a_running_run_do_not_slow_another_visitor(app, judge, 
     tagged = tmp_path / "crowd.json"
     tagged.write_text(json.dumps({k: f"{v} [crowd]" for k, v in preds.items()}), encoding="utf-8")
     mine = open_grades(client(app, "203.0.113.77"), GRADES, "owner-f")
-    judge.state.latency = 1.0                     # the run grades for ~55 s: 218 calls, 4 at a time
+    # the run grades on (1 s a call, 4 at a time) but cannot end while the crowd watches, however long that takes:
+    # the judge answers 150 of its 218+ calls and holds the rest
+    gate = judge.state.gate = CallGate()
+    gate.release(150)
+    judge.state.latency = 1.0
     running = grade(client(app, "203.0.113.55"), tagged, JUDGE_HOST, "owner-g")
     me = StatusClient(app.url, ip="203.0.113.77")
     try:
@@ -237,30 +242,52 @@ def test_fifty_viewers_of_a_running_run_do_not_slow_another_visitor(app, judge, 
     finally:
         judge.state.latency = 0.0
         app.svc.jobs.stop(running)
+        gate.open()
+        judge.state.gate = None
         me.close()
     p50_alone, p50_crowd = percentile(alone, 50), percentile(crowded, 50)
     print(f"status p50 alone {p50_alone:.3f} s, with 50 viewers {p50_crowd:.3f} s; viewers {viewers}")
-    assert viewers["n_errors"] == 0 and viewers["calls"] >= 50 * 10 * 0.8, viewers     # they were served
+    # they were served: no error, and polls kept coming (fewer fit in the 10 s when a busy machine answers slowly)
+    assert viewers["n_errors"] == 0 and viewers["calls"] >= 50 * 10 * 0.5, viewers
     assert p50_crowd < 1.0 and p50_crowd <= 2 * p50_alone, (p50_alone, p50_crowd, viewers)
-    app.wait_idle(30)
+    app.wait_idle()
 
 
 # --- per-client request limits -------------------------------------------------------------------------------
 def test_one_client_flooding_the_api_is_answered_429_and_others_are_not(app):
+    """The client floods from 8 connections at once until it has been refused 30 times: however slow the machine,
+    it then sent faster than its bucket refills, and no more than the burst plus the refill got through."""
     import httpx
 
+    limits = app.settings.requests
     mine = open_grades(client(app, "203.0.113.77"), GRADES, "owner-h")
-    codes, retry, t0 = [], set(), time.monotonic()
-    with httpx.Client(base_url=app.url, headers={"X-Forwarded-For": "203.0.113.44"}, timeout=30) as flood:
-        for _ in range(app.settings.requests.burst + 30):
-            r = flood.post("gradio_api/call/status", json={"data": [mine], "session_hash": "flood"})
-            codes.append(r.status_code)
-            if r.status_code == 429:
-                retry.add(r.headers.get("retry-after"))
-                assert "Too many requests from your address" in r.json()["error"]
-    assert codes[:app.settings.requests.burst] == [200] * app.settings.requests.burst
-    refilled = (time.monotonic() - t0) * app.settings.requests.per_minute / 60      # the bucket refills meanwhile
-    assert codes.count(429) >= 30 - refilled - 1 and retry and all(int(s) >= 1 for s in retry), (codes, refilled)
+    answers: list[tuple[int, str | None, str]] = []
+    lock = threading.Lock()
+
+    def refused() -> int:
+        with lock:
+            return sum(code == 429 for code, _, _ in answers)
+
+    def flooder(http: httpx.Client) -> None:
+        while refused() < 30 and len(answers) < 20 * limits.burst:
+            r = http.post("gradio_api/call/status", json={"data": [mine], "session_hash": "flood"})
+            with lock:
+                answers.append((r.status_code, r.headers.get("retry-after"),
+                                r.json().get("error", "") if r.status_code == 429 else ""))
+
+    t0 = time.monotonic()
+    with httpx.Client(base_url=app.url, headers={"X-Forwarded-For": "203.0.113.44"}, timeout=60) as flood:
+        threads = [threading.Thread(target=flooder, args=(flood,)) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+    refilled = (time.monotonic() - t0) * limits.per_minute / 60      # the bucket refills meanwhile
+    served = [a for a in answers if a[0] == 200]
+    denied = [a for a in answers if a[0] == 429]
+    assert {code for code, _, _ in answers} == {200, 429} and len(denied) >= 30, len(answers)
+    assert limits.burst <= len(served) <= limits.burst + refilled + 8, (len(served), refilled)
+    assert all(int(r) >= 1 and "Too many requests from your address" in e for _, r, e in denied), denied[:3]
     other = StatusClient(app.url, ip="203.0.113.45")
     assert other.status(mine)["status"] == "done"                # another client is served at once
     other.close()

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.app_fixtures import wait_http
+from tests.call_gate import CallGate
 from tests.fake_judge import FakeJudgeServer, FakeState, free_port
 
 gradio_client = pytest.importorskip("gradio_client")
@@ -55,7 +56,7 @@ class App:
     def run_count(self) -> int:
         return len(dict(self.svc.store.iter_tables())["runs"])
 
-    def wait_idle(self, timeout: float = 30) -> None:
+    def wait_idle(self, timeout: float = 120) -> None:
         deadline = time.time() + timeout
         while self.svc.jobs.running_count():
             assert time.time() < deadline, "grading jobs still running"
@@ -160,7 +161,7 @@ def status(client: Client, run_id: str) -> dict:
     return client.predict(run_id, api_name="/status")
 
 
-def wait_for(client: Client, run_id: str, cond, timeout: float = 30.0) -> dict:
+def wait_for(client: Client, run_id: str, cond, timeout: float = 180.0) -> dict:
     deadline = time.time() + timeout
     while True:
         st = status(client, run_id)
@@ -170,7 +171,7 @@ def wait_for(client: Client, run_id: str, cond, timeout: float = 30.0) -> dict:
         time.sleep(0.1)
 
 
-def wait_end(client: Client, run_id: str, timeout: float = 30.0) -> dict:
+def wait_end(client: Client, run_id: str, timeout: float = 180.0) -> dict:
     return wait_for(client, run_id, lambda s: s["status"] in TERMINAL, timeout)
 
 
@@ -331,8 +332,10 @@ def test_share_view_is_read_only(app, visitor_judge, tmp_path):
 
     c, tok = app.client("203.0.113.60"), owner()
     stranger = app.client("198.51.100.60")
-    # slow enough (218 calls, 8 at a time: ~8 s) that the run is still grading after the 8 refused calls below
-    visitor_judge.state.latency = 0.3
+    # the judge answers 20 calls and holds the rest: the run is still grading after the 8 refused calls below,
+    # however long they take
+    gate = visitor_judge.state.gate = CallGate()
+    gate.release(20)
     try:
         run_id = grade(c, JUDGE_OWN, owner_tok=tok, url=visitor_judge.url, key=VISITOR_KEY,
                        results=variant(tmp_path, "share"))
@@ -351,10 +354,12 @@ def test_share_view_is_read_only(app, visitor_judge, tmp_path):
         assert app.svc.store.overrides(run_id) == {}
 
         c.predict(run_id, tok, api_name="/stop")
+        gate.open()                 # the calls in flight answer within the stop's grace
         st = wait_end(c, run_id)
         assert st["status"] == "stopped" and st["done"] < st["total"]
     finally:
-        visitor_judge.state.latency = 0.0
+        gate.open()
+        visitor_judge.state.gate = None
     done = st["done"]
     c.predict(run_id, JUDGE_OWN, visitor_judge.url, "gpt-4-0613", VISITOR_KEY, tok, api_name="/resume")
     assert status(c, run_id)["status"] in ("running", "done")    # never the stale "stopped"
@@ -463,18 +468,23 @@ def test_hostile_benchmark_zip_is_refused(app, tmp_path, kind):
 def test_a_slow_failing_judge_does_not_hold_back_a_healthy_run(app, visitor_judge, tmp_path):
     from app import JUDGE_OWN
 
-    with FakeJudgeServer(FakeState(latency=1.0, fail_500=150)) as bad:
+    # the slow failing judge lets 60 calls through (500s after 1 s each) and holds the rest: its run cannot end
+    # before the healthy one, however fast or slow the machine
+    gate = CallGate()
+    gate.release(60)
+    with FakeJudgeServer(FakeState(latency=1.0, fail_500=150, gate=gate)) as bad:
         slow_c, slow_tok = app.client("203.0.113.70"), owner()
         fast_c, fast_tok = app.client("198.51.100.70"), owner()
         slow = grade(slow_c, JUDGE_OWN, owner_tok=slow_tok, url=bad.url, key="sk-slow",
                      results=variant(tmp_path, "slow"))
         fast = grade(fast_c, JUDGE_OWN, owner_tok=fast_tok, url=visitor_judge.url, key=VISITOR_KEY,
                      results=variant(tmp_path, "fast"))
-        st = wait_end(fast_c, fast, timeout=40)
+        st = wait_end(fast_c, fast)
         assert st["status"] == "done" and st["done"] == 218, st
         other = status(slow_c, slow)
         assert other["status"] == "running" and other["done"] < other["total"], other
-        bad.state.latency = 0.0     # a graceful stop lets the samples in flight finish: do not wait on them
         slow_c.predict(slow, slow_tok, api_name="/stop")
-        assert wait_end(slow_c, slow, timeout=20)["status"] == "stopped"
+        bad.state.latency = 0.0     # a graceful stop lets the samples in flight finish: do not wait on them
+        gate.open()
+        assert wait_end(slow_c, slow)["status"] == "stopped"
         app.wait_idle()

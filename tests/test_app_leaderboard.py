@@ -4,18 +4,23 @@ radars and opens an entry's card (headless Chromium); attacks through the page a
 ``javascript:`` link. One app and one page for the module."""
 from __future__ import annotations
 
+import csv
+import io
+import json
 import re
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+
+from mmvet_core import leaderboard as lb
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 from playwright.sync_api import expect
 
 from app import BENCH_BUNDLED
 from tests.app_fixtures import (  # noqa: F401  (fixtures)
-    browser, fake_server, host_app, new_page, open_grade_file, reopen,
+    browser, fake_server, host_app, new_page, open_grade_file, reopen, upload_results, wait_progress,
 )
 
 REFERENCE = Path(__file__).resolve().parents[1] / "assets" / "reference"
@@ -24,15 +29,15 @@ GRADES_7B = REFERENCE / "llava-v1.5-7b_gpt-4-grade-3runs.json"
 GRADES_7B_1RUN = REFERENCE / "llava-v1.5-7b_gpt-4-grade-1runs.json"
 HOST_SECRET = "host-secret-for-tests"
 EVIL_NAME = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
+PROVENANCE = 4          # the table's provenance column
 OWNER, INTRUDER = "api-owner-token-A", "api-intruder-token-B"
 
-expect.set_options(timeout=30_000)
 
 
 @pytest.fixture(scope="module")
 def board_app(fake_server, tmp_path_factory):
     """The app with a host secret (the host's hide control exists) and the fake judge as its judge."""
-    with host_app(fake_server, tmp_path_factory, "board-app", host_secret=HOST_SECRET) as app:
+    with host_app(fake_server, tmp_path_factory, "board-app", host_secret=HOST_SECRET, publish_per_hour=30) as app:
         yield app
 
 
@@ -49,8 +54,12 @@ def client(board_app):
 
 
 def publish_from_card(page, name: str, link: str = "") -> None:
+    """Publish the run just opened (never published) from its card."""
     control = page.locator("#publish-control")
     expect(control).to_be_visible()
+    # the control shows this run, not the previous one (whose "version 1: on the leaderboard" would otherwise pass
+    # the check below before this click is even handled)
+    expect(page.locator("#publish-state")).to_have_text("Not on the leaderboard.")
     page.locator("#publish-name input, #publish-name textarea").first.fill(name)
     page.locator("#publish-link input, #publish-link textarea").first.fill(link)
     page.locator("#publish-button").click()
@@ -69,20 +78,37 @@ def row_count(page) -> int:
 def test_publish_filter_and_overlay_two_radars(board_app, page):
     run13 = open_grade_file(page, GRADES_13B)
     publish_from_card(page, "LLaVA-1.5 13B", "https://github.com/haotian-liu/LLaVA")
-    assert board_app.svc.entry_of_run(run13, board_app.store.get_run(run13).owner)["version"] == 1
-    open_grade_file(page, GRADES_7B)
+    assert board_app.svc.board.entry_of_run(run13, board_app.store.get_run(run13).owner)["version"] == 1
+    run7 = open_grade_file(page, GRADES_7B)
     publish_from_card(page, EVIL_NAME)                      # a script in a name: kept, shown as text
 
     open_board(page, board_app.url, "judge=official&benchmark=v1&refs=0")
     expect(page.locator("#leaderboard-section")).to_contain_text("paired bootstrap")
     expect(page.locator("#board-table [role=grid]")).to_have_attribute("aria-rowcount", "3")
+    # grade files name their judge; nobody verified it: listed, marked, not ranked (issue 26, attack 1)
     expect(page.locator('#board-table [data-testid="cell-0-1"]')).to_have_text("LLaVA-1.5 13B")
-    expect(page.locator('#board-table [data-testid="cell-1-1"]')).to_have_text(EVIL_NAME)
+    for r in (0, 1):
+        expect(page.locator(f'#board-table [data-testid="cell-{r}-0"]')).to_have_text("—")
+        expect(page.locator(f'#board-table [data-testid="cell-{r}-{PROVENANCE}"]')).to_have_text(
+            "imported, judge not verified")
+    # the host vouches for both in the page (MMVET_HOST_SECRET), and they are ranked
+    page.locator("#board-host").get_by_text("Host: hide or verify an entry").click()
+    for run in (run13, run7):
+        entry = board_app.svc.board.entry_of_run(run, board_app.store.get_run(run).owner)["entry"]
+        page.locator("#board-host-entry input, #board-host-entry textarea").first.fill(entry)
+        page.locator("#board-host-secret input").fill(HOST_SECRET)
+        page.locator("#board-verify").click()
+        expect(page.get_by_text("verified by the host: it is ranked").last).to_be_visible()
     expect(page.locator('#board-table [data-testid="cell-0-0"]')).to_have_text("1")
     expect(page.locator('#board-table [data-testid="cell-1-0"]')).to_have_text("2")
+    expect(page.locator('#board-table [data-testid="cell-1-1"]')).to_have_text(EVIL_NAME)
+    expect(page.locator(f'#board-table [data-testid="cell-0-{PROVENANCE}"]')).to_have_text(
+        "imported, verified by the host")
     assert "board=" in page.locator("#board-link textarea").input_value()
 
     page.locator('#board-table [data-testid="cell-0-1"]').click()
+    # the second pick reads the overlays the first one set: only once they are on the page
+    expect(page.locator("#board-card-name")).to_have_text("LLaVA-1.5 13B")
     page.locator('#board-table [data-testid="cell-1-1"]').click()
     legend = page.locator("#board-radar-caps .legendtext")
     expect(legend).to_have_count(2)
@@ -102,8 +128,10 @@ def test_publish_filter_and_overlay_two_radars(board_app, page):
     files = page.locator("#board-downloads a")
     expect(files).to_have_count(2)
     csv_text = page.request.get(files.nth(0).get_attribute("href")).text()
-    assert csv_text.splitlines()[0].startswith("rank,name,judge,kind,benchmark,runs,total,95% CI,rec,")
-    assert [line.split(",")[1] for line in csv_text.splitlines()[1:]] == ["LLaVA-1.5 13B"]
+    assert csv_text.splitlines()[0].startswith("rank,name,judge,kind,provenance,benchmark,runs,total,95% CI,"
+                                               "official-equivalent (estimate),rec,")
+    assert [(r[0], r[1], r[4]) for r in csv.reader(io.StringIO(csv_text))][1:] == \
+        [("1", "LLaVA-1.5 13B", "imported, verified by the host")]
 
 
 def test_sort_by_a_column_and_the_entry_card_link_is_inert_https(board_app, page):
@@ -133,7 +161,7 @@ def test_a_javascript_link_is_refused_in_the_page(board_app, page):
     page.locator("#publish-button").click()
     expect(page.get_by_text("Only https:// links are accepted")).to_be_visible()
     expect(page.locator("#publish-state")).to_have_text("Not on the leaderboard.")
-    assert not [r for r in board_app.svc.board_rows() if r.name == "bad link"]
+    assert not [r for r in board_app.svc.board.board_rows() if r.name == "bad link"]
 
 
 # --- through the HTTP API (gradio_client) -------------------------------------------------------------------
@@ -143,13 +171,23 @@ def api_run(client, owner: str, grades=GRADES_13B) -> str:
 
 
 def test_api_attacks_on_someone_elses_run_and_entry(board_app, client):
-    run = api_run(client, OWNER)
+    # the page's owner published 13B's official grades: the same grades under another owner are refused
+    copied = api_run(client, OWNER, GRADES_13B)
+    with pytest.raises(AppError, match="already on the board as “LLaVA-1.5 13B”"):
+        client.predict(copied, "LLaVA 1.5 13B (official)", "", OWNER, False, api_name="/publish")
+    with pytest.raises(AppError, match="looks the same"):
+        client.predict(copied, "LLaVA-1.5 13В", "", OWNER, False, api_name="/publish")      # a Cyrillic В
+    run = api_run(client, OWNER, GRADES_7B_1RUN)
     for who in (INTRUDER, ""):
         with pytest.raises(AppError, match="owner"):
             client.predict(run, "stolen", "", who, False, api_name="/publish")
     row = client.predict(run, "api entry", "", OWNER, False, api_name="/publish")
     entry = row["entry"]
-    assert row["rank"][0] >= 1 and row["name"] == "api entry"
+    assert (row["rank"], row["name"], row["verified"]) == (None, "api entry", False)
+    assert row["provenance"] == "imported, judge not verified"
+    with pytest.raises(AppError, match="host"):
+        client.predict(entry, "guess", True, api_name="/verify_entry")
+    assert client.predict(entry, HOST_SECRET, True, api_name="/verify_entry").endswith("(imported, verified by the host).")
     with pytest.raises(AppError, match="owner"):
         client.predict(entry, "pwned", "", INTRUDER, api_name="/rename_entry")
     with pytest.raises(AppError, match="owner"):
@@ -170,21 +208,73 @@ def test_api_attacks_on_someone_elses_run_and_entry(board_app, client):
 
 def test_api_script_in_a_name_and_javascript_link(board_app, client):
     run = api_run(client, OWNER, GRADES_7B_1RUN)
+    evil = '<svg onload="window.__pwned=4"><script>window.__pwned=5</script>'
+    with pytest.raises(AppError, match="looks the same"):      # the page's owner has that name
+        client.predict(run, EVIL_NAME, "", OWNER, False, api_name="/publish")
     for link in ("javascript:alert(document.cookie)", "JAVASCRIPT:alert(1)", "data:text/html,<script>x</script>",
                  'https://x.org/"><script>alert(1)</script>'):
         with pytest.raises(AppError, match="link"):
             client.predict(run, "name", link, OWNER, False, api_name="/publish")
-    row = client.predict(run, EVIL_NAME, "", OWNER, False, api_name="/publish")
-    assert row["name"] == EVIL_NAME and row["link"] == ""
+    row = client.predict(run, evil, "", OWNER, False, api_name="/publish")
+    assert row["name"] == evil and row["link"] == ""
     with pytest.raises(AppError, match="https"):
         client.predict(row["entry"], "x", "javascript:alert(1)", OWNER, api_name="/rename_entry")
     got = client.predict(row["entry"], api_name="/leaderboard_entry")
-    assert got["row"]["name"] == EVIL_NAME and got["row"]["link"] == ""
+    assert got["row"]["name"] == evil and got["row"]["link"] == ""
 
 
 def test_api_leaderboard_is_the_table_of_the_view(board_app, client):
     table = client.predict(board="judge=official&benchmark=v1", api_name="/leaderboard")
     assert table["rank_note"].startswith("Rank “2–4” means")
-    assert table == board_app.svc.leaderboard_json("judge=official&benchmark=v1")
+    assert table == board_app.svc.board.leaderboard_json("judge=official&benchmark=v1")
     refs = [e for e in table["entries"] if e["reference"]]
     assert refs and all(e["rank"] is None and e["judge"] == "gpt-4-0613 (paper)" for e in refs)
+
+
+# --- issue 23: the official-equivalent estimate on the board and an extrapolated run's label -------------------
+def test_an_extrapolated_run_is_labelled_on_its_card_and_the_board_shows_its_estimate(board_app, page, tmp_path):
+    """A visitor's own judge-b (answering each reference sample's official grade + 0.1) has a check at its
+    endpoint. A model whose answers judge-b grades 0 everywhere lies far below the references' official totals
+    (21.6 to 60.9): its card labels the estimate "extrapolated" and names the check; published, its board row
+    shows the estimate, the label and the check in the estimate column, and the paper's rows say "official
+    metric" there."""
+    from mmvet_core.benchmark import load_bundled_v1
+    from mmvet_core.judge import JudgeSettings
+    from mmvet_core.judgecheck import assess_judge, check_prompt_id, check_settings, load_references
+    from tests.fake_judge import FakeJudgeServer, FakeState, official_grades_answer, simulate_grades
+
+    answer = official_grades_answer(0.1)
+    bench = load_bundled_v1()
+    blank = tmp_path / "blank-model.json"
+    blank.write_text(json.dumps({sid: "I cannot see the image." for sid in bench.ids}), encoding="utf-8")
+    with FakeJudgeServer(FakeState(answer_fn=answer, model_reported="judge-b")) as own:
+        # judge-b's check at this endpoint, stored as a check run from the app stores it (the check itself is
+        # tested in test_app_judgecheck.py; its 1308 grades would only slow this test)
+        refs = load_references()
+        settings = check_settings(JudgeSettings(base_url=own.url, model="judge-b"))
+        check = assess_judge(bench, refs, {r.model: simulate_grades(answer, r.predictions) for r in refs},
+                             settings.to_dict(), resamples=300)
+        check_id = board_app.store.put_judge_check(settings.fingerprint(), settings.to_dict(), check.to_dict(),
+                                                   prompt=check_prompt_id(), refs=check.references)
+        reopen(page, board_app.url)
+        page.locator("#judge-choice").get_by_text("My own key / endpoint", exact=True).click()
+        page.locator("#base-url textarea, #base-url input").first.fill(own.url)
+        page.locator("#judge-model textarea, #judge-model input").first.fill("judge-b")
+        page.locator("#api-key input").fill("sk-own")
+        upload_results(page, blank)
+        expect(page.locator("#validation-report textarea")).to_have_value(re.compile(r"218 of 218"))
+        page.locator("#grade-button").click()
+        wait_progress(page, r"^done: 218 / 218")
+    expect(page.locator("#card-equivalent-label")).to_have_text("extrapolated")
+    card = page.locator("#card-equivalent")
+    expect(card).to_contain_text("EXTRAPOLATED: ")
+    expect(card).to_contain_text(re.compile(rf"corrected per grade by check {check_id[:8]} \(\d{{4}}-\d\d-\d\d; "
+                                            r"6 reference models, official totals 21\.6–60\.9\)"))
+    publish_from_card(page, "Blank model")
+    open_board(page, board_app.url, "q=Blank model&refs=0")
+    column = lb.TABLE_COLUMNS.index(lb.ESTIMATE_COLUMN)
+    cell = page.locator(f'#board-table [data-testid="cell-0-{column}"]')    # the estimate column
+    expect(cell).to_have_text(re.compile(rf"^\s*\d+\.\d \[\d+\.\d, \d+\.\d\] · extrapolated · check {check_id[:8]} "))
+    expect(page.locator("#board-table [role=columnheader]").nth(column)).to_contain_text(lb.ESTIMATE_COLUMN)
+    open_board(page, board_app.url, "judge=official&benchmark=v1")           # the paper's rows
+    expect(page.locator(f'#board-table [data-testid="cell-0-{column}"]')).to_have_text("official metric")

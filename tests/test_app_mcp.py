@@ -88,7 +88,7 @@ async def ok(session: ClientSession, tool: str, **args):
     return answer
 
 
-async def poll_to_end(session: ClientSession, run_id: str, token: str, timeout: float = 60.0) -> dict:
+async def poll_to_end(session: ClientSession, run_id: str, token: str, timeout: float = 180.0) -> dict:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:
@@ -185,6 +185,7 @@ def test_an_agent_reads_the_leaderboard(app, alice_runs):
     assert entry["name"] == "Agent's llava 13b"
     assert entry["total"] == pytest.approx(app.svc.status(a["run_id"])["total_score"], abs=0.1)
     assert entry["ci"][0] < entry["total"] < entry["ci"][1] and entry["rank"] == [1, 1]
+    assert (entry["provenance"], entry["verified"]) == ("graded here (127.0.0.1)", True)
 
 
 def test_an_agent_cannot_read_stop_or_compare_another_visitors_run(app, alice_runs):
@@ -338,9 +339,12 @@ def test_mcp_turned_off_has_no_route(tmp_path):
         stop_app(off)
 
 
-def test_file_tools_that_find_no_free_slot_are_told_the_server_is_busy(tmp_path, monkeypatch):
-    """Agents' file tools run on the server's worker threads: at most FILE_SLOTS read files at once; the next one
-    is refused after FILE_WAIT instead of holding a thread (here the downloads hang on a server of ours)."""
+def test_file_tools_share_their_slots_between_addresses_and_tell_the_rest_the_server_is_busy(tmp_path,
+                                                                                              monkeypatch):
+    """Agents' file tools run on the server's worker threads: at most `file_slots` read files at once, one address
+    at most `file_slots_per_visitor` of them (issue 26: one agent's four slow URLs held every slot). Here four
+    addresses' downloads hang on a server of ours: a fifth address is told the server is busy after FILE_WAIT, and
+    an address that already reads a file is told so at once."""
     import gradio as gr
 
     import ui.mcp as mcp_ui
@@ -364,27 +368,35 @@ def test_file_tools_that_find_no_free_slot_are_told_the_server_is_busy(tmp_path,
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Hanging)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    svc = GradingService(ServiceSettings(data_dir=tmp_path / "data", allow_private_endpoints=True))
+    svc = GradingService(ServiceSettings(data_dir=tmp_path / "data", allow_private_endpoints=True,
+                                         trusted_proxy_hops=1))
+    slots = svc.settings.hosting.file_slots
     with gr.Blocks() as demo:
         mcp_ui.register_mcp_tools(svc)
     validate = next(f.fn for f in demo.fns.values() if f.api_name == "validate_results")
     url = f"http://127.0.0.1:{server.server_port}/llava-v1.5-7b.json"
-    answers: list = []
+    answers: dict[str, list] = {}
 
-    def agent_call():
+    def agent_call(ip: str):
+        request = gr.Request(headers={"x-forwarded-for": ip}, client={"host": "127.0.0.1"})
         try:
-            answers.append(json.loads(validate(url, judge="baseline"))["report"])
+            out = json.loads(validate(url, judge="baseline", request=request))["report"]
         except gr.Error as e:
-            answers.append(f"error: {e.message}")
+            out = f"error: {e.message}"
+        answers.setdefault(ip, []).append(out)
 
-    holders = [threading.Thread(target=agent_call) for _ in range(mcp_ui.FILE_SLOTS)]
+    holders = [threading.Thread(target=agent_call, args=(f"203.0.113.{i}",)) for i in range(slots)]
     try:
         for t in holders:
             t.start()
         for _ in holders:                                  # every slot is taken: four downloads are hanging
-            assert arrived.acquire(timeout=30)
-        agent_call()                                       # the fifth, while four downloads hang
-        assert answers == ["error: The server is busy reading other files; try again in a minute."], answers
+            assert arrived.acquire(timeout=120)
+        agent_call("203.0.113.0")                          # an address already reading a file: at once
+        agent_call("198.51.100.1")                         # a fifth address, while four downloads hang
+        assert answers.pop("198.51.100.1") == ["error: The server is busy reading other files; try again in a "
+                                               "minute."]
+        assert answers["203.0.113.0"] == ["error: Your address is already reading 1 file here (at most 1 at once): "
+                                          "wait until it is read, then try again."], answers
     finally:
         release.set()
         for t in holders:
@@ -392,5 +404,135 @@ def test_file_tools_that_find_no_free_slot_are_told_the_server_is_busy(tmp_path,
         server.shutdown()
         server.server_close()
         svc.store.close()
-    assert len(answers) == 1 + mcp_ui.FILE_SLOTS
-    assert all("218" in a for a in answers[1:]), answers      # the four that held a slot were served
+    reports = [a for outs in answers.values() for a in outs if not a.startswith("error")]
+    assert len(reports) == slots and all("218" in a for a in reports), answers   # the four holders were served
+
+
+# --- issue 26: agents after gpt-4-0613 -------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def after_gpt4(tmp_path_factory):
+    """An app whose own endpoint no longer serves gpt-4-0613 (it serves judge-b and judge-c), and whose host lets
+    agents pick judge-b (``MMVET_AGENT_JUDGES=judge-b``). Yields (app, the host's judge)."""
+    from mmvet_core.budget import BudgetLimits
+    from tests.fake_judge import FakeState
+
+    mp = pytest.MonkeyPatch()
+    tmp = tmp_path_factory.mktemp("mcp-after-gpt4")
+    mp.setenv("GRADIO_TEMP_DIR", str(tmp / "gradio-tmp"))
+    with FakeJudgeServer(FakeState.after_gpt4()) as judge:
+        handle = start_app(tmp / "data", host_key=HOST_KEY, host_base_url=judge.url, run_concurrency=8,
+                           allow_private_endpoints=False, trusted_proxy_hops=1, agent_judges=("judge-b",),
+                           limits=BudgetLimits(per_visitor_daily=BUDGET, global_daily=100_000,
+                                               tokens_per_visitor_daily=0, tokens_global_daily=0))
+        try:
+            yield handle, judge
+        finally:
+            handle.wait_idle()
+            stop_app(handle)
+            mp.undo()
+
+
+def test_after_gpt4_an_agent_is_told_which_tools_and_judges_to_use(after_gpt4):
+    """The audit: start_grading with the default server judge failed with text naming page buttons ("Check this
+    judge first", under Grade); the agent could not pick the server's other judges. Now the refusal names the
+    check_judge tool and the judges this server lets agents pick, and the tools' descriptions say so too."""
+    app, judge = after_gpt4
+
+    async def main():
+        async with agent(app, ALICE) as s:
+            tools = {t.name: t for t in (await s.list_tools()).tools}
+            return tools, await call(s, "start_grading", results_file=data_uri(RESULTS_7B), file_name="7b.json")
+    tools, (err, answer) = asyncio.run(main())
+    assert err and "gpt-4-0613 was shut down by OpenAI on 2026-10-23" in answer, answer
+    assert "check_judge tool" in answer and "judge-b (shutdown 2026-12-11), judge-c" in answer, answer
+    assert "gpt-4-0613 (its default), judge-b" in answer, answer
+    for page_words in ("Check this judge", "under Grade", "judge field"):
+        assert page_words not in answer, (page_words, answer)
+    assert judge.state.chat_calls() == []
+    for name in ("start_grading", "validate_results", "check_judge"):
+        assert "pick judge_model among: gpt-4-0613 (its default), judge-b" in \
+            tools[name].inputSchema["properties"]["judge_model"]["description"], name
+
+
+def test_an_agent_grades_with_a_server_judge_the_host_allows_within_its_budget(after_gpt4):
+    """MMVET_AGENT_JUDGES: judge-b through the server's key and endpoint, charged to the agent's daily budget;
+    judge-c (served, but not allowed) is refused before any call."""
+    from mmvet_core.budget import today
+
+    app, judge = after_gpt4
+    bob = app.svc.visitor("127.0.0.1", BOB)
+
+    async def main():
+        async with agent(app, BOB) as s:
+            refused = await call(s, "start_grading", results_file=data_uri(RESULTS_7B), judge="server",
+                                 judge_model="judge-c")
+            calls_refused = len(judge.state.chat_calls())
+            run = await ok(s, "start_grading", results_file=data_uri(RESULTS_7B), judge="server",
+                           judge_model="judge-b")
+            return refused, calls_refused, run, await poll_to_end(s, run["run_id"], run["owner_token"])
+    (err, answer), calls_refused, run, st = asyncio.run(main())
+    assert err and "using gpt-4-0613 or judge-b, not judge-c" in answer, answer
+    assert calls_refused == 0
+    assert st["status"] == "done" and st["done"] == 218, st
+    stored = app.store.get_run(run["run_id"]).judge
+    assert stored["model"] == "judge-b" and stored["base_url"] == judge.url
+    assert {c["model"] for c in judge.state.chat_calls()} == {"judge-b"}
+    assert {c["auth"] for c in judge.state.chat_calls()} == {f"Bearer {HOST_KEY}"}           # the server's key
+    assert app.svc.store.usage(today(), bob) >= 218               # the agent's own budget paid for it
+
+
+def test_check_judge_explains_an_empty_report_and_a_check_that_cannot_run(after_gpt4):
+    """The audit: check_judge for the server's judge answered an empty report with no message. Now it says no
+    check is stored and how to run one; a check of the shut-down default judge stops with words for an agent."""
+    app, judge = after_gpt4
+
+    async def main():
+        async with agent(app, CAROL) as s:
+            empty = await ok(s, "check_judge")
+            started = await ok(s, "check_judge", start=True, owner_token=empty["owner_token"])
+            for _ in range(300):
+                if not started["running"]:
+                    break
+                await asyncio.sleep(0.1)
+                started = await ok(s, "check_judge", owner_token=empty["owner_token"])
+            return empty, started
+    empty, stopped = asyncio.run(main())
+    assert empty["report"] == "" and not empty["running"]
+    assert empty["message"].startswith("No check of gpt-4-0613 is stored on this server yet: call check_judge "
+                                       "again with start=true"), empty
+    assert stopped["report"].startswith("The check stopped: The official MM-Vet judge gpt-4-0613 was shut down"), \
+        stopped
+    assert "check_judge tool" in stopped["report"] and "judge field" not in stopped["report"], stopped
+    assert judge.state.chat_calls("gpt-4-0613") == []
+
+
+def test_the_start_log_names_both_mcp_urls(tmp_path):
+    """The audit: the start log printed the streamable HTTP URL only, while the README's first configuration
+    uses /gradio_api/mcp/sse. `python app.py` as a host runs it."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.fake_judge import free_port
+
+    root = Path(__file__).resolve().parents[1]
+    port = free_port()
+    env = {**os.environ, "MMVET_DATA_DIR": str(tmp_path / "data"), "GRADIO_SERVER_NAME": "127.0.0.1",
+           "GRADIO_SERVER_PORT": str(port), "GRADIO_TEMP_DIR": str(tmp_path / "gradio-tmp"), "PYTHONUNBUFFERED": "1"}
+    env.pop("OPENAI_API_KEY", None)
+    proc = subprocess.Popen([sys.executable, "app.py"], cwd=root, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    seen: list[str] = []
+    try:
+        for line in proc.stdout:                 # the log as a host reads it, until both URLs were named
+            seen.append(line.rstrip())
+            if any("gradio_api/mcp/sse" in s for s in seen) and \
+                    any(s.rstrip("/").endswith(f"{port}/gradio_api/mcp") for s in seen):
+                break
+    finally:
+        proc.kill()
+        proc.wait()
+    log = "\n".join(seen)
+    assert f"* SSE URL: http://127.0.0.1:{port}/gradio_api/mcp/sse" in log, log
+    assert f"* Streamable HTTP URL: http://127.0.0.1:{port}/gradio_api/mcp/" in log, log

@@ -12,7 +12,6 @@ from tests.app_fixtures import HOST_KEY, RESULTS_DIR, browser, new_page, start_a
 from tests.fake_judge import FakeJudgeServer, FakeState
 
 LLAVA_13B = RESULTS_DIR / "llava-v1.5-13b.json"
-expect.set_options(timeout=30_000)
 
 
 @pytest.fixture
@@ -36,21 +35,24 @@ def grade_example(page) -> None:
 
 
 def test_progress_says_it_waits_for_the_rate_limit_and_the_run_still_finishes(app_with, browser):
-    # the first calls get 429 with a 4 s retry-after: the whole account pauses once, and the page says until when
-    with FakeJudgeServer(FakeState(fail_429=3, retry_after=4.0, latency=0.01)) as judge:
+    # the account is rate-limited (429, retry-after 2 s: the whole account pauses, again after each retry) until the
+    # page has said until when, however long the page takes; then the limit lifts and the run ends with every grade
+    with FakeJudgeServer(FakeState(fail_429=10**9, retry_after=2.0, latency=0.01)) as judge:
         app = app_with(judge, run_concurrency=8)
         page = new_page(browser, app.url)
         try:
             grade_example(page)
             expect(page.locator("#progress-text")).to_have_text(
                 re.compile(r"running: \d+ / 218 .*waiting for the rate limit: the judge account's limit resets at "
-                           r"\d\d:\d\d:\d\d UTC"))
+                           r"\d\d:\d\d:\d\d UTC"), timeout=120_000)
+            with judge.state.lock:
+                judge.state.fail_429 = 0
             expect(page.locator("#progress-text")).to_have_text(re.compile(r"^done: 218 / 218 grades"),
-                                                                timeout=60_000)
+                                                                timeout=180_000)
             run_id = page.url.rsplit("run=", 1)[1]
             view = app.view(run_id)
             assert view.n_graded == 218 and not view.flag_counts().get("error")
-            assert sum(c.get("status") == 429 for c in judge.state.calls) == 3
+            assert any(c.get("status") == 429 for c in judge.state.calls)       # none of them cost a grade
         finally:
             page.context.close()
 
@@ -65,7 +67,7 @@ def test_batch_api_choice_grades_through_the_batch_endpoint(app_with, browser):
             page.locator("#example-button").click()
             expect(page.locator("#estimate textarea")).to_have_value(re.compile(r"with the Batch API.*Batch API chosen"))
             page.locator("#grade-button").click()
-            expect(page.locator("#progress-text")).to_have_text(re.compile(r"^done: 218 / 218"), timeout=60_000)
+            expect(page.locator("#progress-text")).to_have_text(re.compile(r"^done: 218 / 218"), timeout=180_000)
             expect(page.locator("#run-card")).to_contain_text("Batch API")
             run_id = page.url.rsplit("run=", 1)[1]
             assert app.view(run_id).n_graded == 218

@@ -32,7 +32,6 @@ gradio_client = pytest.importorskip("gradio_client")
 from gradio_client import Client, handle_file  # noqa: E402
 from gradio_client.exceptions import AppError  # noqa: E402
 
-expect.set_options(timeout=30_000)
 TERMINAL = {"done", "stopped", "failed", "incomplete"}
 
 
@@ -84,7 +83,7 @@ def hostile_zip(path: Path, beacon_url: str) -> Path:
     return path
 
 
-def wait_end(client: Client, run_id: str, timeout: float = 90) -> dict:
+def wait_end(client: Client, run_id: str, timeout: float = 180) -> dict:
     deadline = time.time() + timeout
     while True:
         st = client.predict(run_id, api_name="/status")

@@ -25,13 +25,13 @@ from tests.app_fixtures import (  # noqa: F401  (fixtures)
     HOST_KEY, RESULTS_DIR, app_server, browser, fake_server, new_page, page, set_runs, text_of, upload_results,
     reopen, wait_http, wait_loaded, wait_progress,
 )
+from tests.call_gate import CallGate
 from tests.fake_judge import RETRY_MARK, free_port
 
 LLAVA_13B = RESULTS_DIR / "llava-v1.5-13b.json"
 LLAVA_7B = RESULTS_DIR / "llava-v1.5-7b.json"
 ROOT = Path(__file__).resolve().parent.parent
 
-expect.set_options(timeout=20_000)
 
 
 
@@ -138,6 +138,68 @@ def test_grade_and_progress_are_in_the_first_viewport_at_1440x900(app_server, br
         page.context.close()
 
 
+def _overlap(a: dict, b: dict) -> bool:
+    return a["x"] < b["x"] + b["width"] and b["x"] < a["x"] + a["width"] and \
+        a["y"] < b["y"] + b["height"] and b["y"] < a["y"] + a["height"]
+
+
+def test_after_gpt4_with_own_judge_fields_open_grade_progress_and_score_stay_in_view(app_server, browser):
+    """Issue 26 (tried as a new user after gpt-4-0613): with "My own key / endpoint" chosen and the judge's facts
+    shown, Grade sat at y = 1207 px in a 1440x900 window, the shutdown toast covered the progress bar, the
+    successor board was squeezed into the left column and the score line named the judge twice. Now Grade, the
+    progress and the score are in the first viewport, no toast covers them, the board spans the page and the
+    judge is named once."""
+    from tests.fake_judge import FakeJudgeServer, FakeState
+
+    page = new_page(browser, app_server.url, viewport=(1440, 900))
+    try:
+        with FakeJudgeServer(FakeState.after_gpt4()) as judge:
+            pick_judge(page, "My own key / endpoint")
+            page.locator("#base-url textarea, #base-url input").first.fill(judge.url)
+            page.locator("#api-key input").fill("sk-visitor")
+            page.locator("#api-key input").blur()
+            expect(page.locator("#judge-facts")).to_contain_text("was shut down by OpenAI on 2026-10-23")
+            page.locator("#example-button").click()
+            expect(page.locator("#validation-report textarea")).to_have_value(re.compile("218 of 218"))
+            page.evaluate("window.scrollTo(0, 0)")      # (filling the fields scrolled to them): the first viewport
+            grade = page.locator("#grade-button").bounding_box()
+            print(f"Grade at y = {grade['y']:.0f} px with the own-key fields open (1440x900)")
+            assert grade["y"] + grade["height"] <= 900 and page.evaluate("window.scrollY") == 0, grade
+            # the official judge is shut down: said in place, the toast covers neither Grade nor the message
+            page.locator("#grade-button").click()
+            expect(page.locator("#judge-unavailable")).to_contain_text("was shut down by OpenAI")
+            toast = toasts(page).filter(has_text="Nothing was graded")
+            expect(toast).to_have_count(1)
+            toast_box = toast.bounding_box()
+            for elem in ("grade-button", "judge-unavailable"):
+                assert not _overlap(toast_box, page.locator(f"#{elem}").bounding_box()), elem
+            # a judge the endpoint serves, with a shutdown date: its toast does not cover the progress either
+            page.locator("#judge-picker input").click()
+            page.get_by_role("option").filter(has_text="judge-b").click()
+            expect(page.locator("#judge-model input, #judge-model textarea").first).to_have_value("judge-b")
+            page.locator("#grade-button").click()
+            note = toasts(page).filter(has_text="grades by judge-b cannot be re-run after 2026-12-11")
+            expect(note).to_have_count(1)
+            note_box = note.bounding_box()           # (a toast is fixed on the screen, and goes after 10 s)
+            wait_progress(page, r"(running|done): \d+ / 218")
+            assert page.evaluate("window.scrollY") == 0
+            prog, score = (page.locator(f"#{i}").bounding_box() for i in ("progress", "total-score"))
+            assert prog["y"] + prog["height"] <= 900 and score["y"] + score["height"] <= 900, (prog, score)
+            assert not _overlap(note_box, prog), (note_box, prog)
+            wait_progress(page, r"^done: 218 / 218")
+            total = text_of(page, "total-score")
+            assert total.count("judge-b") == 1 and "NOT the official MM-Vet metric" in total, total
+            app_server.wait_idle()
+        # the successor board spans both columns (its 11 headers were cut in the left one)
+        page.locator("#judge-board-section").get_by_text("Successor board").first.click()
+        board = page.locator("#judge-board").bounding_box()
+        setup, results = (page.locator(f"#{c}").bounding_box() for c in ("setup-column", "results-column"))
+        span = results["x"] + results["width"] - setup["x"]
+        assert board["x"] < results["x"] - 0.5 * setup["width"] and board["width"] >= 0.95 * span, (board, span)
+    finally:
+        page.context.close()
+
+
 def test_on_a_phone_progress_comes_right_after_grade(app_server, browser):
     page = new_page(browser, app_server.url, viewport=(390, 844))
     try:
@@ -160,17 +222,19 @@ def test_double_click_on_grade_makes_one_run_and_pays_once(app_server, fake_serv
     upload_results(page, tagged(tmp_path, LLAVA_13B, "dbl"))
     expect(page.locator("#validation-report textarea")).to_have_value(re.compile("218 of 218"))
     n0 = len(state.calls)
-    state.latency = 0.1                  # 4 in flight: ~5 s of grading, so the page sees it running
+    gate = state.gate = CallGate()       # the judge holds every call until the page has been seen running
     try:
         page.locator("#grade-button").dblclick()
         wait_progress(page, r"running: \d+ / 218")
         run_id = run_in_address(page)
         expect(page.locator("#stop-button")).to_be_enabled()
         expect(page.locator("#resume-button")).to_be_disabled()
+        gate.open()
         wait_progress(page, r"^done: 218 / 218")
         app_server.wait_idle()
     finally:
-        state.latency = 0.0
+        gate.open()
+        state.gate = None
     owner = app_server.store.get_run(run_id).owner
     assert [r.id for r in app_server.store.list_runs(owner)] == [run_id]       # one run, not two
     calls = [c for c in state.calls[n0:] if c.get("status") == 200]
@@ -226,7 +290,10 @@ def test_invalid_override_is_a_toast_and_leaves_the_page_intact(app_server, page
     page.wait_for_function("() => [...document.querySelectorAll('#radar-capabilities .js-plotly-plot')]"
                            ".some(p => (p.data || []).some(t => t.name.replaceAll('<br>', ' ')"
                            ".includes('1 human override')))")
-    page.wait_for_timeout(500)                # plotly lays the legend out after the data arrives
+    # plotly lays the legend out after the data arrives: wait until both legends show the longer name
+    page.wait_for_function("() => ['radar-capabilities', 'radar-integrations'].every(id => [...document"
+                           ".querySelectorAll(`#${id} .legendtext`)].some(e => e.textContent.replace(/\\s/g, '')"
+                           ".includes('humanoverride')))")
     assert_legends_inside_their_charts(page)  # issue 19.6: that longer name is not cut at the chart's edge
 
 
@@ -384,7 +451,7 @@ def _serve(data_dir: Path, port: int, judge_url: str) -> subprocess.Popen:
            "GRADIO_TEMP_DIR": str(data_dir.parent / "gradio-tmp")}
     proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
-    wait_http(f"http://127.0.0.1:{port}/gradio_api/info", timeout=60)
+    wait_http(f"http://127.0.0.1:{port}/gradio_api/info", timeout=180)
     return proc
 
 
@@ -394,7 +461,11 @@ def test_partial_total_has_no_spread_and_a_restart_brings_the_run_back(browser, 
     finishes it, and then the spread of the complete runs appears."""
     from tests.fake_judge import FakeJudgeServer, FakeState
 
-    with FakeJudgeServer(FakeState(latency=0.3)) as judge:
+    # the judge answers 150 calls (some 50 grades) and holds the rest: the run is still grading through the reload
+    # and when the server is killed, however long the page takes
+    gate = CallGate()
+    gate.release(150)
+    with FakeJudgeServer(FakeState(gate=gate)) as judge:
         port = free_port()
         url = f"http://127.0.0.1:{port}/"
         proc = _serve(tmp_path / "data", port, judge.url)
@@ -429,7 +500,7 @@ def test_partial_total_has_no_spread_and_a_restart_brings_the_run_back(browser, 
             assert total.startswith("So far: ") and "partial" in total and "±" not in total, total
             expect(page.locator("#my-runs-table")).to_contain_text(run_id)
             expect(page.locator("#resume-button")).to_be_enabled()
-            judge.state.latency = 0.0
+            gate.open()
             page.locator("#resume-button").click()
             wait_progress(page, r"^done: 436 / 436")
             total = text_of(page, "total-score")

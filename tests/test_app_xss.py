@@ -17,7 +17,6 @@ from playwright.sync_api import expect
 from app import BENCH_UPLOAD, JUDGE_BASELINE
 from tests.app_fixtures import app_server, browser, fake_server, wait_loaded, write_json  # noqa: F401  (fixtures)
 
-expect.set_options(timeout=20_000)
 
 EVIL_ID = 'v1_6<img src=x onerror="window.__pwned=6">'
 QUESTIONS = {

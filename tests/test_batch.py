@@ -31,6 +31,19 @@ def cli(tmp: Path, url: str, db: str, out: str, *extra: str, wait: bool = True):
                             stderr=subprocess.STDOUT, text=True)
 
 
+def batch_rows(db: Path) -> list[tuple]:
+    """The (status, batch id) rows of the CLI's batches table, [] before the table is there."""
+    if not db.exists():
+        return []
+    conn = sqlite3.connect(db, timeout=30)
+    try:
+        return conn.execute("SELECT status, batch_id FROM batches").fetchall()
+    except sqlite3.OperationalError:          # no such table yet
+        return []
+    finally:
+        conn.close()
+
+
 def grade_json(folder: Path) -> dict:
     (path,) = folder.glob("*-grade-3runs.json")
     return json.loads(path.read_text(encoding="utf-8"))
@@ -62,17 +75,14 @@ def test_a_batch_run_killed_between_submission_and_completion_resumes_without_pa
         state = server.state
         first = cli(tmp_path, server.url, "batch.db", "out", "--batch", "--batch-poll", "0.05", wait=False)
         deadline = time.time() + 120
-        while not state.batches and time.time() < deadline:
+        while not (state.batches and any(bid for _, bid in batch_rows(tmp_path / "batch.db"))):  # id stored
             assert first.poll() is None, first.stdout.read()
+            assert time.time() < deadline, "no batch submitted"
             time.sleep(0.05)
-        time.sleep(0.3)                                      # the CLI is polling the batch in progress
-        os.kill(first.pid, signal.SIGKILL)
+        os.kill(first.pid, signal.SIGKILL)                   # (it is polling the batch in progress)
         first.wait(30)
         assert list(state.batches) == ["batch_fake1"] and state.batch_requests == []
-        db = sqlite3.connect(tmp_path / "batch.db")
-        rows = db.execute("SELECT status, batch_id FROM batches").fetchall()
-        db.close()
-        assert rows == [("submitted", "batch_fake1")]                  # the batch id was stored before the kill
+        assert batch_rows(tmp_path / "batch.db") == [("submitted", "batch_fake1")]    # it outlived the kill
         state.batch_hold = False
         again = cli(tmp_path, server.url, "batch.db", "out", "--batch", "--batch-poll", "0.05")
         assert again.returncode == 0, again.stdout + again.stderr

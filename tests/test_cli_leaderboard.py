@@ -91,12 +91,28 @@ def test_hide_export_import(board):
     out = tmp / "export"
     assert run_cli("leaderboard", "export", out, "--db", db).returncode == 0
     restored = tmp / "restored.db"
-    imported = run_cli("leaderboard", "import", out, "--db", restored)
+    imported = run_cli("leaderboard", "import", out, "--trust", "--db", restored)      # the host's own backup
     assert imported.returncode == 0 and "imported 4 entry versions" in imported.stdout
     before = json.loads(run_cli("leaderboard", "show", "--json", "--db", db).stdout)
     after = json.loads(run_cli("leaderboard", "show", "--json", "--db", restored).stdout)
     assert after == before
+    assert {e["provenance"] for e in after["entries"]} == {"graded here (127.0.0.1)"}
     assert run_cli("leaderboard", "hide", entries["weak model"], "--show", "--db", db).returncode == 0
+
+    # a backup from elsewhere: restored, listed, unranked until the host verifies an entry
+    elsewhere = tmp / "elsewhere.db"
+    imported = run_cli("leaderboard", "import", out, "--db", elsewhere)
+    assert imported.returncode == 0 and "restored unverified" in imported.stdout
+    shown = {e["name"]: e for e in json.loads(run_cli("leaderboard", "show", "--json", "--db", elsewhere).stdout)
+             ["entries"]}
+    assert {(e["rank"], e["verified"]) for e in shown.values()} == {(None, False)}
+    assert shown["llava-v1.5-7b"]["provenance"] == "restored from a backup (graded on 127.0.0.1), judge not verified"
+    verified = run_cli("leaderboard", "verify", entries["llava-v1.5-7b"], "--db", elsewhere)
+    assert verified.returncode == 0 and "verified by the host" in verified.stdout
+    table = run_cli("leaderboard", "show", "--db", elsewhere).stdout
+    assert re.search(r"^\s+1\s.*llava-v1.5-7b .*verified by the host", table, re.M)
+    assert re.search(r"^\s+—\s.*llava-v1.5-13b .*judge not verified", table, re.M)
+    assert run_cli("leaderboard", "verify", "no-such-entry", "--db", elsewhere).returncode == 2
 
 
 def test_publish_refuses_bad_input_with_exit_code_2(board):
@@ -112,3 +128,32 @@ def test_publish_refuses_bad_input_with_exit_code_2(board):
     assert again.returncode == 0 and "(version 2)" in again.stdout
     missing = run_cli("leaderboard", "import", Path(db).parent / "nothing-here", "--db", db)
     assert missing.returncode == 2 and "board.jsonl" in missing.stderr
+
+
+def test_a_crafted_import_row_is_refused_by_line_and_field_and_a_bad_stored_row_never_takes_the_board_down(board):
+    """Issue 26, attack 5: ``capabilities.rec = "lots"`` imported with exit 0, then ``leaderboard show`` crashed
+    (and the app's /leaderboard and MCP with it)."""
+    db, _, tmp, _ = board
+    out = tmp / "crafted"
+    assert run_cli("leaderboard", "export", out, "--db", db).returncode == 0
+    lines = (out / "board.jsonl").read_text().splitlines()
+    row = json.loads(lines[2])
+    meta = json.loads(row["meta"])
+    meta["capabilities"]["rec"] = "lots"
+    (out / "board.jsonl").write_text("\n".join([*lines[:2], json.dumps({**row, "meta": json.dumps(meta)})]) + "\n")
+    target = tmp / "crafted.db"
+    refused = run_cli("leaderboard", "import", out, "--db", target)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "board.jsonl line 3, field meta.capabilities.rec: must be a number" in refused.stderr
+
+    # the same row written straight into a copy of the database (an old version, a hand edit): skipped, named
+    import shutil
+    import sqlite3
+    shutil.copy(db, target)
+    with sqlite3.connect(target) as conn:
+        conn.execute("UPDATE board_versions SET meta = ? WHERE entry_id = ?", (json.dumps(meta), row["entry_id"]))
+    shown = run_cli("leaderboard", "show", "--json", "--db", target)
+    assert shown.returncode == 0, shown.stderr
+    names = [e["entry"] for e in json.loads(shown.stdout)["entries"]]
+    assert row["entry_id"] not in names and len(names) == 3
+    assert f"skipped entry '{row['entry_id']}'" in shown.stderr and "meta.capabilities.rec" in shown.stderr

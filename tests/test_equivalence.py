@@ -1,51 +1,77 @@
-"""Official-equivalent estimate (mmvet_core/equivalence.py): hand-computed intervals, the cases with no estimate,
-the export file."""
+"""Official-equivalent estimate (mmvet_core/equivalence.py): what it rests on (a named check), its labels
+(in-sample, extrapolated), the cases with no estimate, the lines and the export file. The calibration itself is
+tested in test_calibration.py."""
 import pytest
 
-from mmvet_core.equivalence import (Equivalence, combine_interval, estimate_equivalent, format_equivalent_line,
-                                    hover_text, make_equivalent_csv_text, unavailable_reason)
-from mmvet_core.judgecheck import CheckColumn, JudgeCheckResult
-from mmvet_core.stats import IntervalRow
+from mmvet_core.benchmark import load_bundled_v1
+from mmvet_core.equivalence import (EXTRAPOLATED, IN_SAMPLE, Equivalence, EquivalentColumn, estimate_equivalent,
+                                    format_capability_line, format_equivalent_line, hover_text, in_sample_model,
+                                    make_equivalent_csv_text, unavailable_reason)
+from mmvet_core.judgecheck import assess_judge, load_references
+from tests.fake_judge import official_grades_answer, simulate_grades
 
-
-@pytest.mark.parametrize("args, expected", [
-    ((40.0, 37.0, 43.0, 7.0, 3.0, 11.0), (33.0, 28.0, 38.0)),      # √(3² + 4²) = 5 on each side
-    ((40.0, 36.0, 43.0, 7.0, 7.0, 7.0), (33.0, 29.0, 36.0)),       # a shift known exactly adds nothing
-    ((40.0, 40.0, 40.0, 7.0, 1.0, 15.0), (33.0, 25.0, 39.0)),      # low uses the shift's high side, and back
-    ((40.0, None, None, -2.0, None, None), (42.0, 42.0, 42.0)),
-], ids=["3-4-5", "exact-shift", "asymmetric-shift", "no-bounds"])
-def test_the_interval_adds_both_uncertainties_side_by_side(args, expected):
-    assert combine_interval(*args) == pytest.approx(expected)
-
-
-def _check(correctable=True, note="a constant shift"):
-    cols = [CheckColumn("total", 436, 0.07, 0.01, 0.12, 7.5, {}, [7.0, 8.0], {}),
-            CheckColumn("rec", 300, 0.07, 0.01, 0.13, 7.0, {}, [6.0, 8.0], {})]
-    return JudgeCheckResult(judge={"model": "judge-b"}, models=["a", "b"], n_graded=436, n_expected=436,
-                            columns=cols, scores={}, verdict="", close=False, correctable=correctable,
-                            correction_note=note, created_at=5.0)
-
-
-ROWS = [IntervalRow("total", "total", 218, 38.9, 33.8, 44.1), IntervalRow("capability", "rec", 150, 43.9, 37.7, 50.5),
-        IntervalRow("capability", "math", 26, 16.9, 10.0, 28.0),      # not in the check: no estimate for it
-        IntervalRow("integration", "rec", 10, 75.7, 62.1, 88.2)]
 RUN = {"model": "judge-b", "provider": "openai", "prompt_examples": None}
 
 
-def test_the_estimate_is_the_score_minus_the_shift_for_each_checked_column():
-    eq = estimate_equivalent(ROWS, _check(), run_judge=RUN)
-    assert eq.available and [c.name for c in eq.columns] == ["total", "rec"]
+@pytest.fixture(scope="module")
+def bench():
+    return load_bundled_v1()
+
+
+@pytest.fixture(scope="module")
+def plus_tenth(bench):
+    """A judge answering official + 0.1 (capped), checked on the default references: (check, grades of every
+    shipped set)."""
+    answer = official_grades_answer(0.1, which="all")
+    every = load_references(which="all")
+    grades = {r.model: simulate_grades(answer, r.predictions) for r in every}
+    refs = load_references()
+    check = assess_judge(bench, refs, {r.model: grades[r.model] for r in refs}, {"model": "judge-b"}, resamples=300)
+    check.check_id, check.created_at = "3f2a9c1bd0e4", 1764892800.0            # as read from the store
+    return check, grades, {r.model: r for r in every}
+
+
+def test_an_estimate_names_its_check_and_corrects_per_grade(bench, plus_tenth):
+    check, grades, refs = plus_tenth
+    rerun = refs["llava-v1.5-7b-rerun"]                # not in the default check: an unseen model
+    eq = estimate_equivalent(bench, grades[rerun.model], check, run_judge=RUN, predictions=rerun.predictions,
+                             resamples=300)
     t = eq.total
-    assert t.estimate == pytest.approx(31.4)
-    assert t.low == pytest.approx(31.4 - (5.1 ** 2 + 0.5 ** 2) ** 0.5)
-    assert t.high == pytest.approx(31.4 + (5.2 ** 2 + 0.5 ** 2) ** 0.5)
+    assert eq.available and eq.label == "" and eq.check_id == "3f2a9c1bd0e4" and len(eq.references) == 6
+    assert t.score > 37 and t.low <= rerun.official_total <= t.high and t.high - t.low < 6
+    assert [c.name for c in eq.columns] == ["total", *bench.capabilities]
+    assert all(0.0 <= c.low <= c.estimate <= c.high <= 100.0 for c in eq.columns)     # math too: never below 0
     line = format_equivalent_line(eq)
-    assert line.startswith("official-equivalent estimate: 31.4 [26.3, 36.6]")
-    assert "not the official MM-Vet metric" in line and "+7.5 [+7.0, +8.0]" in line
-    assert "estimate" in hover_text(eq, "rec") and hover_text(eq, "math") == ""
+    assert line.startswith(f"official-equivalent estimate: {t.estimate:.1f} [{t.low:.1f}, {t.high:.1f}]")
+    assert "check 3f2a9c1b (2025-12-05; 6 reference models, official totals 21.6–60.9)" in line
+    assert "not the official MM-Vet metric" in line and "IN-SAMPLE" not in line
+    assert format_capability_line(eq).startswith("rec ") and "estimate" in hover_text(eq, "rec")
     text = make_equivalent_csv_text(eq)
-    assert text.splitlines()[1].startswith("total,38.9,33.8,44.1,+7.5,+7.0,+8.0,31.4,26.3,36.6,")
-    assert "not the official MM-Vet metric" in text
+    assert text.splitlines()[0].startswith("column,score,official_equivalent_estimate,estimate_ci_low")
+    assert text.splitlines()[1].startswith(f"total,{t.score:.1f},{t.estimate:.1f},{t.low:.1f},{t.high:.1f},")
+    assert "3f2a9c1bd0e4" in text and "not the official MM-Vet metric" in text
+
+
+def test_a_reference_model_is_in_sample_and_left_out_of_its_own_correction(bench, plus_tenth):
+    check, grades, refs = plus_tenth
+    ref = refs["internlm-xcomposer2-vl-7b"]
+    assert in_sample_model(check, ref.predictions) == ref.model
+    assert in_sample_model(check, {**ref.predictions, **{s: "x" for s in list(ref.predictions)[:30]}}) is None
+    eq = estimate_equivalent(bench, grades[ref.model], check, run_judge=RUN, predictions=ref.predictions,
+                             resamples=300)
+    assert eq.label == IN_SAMPLE and eq.left_out == ref.model and ref.model not in eq.references
+    assert len(eq.references) == 5 and eq.total.low <= ref.official_total <= eq.total.high
+    assert "— IN-SAMPLE: these answers are the check's reference internlm-xcomposer2-vl-7b; it is left out" in \
+        format_equivalent_line(eq)
+
+
+def test_a_model_beyond_the_references_is_extrapolated_and_widened(bench, plus_tenth):
+    check, grades, refs = plus_tenth
+    # a run answering every sample as well as the references' best: far above their range
+    scores = {sid: [1.0] for sid in bench.ids}
+    eq = estimate_equivalent(bench, scores, check, run_judge=RUN, predictions={}, resamples=200)
+    assert eq.label == EXTRAPOLATED and eq.total.widened > 0 and eq.total.high <= 100.0
+    assert "EXTRAPOLATED:" in format_equivalent_line(eq) and "above the references' official totals" in eq.label_note
 
 
 @pytest.mark.parametrize("judge, version, check, says", [
@@ -53,18 +79,52 @@ def test_the_estimate_is_the_score_minus_the_shift_for_each_checked_column():
     ({"provider": "openai", "model": "gpt-4-0613", "prompt_examples": None}, "v1", None, "official judge itself"),
     ({"provider": "openai", "model": "judge-b", "prompt_examples": [1, 2]}, "v1", "ok", "another prompt"),
     ({"provider": "openai", "model": "judge-b", "prompt_examples": None}, "v2", "ok", "measures MM-Vet v1"),
+    ({"provider": "baseline", "model": "keyword-baseline"}, "v1", "ok", "keyword baseline"),
     ({"provider": "openai", "model": "judge-b", "prompt_examples": None}, "v1", None, "judge-check --judge-model judge-b"),
-    ({"provider": "openai", "model": "judge-b", "prompt_examples": None}, "v1", "refused", "depends on the level"),
-], ids=["imported", "official-judge", "other-prompt", "v2", "no-check", "check-refuses"])
-def test_no_estimate_and_why(judge, version, check, says):
-    stored = {"ok": _check(), "refused": _check(False, "the shift depends on the level"), None: None}[check]
+    ({"provider": "openai", "model": "judge-b", "prompt_examples": None}, "v1", "few", "at least 3 are needed"),
+], ids=["imported", "official-judge", "other-prompt", "v2", "baseline", "no-check", "too-few-models"])
+def test_no_estimate_and_why(bench, plus_tenth, judge, version, check, says):
+    few = assess_judge(bench, load_references(which="llava-v1.5-13b,llava-v1.5-7b"),
+                       {m: plus_tenth[1][m] for m in ("llava-v1.5-13b", "llava-v1.5-7b")}, {"model": "judge-b"},
+                       resamples=100) if check == "few" else None
+    stored = {"ok": plus_tenth[0], "few": few, None: None}[check]
     assert says in unavailable_reason(judge, version, stored)
-    eq = estimate_equivalent(ROWS, stored, run_judge=judge, benchmark_version=version)
+    eq = estimate_equivalent(bench, {sid: [0.5] for sid in bench.ids}, stored, run_judge=judge,
+                             benchmark_version=version)
     assert not eq.available and eq.columns == []
     assert format_equivalent_line(eq).startswith("official-equivalent estimate: none (")
     assert "no official-equivalent estimate" in make_equivalent_csv_text(eq)
 
 
-def test_nothing_graded_has_no_estimate():
-    eq = estimate_equivalent([], _check(), run_judge=RUN)
+def test_nothing_graded_has_no_estimate(bench, plus_tenth):
+    eq = estimate_equivalent(bench, {sid: [None] for sid in bench.ids}, plus_tenth[0], run_judge=RUN)
     assert eq == Equivalence(False, "nothing graded yet", "judge-b")
+
+
+def test_the_short_form_for_tables_and_apis():
+    col = EquivalentColumn("total", 40.0, 33.04, 30.01, 36.26)
+    eq = Equivalence(True, "", "judge-b", "abc123", 0.0, ["a", "b", "c"], [21.6, 60.9], label=EXTRAPOLATED,
+                     columns=[col])
+    assert eq.short() == {"estimate": 33.0, "low": 30.0, "high": 36.3, "label": "extrapolated", "check": "abc123",
+                          "check_text": "check abc123 (?; 3 reference models, official totals 21.6–60.9)"}
+    assert Equivalence(False, "why").short() is None
+
+
+@pytest.mark.parametrize("name", ["random", "keyword"])
+def test_a_judge_no_better_than_corrected_keyword_matching_gets_no_estimate(bench, name):
+    """The gate compares like with like: the judge's grades corrected per grade (each reference by the others)
+    against keyword matching's grades corrected the same way. A judge answering at random, corrected, only
+    predicts each cell's average; it is refused, and so is keyword matching itself."""
+    import random
+
+    from mmvet_core.judge import keyword_score
+    rng = random.Random(0)
+    refs = load_references()
+    grades = {r.model: {sid: [rng.randint(0, 10) / 10 if name == "random" else
+                              keyword_score(bench.samples[sid].answer, r.predictions.get(sid, ""))]
+                        for sid in bench.ids} for r in refs}
+    check = assess_judge(bench, refs, grades, {"model": name}, resamples=100)
+    assert not check.correctable and "keyword matching corrected the same way" in check.correction_note
+    assert check.calibration["rmse"] >= check.calibration["keyword_rmse"] > 0.25
+    check.check_id = "x"
+    assert "no closer to the official grades" in unavailable_reason(RUN, "v1", check)

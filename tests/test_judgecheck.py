@@ -40,9 +40,14 @@ def _official_total(files: list[str]) -> float:
 
 
 #: Official totals of every reference set, pinned (also the official CSVs' totals: 13b 36.1 and 36.3 over 1 + 3
-#: runs, 7b 31.2 and 31.1, the 7b re-run 30.7, InternLM-XComposer2-VL-7B 51.2)
+#: runs, 7b 31.2 and 31.1, the 7b re-run 30.7, InternLM-XComposer2-VL-7B 51.2; the Qwen2.5-VL-3B sets of
+#: HangyuRan/mm-vet-visualizer have no CSV: their totals are the official aggregation of their grade files)
 PINNED_TOTALS = {"llava-v1.5-13b": 36.3, "llava-v1.5-7b": 31.1, "llava-v1.5-7b-rerun": 30.7,
-                 "internlm-xcomposer2-vl-7b": 51.2}
+                 "internlm-xcomposer2-vl-7b": 51.2, "qwen2.5-vl-3b": 60.9, "qwen2.5-vl-3b-claude-images": 31.1,
+                 "qwen2.5-vl-3b-gemini-images": 21.6}
+#: The default check's sets, in manifest order: official totals from 21.6 to 60.9
+DEFAULT_SETS = ["llava-v1.5-13b", "llava-v1.5-7b", "internlm-xcomposer2-vl-7b", "qwen2.5-vl-3b",
+                "qwen2.5-vl-3b-claude-images", "qwen2.5-vl-3b-gemini-images"]
 
 
 def test_every_reference_set_is_byte_identical_to_its_source_and_its_official_total_is_pinned():
@@ -60,8 +65,8 @@ def test_every_reference_set_is_byte_identical_to_its_source_and_its_official_to
 
 
 @pytest.mark.parametrize("which, expected", [
-    (None, ["llava-v1.5-13b", "llava-v1.5-7b", "internlm-xcomposer2-vl-7b"]),
-    ("default", ["llava-v1.5-13b", "llava-v1.5-7b", "internlm-xcomposer2-vl-7b"]),
+    (None, DEFAULT_SETS),
+    ("default", DEFAULT_SETS),
     ("llava-v1.5-7b-rerun,llava-v1.5-13b", ["llava-v1.5-13b", "llava-v1.5-7b-rerun"]),
 ], ids=["none", "default", "named-in-manifest-order"])
 def test_reference_sets_are_selected_by_name(which, expected):
@@ -75,32 +80,52 @@ def test_all_and_an_unknown_reference_set():
 
 
 def test_the_default_references_spread_the_level_and_the_llava_sets_are_the_test_data_copies(refs):
-    assert [(r.model, r.official_total) for r in refs] == [("llava-v1.5-13b", 36.3), ("llava-v1.5-7b", 31.1),
-                                                           ("internlm-xcomposer2-vl-7b", 51.2)]
+    assert [(r.model, r.official_total) for r in refs] == [(m, PINNED_TOTALS[m]) for m in DEFAULT_SETS]
+    assert min(r.official_total for r in refs) < 30 and max(r.official_total for r in refs) > 60
     for r in refs[:2]:
         assert r.predictions == json.loads((DATA / "results" / f"{r.model}.json").read_text(encoding="utf-8"))
         assert len(r.official) == 218 and all(len(v) == 4 for v in r.official.values())
-    assert len(refs[2].official) == 218 and all(len(v) == 1 for v in refs[2].official.values())
-    assert call_count(refs=refs) == 654 == 3 * 218
+    for r in refs[2:]:
+        assert len(r.official) == 218 and all(len(v) == 1 for v in r.official.values())
+        assert len(r.predictions) == 218
+    assert call_count(refs=refs) == 1308 == 6 * 218
+
+
+def test_every_grade_of_the_qwen_sets_records_the_official_judge_and_the_held_out_sets_are_not_shipped():
+    """Issue 23: the HangyuRan/mm-vet-visualizer grade files record gpt-4-0613 for every sample (its `gpt4o-mini`
+    is a model under test); Qwen2.5-VL-7B on the original images and Qwen2.5-VL-3B on the GPT-generated images stay
+    out of the shipped references (they test the estimate on models it never saw)."""
+    sources = {s.model: s for s in load_manifest()}
+    for name in ("qwen2.5-vl-3b", "qwen2.5-vl-3b-claude-images", "qwen2.5-vl-3b-gemini-images"):
+        grades = json.loads((ROOT / "assets" / "reference" / sources[name].grades[0]).read_text())
+        assert len(grades) == 218 and {tuple(g["model"]) for g in grades.values()} == {("gpt-4-0613",)}
+        assert "none declared" in sources[name].source["licence"]
+    shipped = {p for s in load_manifest() for p in s.source["paths"]}
+    assert not shipped & {"prediction/qwen7b/pred_original.json", "score/score_original_7B.json",
+                          "prediction/qwen3b/pred_gpt.json", "score/qwen3b/pred_gpt.json"}
 
 
 def test_a_judge_answering_the_official_grades_has_delta_bar_0_and_is_close(store):
     with FakeJudgeServer(FakeState(answer_fn=official_grades_answer())) as srv:
         result = asyncio.run(run_judge_check(store, JudgeSettings(base_url=srv.url), "sk-test", concurrency=8))
-        # the cost announced: 654 grades at 1 run, 627 distinct prompts (27 answers are identical in LLaVA 13b and 7b)
-        assert len(srv.state.completed_calls()) == distinct_prompts() == 627
-    assert result.n_graded == 654 and result.calls == 627 and result.cached == 27
-    for c in result.columns:
-        assert c.delta_bar == pytest.approx(0.0, abs=1e-12) and c.shift == pytest.approx(0.0, abs=1e-9), c.name
+        # the cost announced: 1308 grades at 1 run, 1243 distinct prompts (65 answers are word for word alike in
+        # two sets: asked once)
+        assert len(srv.state.completed_calls()) == distinct_prompts() == 1243
+    assert result.n_graded == 1308 and result.calls == 1243 and result.cached == 65
+    for c in result.columns:     # a prompt two sets share gets one answer: the mean of their official grades
+        assert c.delta_bar == pytest.approx(0.0, abs=0.005) and c.shift == pytest.approx(0.0, abs=0.3), c.name
     assert result.close and result.verdict.startswith("Close to the official judge")
+    assert result.correctable and len(result.lomo["rows"]) == 6 and result.calibration["pairs"] == 1308
     # GPT-4-0613 against itself, run to run (issue: 0.004-0.015), beside the keyword baseline's Δ̄
     assert 0.004 <= result.total.gpt4_self <= 0.015
     assert round(result.per_model["llava-v1.5-13b"]["baseline"], 2) in (0.13, 0.14)
     # stored, and a second check of the same judge costs nothing
-    assert store.latest_judge_check(JudgeSettings(base_url=srv.url).fingerprint())["n_graded"] == 654
+    assert store.latest_judge_check(JudgeSettings(base_url=srv.url).fingerprint())["n_graded"] == 1308
     with FakeJudgeServer(FakeState(answer_fn=official_grades_answer()), port=srv.port) as again:
         second = asyncio.run(run_judge_check(store, JudgeSettings(base_url=again.url), "sk-test"))
-        assert again.state.calls == [] and second.calls == 0 and second.n_graded == 654
+        assert again.state.calls == [] and second.calls == 0 and second.n_graded == 1308
+    # ... every grade was reused (issue 23: it printed "0 made, 0 reused"), and nothing new is stored
+    assert second.cached == 1308 and second.unchanged and second.check_id == result.check_id
 
 
 def test_the_keyword_baseline_drifts_with_delta_bar_0_13_on_13b(store):
@@ -141,10 +166,10 @@ def test_cli_says_the_cost_before_starting_and_reports(tmp_path):
                               capture_output=True, text=True, env=cli_env(), cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr
     first = proc.stdout.splitlines()[0]
-    assert "654 judge calls at 1 run" in first and "my-local-judge" in first
+    assert "1308 judge calls at 1 run" in first and "my-local-judge" in first
     assert "Close to the official judge" in proc.stdout
     data = json.loads((tmp_path / "out" / "judge-check.json").read_text())
-    assert data["n_graded"] == 654 and data["judge"]["model"] == "my-local-judge"
+    assert data["n_graded"] == 1308 and data["judge"]["model"] == "my-local-judge"
 
 
 def _true_shift(answer, refs) -> float:
@@ -163,46 +188,61 @@ def _true_shift(answer, refs) -> float:
     return sum(shifts) / len(shifts)
 
 
-def test_done_when_a_judge_answering_official_plus_0_1_is_checked_then_corrected(tmp_path):
-    """Issue 17, 'Done when' 2: a judge answering each reference sample's official grade + 0.1 (clipped to 1: 1.1
-    is unparsable) on an endpoint that announces its shutdown. judge-check warns of the date and prints a total
-    shift whose interval holds the true shift; a repeated check costs no call; grading llava-v1.5-7b with it then
-    prints an official-equivalent estimate whose interval holds the official total, and exports it apart."""
+def _estimate_line(stdout: str) -> str:
+    return next(x for x in stdout.splitlines() if x.startswith("official-equivalent"))
+
+
+def test_done_when_a_checked_judge_corrects_runs_and_a_smaller_check_changes_no_estimate(tmp_path):
+    """Issue 17, 'Done when' 2, and issue 23: a judge answering each reference sample's official grade + 0.1
+    (clipped to 1: 1.1 is unparsable) on an endpoint that announces its shutdown. judge-check warns of the date,
+    prints a total shift whose interval holds the true shift and the leave-one-model-out table; grading the
+    llava-v1.5-7b re-run (no reference of the default check) prints an estimate naming the check whose interval
+    holds the official total, exported apart. Re-running the check with fewer sets makes no call and changes no
+    estimate (the check grows; the same check id). Grading a reference model's own answers says it is in-sample."""
     import re
-    all_refs = load_references(which="all")
+    refs = load_references()
     answer = official_grades_answer(0.1, which="all")
-    truth = _true_shift(answer, all_refs)
+    truth = _true_shift(answer, refs)
     db, env = str(tmp_path / "g.db"), cli_env()
-    with FakeJudgeServer(FakeState.after_gpt4(answer_fn=answer)) as srv:
-        check = [sys.executable, "-m", "mmvet_core", "judge-check", "--base-url", srv.url, "--judge-model", "judge-b",
-                 "--references", "all", "--db", db]
-        proc = subprocess.run(check, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+
+    def run(*args):
+        proc = subprocess.run([sys.executable, "-m", "mmvet_core", *args, "--base-url", srv.url, "--judge-model",
+                               "judge-b", "--db", db], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
         assert proc.returncode == 0, proc.stderr
-        first = proc.stdout.splitlines()[0]
-        assert f"{call_count(refs=all_refs)} judge calls" in first and "4 reference sets" in first
-        assert "2026-12-11" in proc.stdout
-        row = next(line for line in proc.stdout.splitlines() if line.strip().startswith("total "))
+        return proc.stdout
+
+    def grade(name, out):
+        return run("grade", str(DATA / "results" / name), "--out", str(tmp_path / out))
+
+    with FakeJudgeServer(FakeState.after_gpt4(answer_fn=answer)) as srv:
+        first = run("judge-check")
+        assert f"{call_count(refs=refs)} judge calls" in first.splitlines()[0] and "6 reference sets" in first
+        assert "2026-12-11" in first
+        row = next(line for line in first.splitlines() if line.strip().startswith("total "))
         point, low, high = map(float, re.search(r"([+-]\d+\.\d) \[([+-]\d+\.\d), ([+-]\d+\.\d)\]", row).groups())
         assert low <= round(truth, 1) <= high and abs(point - truth) < 0.05, (row, truth)
-        assert "Kendall τ = +1.00 over 4 models" in proc.stdout and "weak evidence" in proc.stdout
+        check_id = re.search(r"^Check ([\w-]+) of ", first, re.M).group(1)
+        assert "Leave-one-model-out" in first and re.search(r"qwen2\.5-vl-3b +60\.9 +\d+\.\d +[+-]\d\.\d", first)
+        assert "Official-equivalent estimates of this judge's runs: available" in first
         made = len(srv.state.chat_calls("judge-b"))
-        assert made == distinct_prompts(refs=all_refs)
-        again = subprocess.run(check, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
-        assert again.returncode == 0 and "Judge calls: 0 made" in again.stdout
-        assert len(srv.state.chat_calls("judge-b")) == made          # the server saw no new chat call
-        grade = subprocess.run([sys.executable, "-m", "mmvet_core", "grade", str(DATA / "results" / "llava-v1.5-7b.json"),
-                                "--base-url", srv.url, "--judge-model", "judge-b", "--db", db,
-                                "--out", str(tmp_path / "out")],
-                               capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
-    assert grade.returncode == 0, grade.stderr
-    line = next(x for x in grade.stdout.splitlines() if "official-equivalent" in x)
+        assert made == distinct_prompts(refs=refs)
+        rerun = grade("llava-v1.5-7b-rerun.json", "out")
+        smaller = run("judge-check", "--references", "llava-v1.5-13b")
+        assert "Judge calls: 0 made, 1308 reused" in smaller and f"Check {check_id} of " in smaller
+        assert "unchanged" in smaller and "6 reference" in smaller
+        again = grade("llava-v1.5-7b-rerun.json", "again")
+        in_sample = grade("llava-v1.5-7b.json", "in-sample")
+        # calls made after the check: the re-run's answers that no reference shares, nothing else
+        assert len(srv.state.chat_calls("judge-b")) == distinct_prompts(refs=load_references(which="all"))
+    line = _estimate_line(rerun)
     est, low, high = map(float, re.search(r"official-equivalent estimate: (\d+\.\d) \[(\d+\.\d), (\d+\.\d)\]",
                                           line).groups())
-    official_7b = next(r.official_total for r in all_refs if r.model == "llava-v1.5-7b")
-    assert low <= official_7b <= high and "not the official MM-Vet metric" in line
-    assert abs(est - official_7b) < 1.0          # the +0.1 judge's score, corrected, lands near the official one
+    assert low <= 30.7 <= high and high - low <= 6 and abs(est - 30.7) < 1.0 and "not the official MM-Vet metric" in line
+    assert f"corrected per grade by check {check_id[:8]} (" in line and "6 reference models, official totals 21.6–60.9" in line
+    assert _estimate_line(again) == line                 # the smaller check changed nothing
+    assert "IN-SAMPLE: these answers are the check's reference llava-v1.5-7b" in _estimate_line(in_sample)
     export = next((tmp_path / "out").glob("*official-equivalent-estimate*.csv")).read_text()
-    assert "official_equivalent_estimate" in export.splitlines()[0] and f"{est:.1f}" in export
+    assert "official_equivalent_estimate" in export.splitlines()[0] and f"{est:.1f}" in export and check_id in export
 
 
 def _tiny(n: int = 4):
@@ -252,16 +292,17 @@ def test_the_verdict_reads_the_interval_not_the_point(total, caps, kind):
     assert f"[{total[1]:+.1f}, {total[2]:+.1f}]" in text
 
 
-def test_a_shift_that_grows_with_the_model_level_is_named_and_refuses_a_correction(refs):
-    # a judge giving 80 % of every official grade: the shift is -0.2 × the level in every draw
+def test_a_shift_that_grows_with_the_model_level_is_named_and_the_per_grade_correction_still_corrects_it(refs):
+    """Issue 23: a judge on another scale (80 % of every official grade: the shift is -0.2 × the level) got no
+    estimate ("level-dependent"); the per-grade correction undoes it."""
     bench = load_bundled_v1()
     cand = {r.model: {sid: [0.8 * sum(v) / len(v)] for sid, v in r.official.items()} for r in refs}
     result = assess_judge(bench, refs, cand, {"model": "stingy"}, resamples=2000)
     assert result.slope == pytest.approx(-0.2) and result.slope_interval[1] < 0
     assert result.level_dependent and "depends on the model's level" in result.level_note
-    assert "weak evidence" in result.level_note and result.tau == 1.0
-    assert not result.correctable and "depends on the model's level" in result.correction_note
-    assert "not shown" in format_check(result)
+    assert result.tau == 1.0 and "weak evidence" not in result.level_note         # 6 models
+    assert result.correctable and "Leave-one-model-out" in format_check(result)
+    assert max(abs(r["error"][0]) for r in result.lomo["rows"]) < 1.0
 
 
 def test_a_stored_check_without_intervals_still_reads(refs):
@@ -276,4 +317,5 @@ def test_a_stored_check_without_intervals_still_reads(refs):
     back = JudgeCheckResult.from_dict(old)
     assert back.total.shift_interval is None and not back.correctable
     assert "Δ̄ judge" in format_check(back)
-    assert references_key(refs) == "internlm-xcomposer2-vl-7b+llava-v1.5-13b+llava-v1.5-7b"
+    assert references_key(refs) == ("internlm-xcomposer2-vl-7b+llava-v1.5-13b+llava-v1.5-7b+qwen2.5-vl-3b+"
+                                    "qwen2.5-vl-3b-claude-images+qwen2.5-vl-3b-gemini-images")

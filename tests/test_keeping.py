@@ -28,7 +28,7 @@ def svc(tmp_path):
     s.store.close()
 
 
-def wait_done(svc: GradingService, run_id: str, timeout: float = 60.0) -> dict:
+def wait_done(svc: GradingService, run_id: str, timeout: float = 180.0) -> dict:
     deadline = time.time() + timeout
     while svc.jobs.is_running(run_id):
         assert time.time() < deadline, "the run did not end"
@@ -131,7 +131,7 @@ def test_my_runs_reads_no_run_twice(svc, tmp_path, monkeypatch):
     """The list's totals are kept once computed: a second listing loads no run at all."""
     rid = svc.open_grade_file(str(GRADES / "llava-v1.5-13b_gpt-4-grade-3runs.json"), ALL, "me", "v")
     first = svc.runs_of("me")
-    import mmvet_core.service as service
+    import mmvet_core.service.reading as service
     loads = []
     monkeypatch.setattr(service, "load_run_view", lambda *a, **k: loads.append(a) or None)
     again = svc.runs_of("me")
@@ -143,7 +143,7 @@ def test_my_runs_reads_no_run_twice(svc, tmp_path, monkeypatch):
 
 def test_status_is_computed_once_per_change_whoever_asks(svc, monkeypatch):
     rid = svc.open_grade_file(str(GRADES / "llava-v1.5-13b_gpt-4-grade-3runs.json"), ALL, "me", "v")
-    import mmvet_core.service as service
+    import mmvet_core.service.reading as service
     real, loads = service.load_run_view, []
     monkeypatch.setattr(service, "load_run_view", lambda *a, **k: loads.append(a) or real(*a, **k))
     answers = [svc.status(rid) for _ in range(50)]

@@ -18,6 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 from tests.conftest import cli_env
+from tests.call_gate import CallGate
 from tests.fake_judge import FakeJudgeServer, FakeState
 from tests.official_reference import RETRY_TEXT, SHARED_DATA, load_official_metadata, sample_by_question
 
@@ -42,7 +43,7 @@ def run_to_completion(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 def count_graded(db: Path) -> int:
     try:
-        with sqlite3.connect(db, timeout=5) as conn:
+        with sqlite3.connect(db, timeout=30) as conn:
             return conn.execute("SELECT COUNT(*) FROM grades WHERE status IN ('ok', 'fallback')").fetchone()[0]
     except sqlite3.OperationalError:        # not created yet
         return 0
@@ -70,7 +71,10 @@ def test_a_killed_grading_resumes_without_paying_twice(tmp_path):
 
     # The uninterrupted reference runs at the same time on a server of its own, into its own database
     # (its concurrency does not change what is asked).
-    with FakeJudgeServer(FakeState(latency=0.05)) as ref_server, FakeJudgeServer(FakeState(latency=0.05)) as server, \
+    # The judge of the command under test answers 20 calls at a time, only while fewer than KILL_AFTER_GRADES
+    # grades are stored: the kill comes mid-run (with calls in flight) however fast or slow the machine is.
+    gate = CallGate()
+    with FakeJudgeServer(FakeState(latency=0.05)) as ref_server, FakeJudgeServer(FakeState(gate=gate)) as server, \
             open(tmp_path / "ref.log", "w") as ref_log:
         ref_proc = subprocess.Popen(grade_command(ref_server.url, tmp_path / "ref.db", tmp_path / "ref", 32),
                                     cwd=tmp_path, env=cli_env(OPENAI_API_KEY="sk-test"), stdout=ref_log,
@@ -86,10 +90,13 @@ def test_a_killed_grading_resumes_without_paying_twice(tmp_path):
         while count_graded(db) < KILL_AFTER_GRADES:
             assert proc.poll() is None, "the grading finished before it could be killed"
             assert time.monotonic() < deadline, "no progress"
+            if gate.passes == 0:
+                gate.release(20)
             time.sleep(0.02)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-        time.sleep(0.3)                       # requests in flight at the kill reach the server's log
+        server.wait_quiet()                   # requests in flight at the kill reach the server's log
+        gate.open()
         before_kill = list(calls)
         graded_before, stored_before = stored_state(db)
         assert KILL_AFTER_GRADES <= len(graded_before) < N_RUNS * 218

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import gzip
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -18,7 +19,7 @@ LIMIT = 1000
 
 class Server(ThreadingHTTPServer):
     """Serves BODY at /results.json, a body over the limit at /big, a gzip bomb at /bomb (small on the wire, big
-    once decompressed), a redirect to /results.json at /moved and a 404 elsewhere; counts requests."""
+    once decompressed), a byte every 0.2 s at /drip, a redirect to /results.json at /moved and a 404 elsewhere; counts requests."""
 
     def __init__(self):
         self.hits = 0
@@ -32,6 +33,18 @@ class Server(ThreadingHTTPServer):
                     body = b"x" * (LIMIT * 50)
                 elif self.path == "/bomb":
                     body, headers = gzip.compress(b" " * (LIMIT * 1000)), {"Content-Encoding": "gzip"}
+                elif self.path == "/drip":          # a byte every 0.2 s, until the client goes away
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(LIMIT))
+                    self.end_headers()
+                    try:
+                        for _ in range(LIMIT):
+                            self.wfile.write(b" ")
+                            self.wfile.flush()
+                            time.sleep(0.2)
+                    except OSError:
+                        pass
+                    return
                 elif self.path == "/moved":
                     status, body, headers = 302, b"", {"Location": "/results.json"}
                 elif self.path != "/results.json":
@@ -111,3 +124,32 @@ def test_a_data_uri_is_decoded_with_the_extension_of_its_type(tmp_path):
 def test_a_bad_data_uri_is_refused(uri, message):
     with pytest.raises(RemoteFileError, match=message):
         decode_data_uri(uri, LIMIT)
+
+
+def test_a_drip_fed_download_is_cut_at_the_deadline(server, tmp_path):
+    """Issue 26: a URL that drips a byte at a time held an agent's file slot for the whole 30 s; the deadline
+    covers the whole download (here 1 s), however steadily the bytes come."""
+    with pytest.raises(RemoteFileError, match=r"took longer than 1 s"):
+        fetch_visitor_file(server.url + "/drip", tmp_path, max_bytes=LIMIT, block_private=False, deadline=1.0)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_name_lookup_that_hangs_is_cut_at_the_deadline(tmp_path, monkeypatch):
+    """The deadline covers the name's lookup too (a resolver that never answers is a slow server)."""
+    import socket
+
+    import mmvet_core.transport as transport
+
+    released = threading.Event()
+
+    def hanging_lookup(*args, **kwargs):
+        released.wait(60)
+        raise socket.gaierror("released")
+
+    monkeypatch.setattr(transport.socket, "getaddrinfo", hanging_lookup)
+    try:
+        with pytest.raises(RemoteFileError, match=r"took longer than 0.5 s"):
+            fetch_visitor_file("https://results.example.org/llava.json", tmp_path, max_bytes=LIMIT,
+                               block_private=True, deadline=0.5)
+    finally:
+        released.set()

@@ -4,6 +4,8 @@ batches behave the same; migrations bring any database to the schema the code qu
 earlier release upgrades in place); faults are named."""
 from __future__ import annotations
 
+import json
+
 import sqlite3
 import threading
 import time
@@ -283,6 +285,25 @@ def test_leaderboard_versions_flags_and_stamp(any_store):
         store.log_publish("v", at=at)
     assert store.count_publishes("v", since=90_000.0) == 2 and store.count_publishes("w", since=0.0) == 0
     assert len(dict(store.iter_tables())["board_publishes"]) == 2
+
+
+def test_board_heads_one_version_a_rewritten_meta_and_a_runs_judge(any_store):
+    """What the leaderboard's refresh reads (heads without the frozen copies, one version), the host's
+    verification (a version's meta rewritten, the board's stamp moved) and a resumed run's endpoints."""
+    store = any_store
+    store.add_board_version("e1", run_id="r1", owner_hash="h", name="One", link="", meta={"a": 1}, scores={"s": [1]})
+    store.add_board_version("e2", run_id="r2", owner_hash="h", name="Two", link="", meta={}, scores={})
+    store.update_board_entry("e2", published=False)
+    assert [h["id"] for h in store.board_heads()] == ["e1"] and "meta" not in store.board_heads()[0]
+    assert [h["id"] for h in store.board_heads(include_withdrawn=True)] == ["e1", "e2"]
+    assert store.board_version("e1", 1)["scores"] == '{"s": [1]}' and store.board_version("e1", 2) is None
+    before = store.board_stamp()
+    store.set_board_meta("e1", 1, {"a": 1, "provenance": {"verified_by": "host"}})
+    assert json.loads(store.board_version("e1", 1)["meta"])["provenance"] == {"verified_by": "host"}
+    assert store.board_stamp() != before
+    run = store.create_run(model_name="m", benchmark={}, n_runs=1, judge={"model": "j"}, predictions={})
+    store.update_run_judge(run, {"model": "j", "graded_on": ["evil.example"]})
+    assert store.get_run(run).judge == {"model": "j", "graded_on": ["evil.example"]}
 
 
 def test_two_processes_publishing_one_entry_at_once_get_distinct_versions(db_location):

@@ -18,6 +18,10 @@ from mmvet_core.transport import ENV_VAR, AiohttpTransport, make_http_client
 from tests.fake_judge import deterministic_answer, free_port
 
 PROMPT = "Compare the ground truth and prediction.\n" + "x" * 2000 + "\nWhat is 2+2? | 4 | four"
+# A request timeout that only a call the fake judge holds on purpose reaches (it holds it until the client hangs
+# up): every other answer, even on a machine kept busy by other work, comes far sooner. A held call costs this.
+PATIENT_S = 3.0
+HELD_S = 600.0       # `slow_seconds` of a held call: never reached, the client's timeout ends it first
 
 
 def _settings(server, **kw) -> JudgeSettings:
@@ -96,8 +100,9 @@ def test_429s_past_the_rate_limit_deadline_are_a_rate_limit_error(fake_judge):
     t0 = time.monotonic()
     err = _error(_settings(fake_judge, rate_limit_wait=0.3))
     assert (err.kind, err.status) == ("rate_limit", 429)
-    assert 0.2 <= time.monotonic() - t0 < 3
-    assert 3 <= len(fake_judge.state.calls) <= 10
+    # it waited some 429s out (a busy machine fits fewer in 0.3 s), then gave up long before the 1000th (50 s)
+    assert 0.2 <= time.monotonic() - t0 < 25
+    assert 2 <= len(fake_judge.state.calls) <= 10
 
 
 def test_an_exhausted_quota_is_not_waited_out(fake_judge):
@@ -121,16 +126,16 @@ def test_500_after_all_retries_is_a_server_error(fake_judge):
 
 
 def test_client_timeout_is_a_timeout_error(fake_judge):
-    fake_judge.state.slow_calls, fake_judge.state.slow_seconds = 1, 3.0
+    fake_judge.state.slow_calls, fake_judge.state.slow_seconds = 1, HELD_S
     t0 = time.monotonic()
     err = _error(_settings(fake_judge, timeout=0.3, max_retries=0))
     assert err.kind == "timeout"
-    assert time.monotonic() - t0 < 2.0                               # the request's timeout (0.3 s) applied
+    assert time.monotonic() - t0 < HELD_S / 4                        # the request's timeout applied, not the server
 
 
 def test_a_timed_out_call_is_retried(fake_judge):
-    fake_judge.state.slow_calls, fake_judge.state.slow_seconds = 1, 3.0
-    (reply,) = _run(_complete, _settings(fake_judge, timeout=0.3, max_retries=1))
+    fake_judge.state.slow_calls, fake_judge.state.slow_seconds = 1, HELD_S
+    (reply,) = _run(_complete, _settings(fake_judge, timeout=PATIENT_S, max_retries=1))
     assert reply.content == deterministic_answer(PROMPT, 0.0)
     assert len(fake_judge.state.calls) == 2
 
@@ -182,10 +187,10 @@ def test_concurrency_32(fake_judge):
 def test_closes_cleanly(fake_judge, caplog):
     """No "Unclosed client session / connector / connection" (ResourceWarning or asyncio's log) after aclose, also
     after a call that timed out and with concurrent first calls (which must share one aiohttp session)."""
-    fake_judge.state.slow_calls, fake_judge.state.slow_seconds = 1, 1.0
+    fake_judge.state.slow_calls, fake_judge.state.slow_seconds = 1, HELD_S
 
     async def go():
-        judge = OpenAIJudge(_settings(fake_judge, timeout=0.3, max_retries=0), "sk-test")
+        judge = OpenAIJudge(_settings(fake_judge, timeout=PATIENT_S, max_retries=0), "sk-test")
         with pytest.raises(JudgeError):
             await judge.complete(PROMPT, 0.0)                         # the slow call times out
         await asyncio.gather(*(judge.complete(PROMPT + f"\n{i} | c | d", 0.0) for i in range(8)))
@@ -277,7 +282,7 @@ def test_a_huge_body_is_cut_at_the_cap_not_read_whole(fake_judge, http_client):
     t0 = time.monotonic()
     err = _error(_settings(fake_judge))
     assert (err.kind, err.status) == ("too_large", 200)
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < 60                                # nothing waited for the rest of the body
     assert len(fake_judge.state.calls) == 1                          # not retried: every try would be the same
 
 
@@ -312,7 +317,7 @@ def test_an_endpoint_that_never_answers_fails_at_the_call_deadline(fake_judge, h
     err = _error(_settings(fake_judge, timeout=60, deadline=1.5))     # per-attempt timeout alone: 7 x 60 s
     elapsed = time.monotonic() - t0
     assert err.kind == "unresponsive" and "1.5 s" in err.message
-    assert 1.4 < elapsed < 5
+    assert 1.4 < elapsed < 30                                        # the deadline, not one 60 s attempt
 
 
 def test_an_endpoint_that_drips_a_byte_every_half_second_times_out(fake_judge):
@@ -321,14 +326,14 @@ def test_an_endpoint_that_drips_a_byte_every_half_second_times_out(fake_judge):
     t0 = time.monotonic()
     err = _error(_settings(fake_judge, timeout=1.0, max_retries=0, deadline=30))
     assert err.kind in ("timeout", "unresponsive")
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 20                                # the attempt's 1 s, not the call's 30 s
 
 
 def test_a_dripping_endpoint_hits_the_deadline_with_either_client(fake_judge, http_client):
     fake_judge.state.drip_every = 0.3
     t0 = time.monotonic()
     err = _error(_settings(fake_judge, timeout=60, deadline=2))
-    assert err.kind in ("timeout", "unresponsive") and time.monotonic() - t0 < 6
+    assert err.kind in ("timeout", "unresponsive") and time.monotonic() - t0 < 30     # not one 60 s attempt
 
 
 def test_redirects_are_not_followed(http_client):

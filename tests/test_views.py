@@ -148,3 +148,27 @@ def test_the_radar_legend_names_overrides_and_the_metric(store, bench):
     again = load_run_view(store, view.run.id)
     assert views.radar_label(again) == "llava-v1.5-13b (this run, 2 human overrides, NOT the official MM-Vet metric)"
     assert views.radar_label(again, this_run=False).startswith(f"llava-v1.5-13b ({view.run.id[:6]}, 2 human")
+
+
+@pytest.mark.parametrize("model, once", [("judge-b", "judge judge-b"), ("gpt-4-0613", "judge gpt-4-0613")],
+                         ids=["successor", "official"])
+def test_the_score_line_names_the_judge_once(store, bench, model, once):
+    """Issue 26: "· judge judge-b · judge judge-b: NOT the official MM-Vet metric" named a successor judge twice."""
+    view = graded(store, bench, "llava-v1.5-13b_gpt-4-grade-1runs.json")
+    view = replace(view, run=replace(view.run, judge={"provider": "openai", "model": model}))
+    text = views.total_text(view)
+    assert text.count(once) == 1, text
+    assert ("NOT the official MM-Vet metric" in text) == (model != "gpt-4-0613"), text
+
+
+def test_a_partial_score_counts_the_grades_the_progress_bar_counts(store, bench):
+    """Issue 26: the progress bar read 205 / 436 while the score read "over 251 of 436 grades": a sample scored by
+    hand filled its runs in the score's count. Both now count the judge's grades; hand scores are named apart."""
+    view = graded(store, bench, "llava-v1.5-13b_gpt-4-grade-3runs.json")
+    kept = {k: g for k, g in view.grades.items() if int(k[0].split("_")[1]) % 2}       # a stopped run
+    partial = replace(load_run_view(store, view.run.id), grades=kept, overrides={"v1_0": (1.0, "x"),
+                                                                                  "v1_2": (0.5, "y")})
+    partial = replace(partial, scores=_scores(partial))
+    done = views.progress_of(partial).done
+    text = views.total_text(partial)
+    assert f"over {done} of 654 grades and 2 samples scored by hand (partial" in text, (done, text)

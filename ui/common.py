@@ -46,9 +46,9 @@ def orig_name(f) -> str | None:
 def visitor(svc: GradingService, request: gr.Request | None) -> str:
     """The visitor id the service budgets by (from the real peer and the trusted forwarded hops)."""
     if request is None:
-        return svc.visitor(None, None)
+        return svc.limits.visitor(None, None)
     peer = request.client.host if request.client else None
-    return svc.visitor(peer, request.headers.get("x-forwarded-for"))
+    return svc.limits.visitor(peer, request.headers.get("x-forwarded-for"))
 
 
 def base_url(request: gr.Request | None) -> str | None:
@@ -150,7 +150,7 @@ def build_page(svc: GradingService, settings: ServiceSettings) -> Page:
 
 def runs_rows(svc: GradingService, owner_tok: str) -> list[list]:
     """The rows of the "My runs" table for this owner token, newest first."""
-    return [r.row() for r in svc.runs_of(owner_tok)]
+    return [r.row() for r in svc.reading.runs_of(owner_tok)]
 
 
 def wire_load(demo: gr.Blocks, page: Page, runs_table: gr.Dataframe) -> None:

@@ -1,5 +1,5 @@
 """The Compare view: two or more of the visitor's runs or uploaded grade files, against the first (thin: the
-rules are `GradingService.compare`, `mmvet_core.gradesets.compare_for_app` and `mmvet_core.compare`)."""
+rules are `service.runs.Runs.compare`, `mmvet_core.gradesets.compare_for_app` and `mmvet_core.compare`)."""
 from __future__ import annotations
 
 import secrets
@@ -55,7 +55,7 @@ def build_compare(page: Page) -> None:
         paths = [p for p in (file_path(f) for f in (files or [])) if p]
         out = svc.exports_dir / f"compare-{secrets.token_urlsafe(12)}"
         try:       # every uploaded grade file is read in the bounded worker, never in this process
-            cmp, written = svc.compare(owner_tok, list(run_ids or []), paths, out)
+            cmp, written = svc.runs.compare(owner_tok, list(run_ids or []), paths, out)
         except ServiceError as e:
             gr.Warning(esc(e))
             return (gr.skip(),) * 8

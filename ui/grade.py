@@ -11,7 +11,7 @@ import asyncio
 import secrets
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Protocol
 
 import gradio as gr
 
@@ -21,10 +21,8 @@ from mmvet_core.service import (BENCH_BUNDLED, BENCH_HUB, BENCH_UPLOAD, JUDGE_BA
                                 JudgeUnavailable, ServiceError)
 
 from .common import MODES, Page, base_url, bench_of, esc, file_path, judge_of, runs_rows, toasts, visitor
-from .judge_check import JudgeCheckView, build_judge_check, wire_judge_check
+from .judge_check import JudgeCheckView, build_judge_board, build_judge_check, wire_judge_check
 from .leaderboard import build_publish_control
-from .my_runs import MyRunsView
-from .samples import SamplesView
 from .widgets import (card_html, count_text, judge_note_html, overlay_choices, overlay_warning, progress_html,
                       radar_figures, sample_filter)
 
@@ -45,6 +43,7 @@ SET_ADDRESS_JS = """(run) => { const u = new URL(window.location.href);
 class GradeView:
     """The Grade view's components (other views read the settings and update the run panel)."""
     setup_col: gr.Column
+    actions: gr.Column          # the cost estimate, Grade / Stop / Resume: at the head of the results column
     results_file: gr.File
     example_btn: gr.Button
     report: gr.Textbox
@@ -91,6 +90,35 @@ class GradeView:
     def bench_inputs(self) -> list:
         """The benchmark fields, in `bench_of`'s order."""
         return [self.bench_choice, self.bench_file, self.hub_id, self.subset]
+
+
+class SamplesParts(Protocol):
+    """What opening or redrawing a run updates in the Samples view (app.py hands the view over): its section,
+    filters, table, one sample's detail and the override buttons."""
+    section: gr.Column
+    f_cap: gr.Dropdown
+    f_min: gr.Number
+    f_max: gr.Number
+    f_flag: gr.Checkbox
+    f_sort: gr.Dropdown
+    sample_count: gr.Markdown
+    samples: gr.Dataframe
+    d_id: gr.Textbox
+    d_image: gr.Image
+    d_question: gr.Textbox
+    d_truth: gr.Textbox
+    d_image_note: gr.Markdown
+    d_pred: gr.Textbox
+    d_flags: gr.Textbox
+    d_attempts: gr.Dataframe
+    override_row: gr.Row
+    o_btn: gr.Button
+    o_clear: gr.Button
+
+
+class RunsList(Protocol):
+    """The My runs view's table, redrawn when a run opens or ends."""
+    runs_table: gr.Dataframe
 
 
 @dataclass
@@ -144,17 +172,22 @@ def build_grade(page: Page) -> GradeView:
                                      file_types=[".zip", ".json"], height=90)
                 hub_id = gr.Textbox(label="Hub dataset id", placeholder="whyu/mm-vet", elem_id="hub-id")
                 subset = gr.Radio(list(SUBSETS), value="All samples", label="Subset", elem_id="subset")
-            estimate = gr.Textbox(label="Before you spend", interactive=False, lines=1, max_lines=3,
-                                  elem_id="estimate", container=False, placeholder="Cost estimate")
-            with gr.Row():
-                grade_btn = gr.Button("Grade", variant="primary", elem_id="grade-button", min_width=80)
-                stop_btn = gr.Button("Stop", variant="stop", elem_id="stop-button", min_width=80, interactive=False)
-                resume_btn = gr.Button("Resume", elem_id="resume-button", min_width=80, interactive=False)
-            # why Grade did not start (the official judge is shut down): in place, not an error badge
-            judge_unavailable = gr.HTML("", elem_id="judge-unavailable", visible=False)
-            # after Grade: an optional step, and Grade stays in the first viewport
+            # an optional step before grading (collapsed: the judge fields above are what most visitors fill)
             judge_check = build_judge_check(page)
         with gr.Column(scale=7, elem_id="results-column"):
+            # what grading costs and Grade head the results column, right above the progress they start: in the
+            # first viewport whatever judge fields are open on the left, and on a phone the progress comes right
+            # after Grade
+            with gr.Column(elem_id="grade-actions") as actions:     # the owner's, as the setup column
+                estimate = gr.Textbox(label="Before you spend", interactive=False, lines=1, max_lines=3,
+                                      elem_id="estimate", container=False, placeholder="Cost estimate")
+                with gr.Row():
+                    grade_btn = gr.Button("Grade", variant="primary", elem_id="grade-button", min_width=80)
+                    stop_btn = gr.Button("Stop", variant="stop", elem_id="stop-button", min_width=80,
+                                         interactive=False)
+                    resume_btn = gr.Button("Resume", elem_id="resume-button", min_width=80, interactive=False)
+                # why Grade did not start (the official judge is shut down): in place, not an error badge
+                judge_unavailable = gr.HTML("", elem_id="judge-unavailable", visible=False)
             progress = gr.HTML(elem_id="progress")
             total = gr.Textbox(label="Score", interactive=False, elem_id="total-score",
                                placeholder="The total appears here while the run grades.")
@@ -191,7 +224,9 @@ def build_grade(page: Page) -> GradeView:
                 downloads = gr.File(label="Downloads: official grade JSON, both CSVs, the run card (run.json) "
                                           "and a zip of all", file_count="multiple", interactive=False,
                                     elem_id="downloads", visible=False)
-    return GradeView(setup_col, results_file, example_btn, report, model_name, runs, mode, judge_choice,
+    # the successor board's 11 columns need the page's width (in the setup column they were cut)
+    judge_check = build_judge_board(page, judge_check)
+    return GradeView(setup_col, actions, results_file, example_btn, report, model_name, runs, mode, judge_choice,
                      base_url_box, judge_model, api_key, judge_picker, judge_facts, bench_acc, bench_choice,
                      bench_file, hub_id, subset, estimate, grade_btn, stop_btn, resume_btn, judge_unavailable,
                      judge_check, progress, total, empty_note, run_panel,
@@ -199,24 +234,43 @@ def build_grade(page: Page) -> GradeView:
                      overlay_note, radar_caps, radar_ints, cap_table, int_table, downloads)
 
 
-def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunDisplay:
-    """Register the Grade view's handlers: validation and estimate as the settings change, the judge check's,
-    Grade / Stop / Resume, and the open run's display (on opening, on each change while it grades, on overlay
-    changes).
+# ---- the wiring: one function per concern, called by `wire_grade` in the order the events are registered ----
+def wire_grade(page: Page, g: GradeView, s: SamplesParts, my: RunsList) -> RunDisplay:
+    """Register the Grade view's handlers: the judge field (`wire_judge_field`), validation and estimate as the
+    settings change with the judge check's (`wire_setup`), Grade / Stop / Resume (`wire_run_buttons`), and the
+    open run's display on opening, on each change while it grades and on overlay changes (`wire_open_run`).
 
-    While a run grades, the page does not poll: one stream per open page (`follow`) pushes the run's version
-    (`GradingService.run_version`, read once for all the pages that follow the run) into a hidden box when it
+    While a run grades, the page does not poll: one stream per open page (`follow_handler`) pushes the run's
+    version (`RunReading.run_version`, read once for all the pages that follow the run) into a hidden box when it
     changes, at most every FOLLOW_EVERY_S, and that change redraws the page with its current filters and overlays.
     A run that does not change costs its viewers nothing but a heartbeat."""
-    svc, run_state, owner = page.svc, page.run_state, page.owner
     version = gr.Textbox(visible=False, elem_id="run-version")
+    judge_field = wire_judge_field(page, g)
+    wire_setup(page, g, judge_field)
+    drawn: dict[str, str | None] = {}   # page session -> the version of the run its page drew
+    follow = follow_handler(page.svc, drawn)
+    wire_run_buttons(page, g, version, follow, drawn)
+    return wire_open_run(page, g, s, my, version, follow, drawn)
 
-    # ---- the judge field: what the endpoint serves, and the facts beside the chosen judge ----
+
+@dataclass
+class JudgeField:
+    """The judge field's handler with its inputs and outputs (run again once a results file is loaded)."""
+    handler: Callable[..., tuple]
+    inputs: list
+    outputs: list
+
+
+def wire_judge_field(page: Page, g: GradeView) -> JudgeField:
+    """The judge field: what the endpoint serves, and the facts beside the chosen judge, as the judge fields
+    change; a judge picked from the list becomes the judge model."""
+    svc = page.svc
+
     def judge_field(judge_c, url, model, key):
         """The endpoint's chat models (own key) and what to say beside the judge that will grade (own key and the
         server's judge): its shutdown date and check, or that it is shut down and what the endpoint serves."""
         try:
-            rows, chosen, facts = svc.judge_field(judge_of(judge_c, url, model, key))
+            rows, chosen, facts = svc.judges.judge_field(judge_of(judge_c, url, model, key))
         except ServiceError:         # incomplete fields or a refused URL: said when Grade uses them
             return gr.skip(), gr.HTML(value="", visible=False)
         names = [r.name for r in rows]
@@ -224,13 +278,11 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
                              value=chosen if chosen in names else None)
         return picker, gr.HTML(value=judge_note_html(facts), visible=bool(facts))
 
-    judge_field_inputs = [g.judge_choice, g.base_url, g.judge_model, g.api_key]
-    judge_field_outputs = [g.judge_picker, g.judge_facts]
-    g.judge_choice.change(judge_field, judge_field_inputs, judge_field_outputs, api_visibility="private",
-                          show_progress="hidden")
+    field = JudgeField(judge_field, [g.judge_choice, g.base_url, g.judge_model, g.api_key],
+                       [g.judge_picker, g.judge_facts])
+    g.judge_choice.change(judge_field, field.inputs, field.outputs, api_visibility="private", show_progress="hidden")
     for box in (g.base_url, g.judge_model, g.api_key):
-        box.blur(judge_field, judge_field_inputs, judge_field_outputs, api_visibility="private",
-                 show_progress="hidden")
+        box.blur(judge_field, field.inputs, field.outputs, api_visibility="private", show_progress="hidden")
 
     def pick_judge(picked, judge_c, url, key):
         """A judge picked from the list becomes the judge model (the facts follow)."""
@@ -242,12 +294,18 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
     g.judge_picker.input(pick_judge, [g.judge_picker, g.judge_choice, g.base_url, g.api_key],
                          [g.judge_model, g.judge_picker, g.judge_facts], api_visibility="private",
                          show_progress="hidden")
+    return field
 
-    # ---- setup ----
+
+def wire_setup(page: Page, g: GradeView, field: JudgeField) -> None:
+    """The setup column: a new file or a changed setting is validated and priced again; the benchmark accordion's
+    label; the own-key fields shown for "My own key"; the judge check (`wire_judge_check`); the example button."""
+    svc = page.svc
+
     @toasts(3)
     def check(results, bench_c, bench_f, hub, sub, n_runs, judge_c, model, mode_label, name_now):
-        v = svc.validate(file_path(results), bench_of(bench_c, bench_f, hub, sub), n_runs,
-                         judge_of(judge_c, model=model, mode_label=mode_label))
+        v = svc.inputs.validate(file_path(results), bench_of(bench_c, bench_f, hub, sub), n_runs,
+                                judge_of(judge_c, model=model, mode_label=mode_label))
         return v.report, v.estimate, (name_now or v.model_name) if v.model_name else gr.skip()
 
     check_inputs = [g.results_file, *g.bench_inputs, g.runs, g.judge_choice, g.judge_model, g.mode, g.model_name]
@@ -260,8 +318,7 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
     g.results_file.upload(new_file, g.results_file, check_outputs, queue=False, api_visibility="private",
                           show_progress="hidden").then(check, check_inputs, check_outputs,
                                                        api_visibility="private") \
-        .then(judge_field, judge_field_inputs, judge_field_outputs, api_visibility="private",
-              show_progress="hidden")
+        .then(field.handler, field.inputs, field.outputs, api_visibility="private", show_progress="hidden")
     g.results_file.clear(new_file, g.results_file, check_outputs, queue=False, api_visibility="private")
     for comp in (g.bench_choice, g.bench_file, g.subset, g.runs, g.judge_choice, g.mode):
         comp.change(check, check_inputs, check_outputs, api_visibility="private")
@@ -288,36 +345,23 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
     g.example_btn.click(lambda: (str(EXAMPLE_RESULTS), "", "", ""), None, [g.results_file] + check_outputs,
                         api_visibility="private").then(check, check_inputs, check_outputs,
                                                        api_visibility="private") \
-        .then(judge_field, judge_field_inputs, judge_field_outputs, api_visibility="private",
-              show_progress="hidden")
+        .then(field.handler, field.inputs, field.outputs, api_visibility="private", show_progress="hidden")
 
-    # ---- runs ----
+
+def follow_opts(page: Page) -> dict:
+    """A stream per open page: its own concurrency group (it waits on asyncio, holding no thread), bounded so that
+    a crowd of viewers never takes the queue's workers from every other event (`SessionLimits.max_followers`)."""
+    return dict(api_visibility="private", show_progress="hidden",
+                concurrency_limit=page.settings.sessions.max_followers, concurrency_id="follow-run")
+
+
+def follow_handler(svc, drawn: dict[str, str | None]) -> Callable:
+    """The `follow` stream of a page: it pushes the open run's version into the page's version box while the run
+    grades, starting from the version the page drew (`remember_drawn`); a newer stream of the same page (another
+    run opened, a resume) ends this one."""
     following: dict[str, str] = {}      # page session -> token of the stream that follows its open run
-    drawn: dict[str, str | None] = {}   # page session -> the version of the run its page drew
-
-    @toasts(3)
-    def start(results, bench_c, bench_f, hub, sub, n_runs, judge_c, url, model, key, mode_label, name,
-              owner_tok, request: gr.Request):
-        try:
-            run_id, started = svc.start(file_path(results), bench_of(bench_c, bench_f, hub, sub), n_runs,
-                                        judge_of(judge_c, url, model, key, mode_label), owner=owner_tok,
-                                        visitor=visitor(svc, request), model_name=name or "")
-        except JudgeUnavailable as e:     # said in place under Grade, with the judges the endpoint serves
-            gr.Warning("Nothing was graded: the official judge is shut down (see the message under Grade).")
-            rows = [(m.name + (f" · shutdown {m.shutdown_date.isoformat()}" if m.shutdown_date else ""), m.name)
-                    for m in e.models.chat_models()]
-            return (gr.skip(), gr.HTML(value=judge_note_html(str(e)), visible=True),
-                    gr.Dropdown(choices=rows, value=None) if rows else gr.skip())
-        if not started:
-            gr.Info("This job is already grading: showing its run (nothing is paid twice).")
-        note = svc.judge_note(run_id)
-        if note:
-            gr.Info(esc(f"Note: {note}; stored grades stay viewable and exportable."))
-        return run_id, gr.HTML(value="", visible=False), gr.skip()
 
     async def follow(run_id, request: gr.Request):
-        """Push the open run's version into `version` while the run grades (see `wire_grade`); a newer stream
-        of the same page (another run opened, a resume) ends this one."""
         session = getattr(request, "session_hash", None) or secrets.token_hex(8)
         token = following[session] = secrets.token_hex(8)
         yield gr.skip()           # (a Gradio generator must yield at least once)
@@ -328,7 +372,7 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
             while last is not None and following.get(session) == token:
                 running = svc.jobs.is_running(run_id)
                 await asyncio.sleep(FOLLOW_EVERY_S if running else 0)
-                now = await asyncio.to_thread(svc.run_version, run_id, FOLLOW_EVERY_S if running else 0)
+                now = await asyncio.to_thread(svc.reading.run_version, run_id, FOLLOW_EVERY_S if running else 0)
                 if now is not None and now != last:
                     last, beat = now, time.monotonic()
                     yield f"{run_id}|{now}"
@@ -341,31 +385,139 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
             if following.get(session) == token:
                 following.pop(session, None)
 
+    return follow
+
+
+def remember_drawn(svc, drawn: dict[str, str | None], run_id: str, request: gr.Request | None) -> None:
+    """Note the run's version as this page is about to draw it (read BEFORE the run is: a change while it is
+    drawn is then followed)."""
+    session = getattr(request, "session_hash", None)
+    if run_id and session:
+        if len(drawn) > 10_000:
+            drawn.clear()
+        drawn[session] = svc.reading.run_version(run_id, 0)
+
+
+def wire_run_buttons(page: Page, g: GradeView, version: gr.Textbox, follow: Callable,
+                     drawn: dict[str, str | None]) -> None:
+    """Grade (a refused official judge is said in place, with the judges the endpoint serves), Stop, Resume
+    (then the page follows the run again)."""
+    svc, run_state, owner = page.svc, page.run_state, page.owner
+
+    @toasts(3)
+    def start(results, bench_c, bench_f, hub, sub, n_runs, judge_c, url, model, key, mode_label, name,
+              owner_tok, request: gr.Request):
+        try:
+            run_id, started = svc.runs.start(file_path(results), bench_of(bench_c, bench_f, hub, sub), n_runs,
+                                             judge_of(judge_c, url, model, key, mode_label), owner=owner_tok,
+                                             visitor=visitor(svc, request), model_name=name or "")
+        except JudgeUnavailable as e:     # said in place under Grade, with the judges the endpoint serves
+            gr.Warning("Nothing was graded: the official judge is shut down (see the message under Grade).")
+            rows = [(m.name + (f" · shutdown {m.shutdown_date.isoformat()}" if m.shutdown_date else ""), m.name)
+                    for m in e.models.chat_models()]
+            return (gr.skip(), gr.HTML(value=judge_note_html(str(e)), visible=True),
+                    gr.Dropdown(choices=rows, value=None) if rows else gr.skip())
+        if not started:
+            gr.Info("This job is already grading: showing its run (nothing is paid twice).")
+        note = svc.judges.judge_note(run_id)
+        if note:
+            gr.Info(esc(f"Note: {note}; stored grades stay viewable and exportable."))
+        return run_id, gr.HTML(value="", visible=False), gr.skip()
+
     g.grade_btn.click(start, [g.results_file, *g.bench_inputs, g.runs, g.judge_choice, g.base_url, g.judge_model,
                               g.api_key, g.mode, g.model_name, owner],
                       [run_state, g.judge_unavailable, g.judge_picker], api_visibility="private")
 
     @toasts(0)
     def stop(run_id, owner_tok):
-        gr.Info(svc.stop(run_id, owner_tok))
+        gr.Info(svc.runs.stop(run_id, owner_tok))
 
     g.stop_btn.click(stop, [run_state, owner], None, api_visibility="private")
 
     @toasts(0)
     def resume(run_id, judge_c, url, model, key, owner_tok, request: gr.Request):
-        session = getattr(request, "session_hash", None)
-        if run_id and session:            # the page shows the run as it is now: `follow` draws what changes
-            drawn[session] = svc.run_version(run_id, 0)
-        gr.Info(svc.resume(run_id, owner_tok, visitor(svc, request), judge_of(judge_c, url, model, key)))
+        remember_drawn(svc, drawn, run_id, request)   # the page shows the run as it is now: `follow` draws changes
+        gr.Info(svc.runs.resume(run_id, owner_tok, visitor(svc, request), judge_of(judge_c, url, model, key)))
 
-    # a stream per open page: its own concurrency group, unbounded (it waits on asyncio, holding no thread)
-    follow_opts = dict(api_visibility="private", show_progress="hidden", concurrency_limit=None,
-                       concurrency_id="follow-run")
     g.resume_btn.click(resume, [run_state, g.judge_choice, g.base_url, g.judge_model, g.api_key, owner], None,
-                       api_visibility="private").then(follow, [run_state], [version], **follow_opts)
+                       api_visibility="private").then(follow, [run_state], [version], **follow_opts(page))
 
-    # ---- the open run ----
+
+# ---- the open run: what is shown of it ----
+def radar_update(svc, view, overlay_sel, owner_tok: str, running: bool, radar_key: str | None,
+                 radar_sent: dict[str, float]) -> tuple:
+    """The two radars, or skips: mid-run updates redraw the two plotly charts every RADAR_EVERY_S only (redrawing
+    them every second cost the browser as much CPU as the grading itself: bench/bench_app_e2e.py)."""
+    now = time.monotonic()
+    if running and radar_key is not None and now - radar_sent.get(radar_key, 0.0) < RADAR_EVERY_S:
+        return gr.skip(), gr.skip()
+    rc, ri = radar_figures(svc, view, overlay_sel, owner_tok)
+    if radar_key is not None:
+        if len(radar_sent) > 10_000:
+            radar_sent.clear()
+        radar_sent[radar_key] = now
+    return rc, ri
+
+
+def live_values(svc, view, perms, radars: tuple, rows: list, *, running: bool, opened: bool, owner_tok: str,
+                sample_id: str) -> tuple:
+    """The values of the live outputs (`wire_open_run`): what changes while a run grades or after an override."""
+    flags = view.flag_counts()
+    flag_text = ", ".join(f"{k}: {v}" for k, v in sorted(flags.items())) or "none"
+    files = svc.reading.downloads(view) if not running and view.n_graded else None
+    return (progress_html(svc, view), views.total_text(view), card_html(svc.reading.card(view)),
+            f"Flagged samples — {flag_text}", *radars,
+            {"data": views.capability_rows(view), "headers": views.table_columns(view, "capability")},
+            {"data": views.integration_rows(view), "headers": views.table_columns(view, "integration")},
+            rows, count_text(view, rows), gr.File(value=files, visible=bool(files)),
+            gr.Button(interactive=perms.can_stop), gr.Button(interactive=perms.can_resume),
+            gr.Button(interactive=perms.can_override and bool(sample_id)),
+            gr.Button(interactive=perms.can_override and bool(sample_id)),
+            gr.skip() if running and not opened else runs_rows(svc, owner_tok))
+
+
+def opened_values(svc, view, perms, owner_tok: str) -> tuple:
+    """The values of the opening outputs but the form's (`wire_open_run`): panels shown, menus filled, owner
+    tools for the owner only, and no other run's sample left open."""
+    return (gr.Column(visible=True), gr.Column(visible=True), gr.Markdown(visible=False),
+            gr.Dropdown(choices=overlay_choices(svc, view, owner_tok), value=[]),
+            gr.Dropdown(choices=views.filter_choices(view.benchmark), value="all"),
+            gr.Row(visible=perms.owner),
+            gr.Textbox(value=view.run.model_name), gr.Row(visible=perms.owner),
+            gr.Column(visible=perms.owner), gr.Column(visible=perms.owner),
+            gr.Markdown(visible=not perms.owner),
+            # the detail of another run's sample must not stay shown beside this run
+            "", gr.Image(value=None, visible=False), "", "", "", "", "", [])
+
+
+def form_values(svc, view, owner: bool, n_outputs: int) -> tuple:
+    """The owner's form shows the opened run's own settings (a reload used to show the defaults beside the
+    run card's); a grade file's view and a shared view leave the form as it is."""
+    form = svc.reading.form_of(view) if owner else None
+    if form is None:
+        return tuple(gr.skip() for _ in range(n_outputs))
+    mode_label = next((label for label, m in MODES.items() if m == form["mode"]), list(MODES)[0])
+    return (form["n_runs"], form["judge"], form["base_url"], form["judge_model"] or gr.skip(), mode_label,
+            form["benchmark"], form["hub_id"], form["subset"], form["model_name"])
+
+
+def wire_open_run(page: Page, g: GradeView, s: SamplesParts, my: RunsList, version: gr.Textbox, follow: Callable,
+                  drawn: dict[str, str | None]) -> RunDisplay:
+    """The open run's display: drawn when a run opens (then followed), redrawn at each change of its version
+    and, radars only, when the overlays change; the address and the share link follow the open run."""
+    svc, run_state, owner = page.svc, page.run_state, page.owner
     radar_sent: dict[str, float] = {}   # per session and run: when the radars were last sent mid-run
+
+    form_outputs = [g.runs, g.judge_choice, g.base_url, g.judge_model, g.mode, g.bench_choice, g.hub_id, g.subset,
+                    g.model_name]
+    live_outputs = [g.progress, g.total, g.run_card, g.flags_box, g.radar_caps, g.radar_ints, g.cap_table,
+                    g.int_table, s.samples, s.sample_count, g.downloads, g.stop_btn, g.resume_btn, s.o_btn,
+                    s.o_clear, my.runs_table]
+    open_outputs = [g.run_panel, s.section, g.empty_note, g.overlays, s.f_cap, g.owner_tools, g.rename_box,
+                    s.override_row, g.setup_col, g.actions, page.ro_note, s.d_id, s.d_image, s.d_question, s.d_truth,
+                    s.d_image_note, s.d_pred, s.d_flags, s.d_attempts, *form_outputs]
+    view_outputs = live_outputs + open_outputs
+    view_inputs = [run_state, g.overlays, s.f_cap, s.f_min, s.f_max, s.f_flag, s.f_sort, owner, s.d_id]
 
     def refresh(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id, radar_key=None,
                 opened=False):
@@ -374,80 +526,26 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
         # Ask whether the job runs BEFORE reading the run: a job that ends while we read then still changes the
         # run's version once more (`follow`), so the final state is always shown.
         running = bool(run_id) and svc.jobs.is_running(run_id)
-        view = svc.view(run_id) if run_id else None
+        view = svc.reading.view(run_id) if run_id else None
         if view is None:
             return tuple(gr.skip() for _ in view_outputs)
-        view = svc.with_failure(view)
-        # Mid-run updates redraw the two plotly charts every RADAR_EVERY_S only: redrawing them every
-        # second cost the browser as much CPU as the grading itself (bench/bench_app_e2e.py).
-        now = time.monotonic()
-        if running and radar_key is not None and now - radar_sent.get(radar_key, 0.0) < RADAR_EVERY_S:
-            rc = ri = gr.skip()
-        else:
-            rc, ri = radar_figures(svc, view, overlay_sel, owner_tok)
-            if radar_key is not None:
-                if len(radar_sent) > 10_000:
-                    radar_sent.clear()
-                radar_sent[radar_key] = now
-        flags = view.flag_counts()
-        flag_text = ", ".join(f"{k}: {v}" for k, v in sorted(flags.items())) or "none"
-        files = svc.downloads(view) if not running and view.n_graded else None
-        perms = svc.permissions(run_id, owner_tok)
+        view = svc.reading.with_failure(view)
+        radars = radar_update(svc, view, overlay_sel, owner_tok, running, radar_key, radar_sent)
+        perms = svc.runs.permissions(run_id, owner_tok)
         rows = views.sample_rows(view, sample_filter(cap_f, lo, hi, flagged, order))
-        shown = count_text(view, rows)
-        live = (progress_html(svc, view), views.total_text(view), card_html(svc.card(view)),
-                f"Flagged samples — {flag_text}", rc, ri,
-                {"data": views.capability_rows(view), "headers": views.table_columns(view, "capability")},
-                {"data": views.integration_rows(view), "headers": views.table_columns(view, "integration")},
-                rows, shown, gr.File(value=files, visible=bool(files)),
-                gr.Button(interactive=perms.can_stop), gr.Button(interactive=perms.can_resume),
-                gr.Button(interactive=perms.can_override and bool(sample_id)),
-                gr.Button(interactive=perms.can_override and bool(sample_id)),
-                gr.skip() if running and not opened else runs_rows(svc, owner_tok))
-        if opened:
-            extra = (gr.Column(visible=True), gr.Column(visible=True), gr.Markdown(visible=False),
-                     gr.Dropdown(choices=overlay_choices(svc, view, owner_tok), value=[]),
-                     gr.Dropdown(choices=views.filter_choices(view.benchmark), value="all"),
-                     gr.Row(visible=perms.owner),
-                     gr.Textbox(value=view.run.model_name), gr.Row(visible=perms.owner),
-                     gr.Column(visible=perms.owner), gr.Markdown(visible=not perms.owner),
-                     # the detail of another run's sample must not stay shown beside this run
-                     "", gr.Image(value=None, visible=False), "", "", "", "", "", []) + form_values(view, perms.owner)
-        else:
-            extra = tuple(gr.skip() for _ in open_outputs)
-        return live + extra
-
-    def form_values(view, owner: bool) -> tuple:
-        """The owner's form shows the opened run's own settings (a reload used to show the defaults beside the
-        run card's); a grade file's view and a shared view leave the form as it is."""
-        form = svc.form_of(view) if owner else None
-        if form is None:
-            return tuple(gr.skip() for _ in form_outputs)
-        mode_label = next((label for label, m in MODES.items() if m == form["mode"]), list(MODES)[0])
-        return (form["n_runs"], form["judge"], form["base_url"], form["judge_model"] or gr.skip(), mode_label,
-                form["benchmark"], form["hub_id"], form["subset"], form["model_name"])
-
-    form_outputs = [g.runs, g.judge_choice, g.base_url, g.judge_model, g.mode, g.bench_choice, g.hub_id, g.subset,
-                    g.model_name]
-    live_outputs = [g.progress, g.total, g.run_card, g.flags_box, g.radar_caps, g.radar_ints, g.cap_table,
-                    g.int_table, s.samples, s.sample_count, g.downloads, g.stop_btn, g.resume_btn, s.o_btn,
-                    s.o_clear, my.runs_table]
-    open_outputs = [g.run_panel, s.section, g.empty_note, g.overlays, s.f_cap, g.owner_tools, g.rename_box,
-                    s.override_row, g.setup_col, page.ro_note, s.d_id, s.d_image, s.d_question, s.d_truth,
-                    s.d_image_note, s.d_pred, s.d_flags, s.d_attempts, *form_outputs]
-    view_outputs = live_outputs + open_outputs
-    view_inputs = [run_state, g.overlays, s.f_cap, s.f_min, s.f_max, s.f_flag, s.f_sort, owner, s.d_id]
+        live = live_values(svc, view, perms, radars, rows, running=running, opened=opened, owner_tok=owner_tok,
+                           sample_id=sample_id)
+        if not opened:
+            return live + tuple(gr.skip() for _ in open_outputs)
+        return live + opened_values(svc, view, perms, owner_tok) + form_values(svc, view, perms.owner,
+                                                                                len(form_outputs))
 
     def tick(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id, request: gr.Request):
         key = f"{getattr(request, 'session_hash', None) or ''}:{run_id}"
         return refresh(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id, radar_key=key)
 
     def open_run(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id, request: gr.Request):
-        session = getattr(request, "session_hash", None)
-        if run_id and session:            # read BEFORE the run is: a change while it is drawn is followed
-            if len(drawn) > 10_000:
-                drawn.clear()
-            drawn[session] = svc.run_version(run_id, 0)
+        remember_drawn(svc, drawn, run_id, request)
         return refresh(run_id, [], "all", lo, hi, flagged, order, owner_tok, "", opened=True)
 
     # the page's version box changes once per change of the run it follows: redraw with the page's current inputs
@@ -456,16 +554,16 @@ def wire_grade(page: Page, g: GradeView, s: SamplesView, my: MyRunsView) -> RunD
     # (after the opening: a stream registered on run_state.change itself would hold back the page's later
     # listeners of that change, such as the address and the share link, until the run ends)
     run_state.change(open_run, view_inputs, view_outputs, api_visibility="private", show_progress="hidden") \
-        .then(follow, [run_state], [version], **follow_opts)
+        .then(follow, [run_state], [version], **follow_opts(page))
     run_state.change(None, run_state, None, js=SET_ADDRESS_JS, api_visibility="private")
 
     def share_of(run_id, request: gr.Request):
-        return svc.share_url(run_id, base_url(request)) if run_id else ""
+        return svc.reading.share_url(run_id, base_url(request)) if run_id else ""
 
     run_state.change(share_of, run_state, g.share, api_visibility="private", queue=False)
 
     def on_overlays(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id):
-        view = svc.view(run_id) if run_id else None
+        view = svc.reading.view(run_id) if run_id else None
         if view is None:
             return gr.skip(), gr.skip(), gr.skip()
         rc, ri = radar_figures(svc, view, overlay_sel, owner_tok)

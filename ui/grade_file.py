@@ -3,14 +3,17 @@ stored as a finished run and opened, without any judge call (against the Grade v
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import gradio as gr
 
 from .common import Page, bench_of, file_path, toasts, visitor
 
-if TYPE_CHECKING:
-    from .grade import GradeView
+
+
+class BenchmarkFields(Protocol):
+    """The Grade view's benchmark fields (app.py hands the Grade view over), in `bench_of`'s order."""
+    bench_inputs: list
 
 
 @dataclass
@@ -27,7 +30,7 @@ def build_grade_file(page: Page) -> GradeFileView:
     return GradeFileView(grade_json_file)
 
 
-def wire_grade_file(page: Page, gf: GradeFileView, g: GradeView) -> None:
+def wire_grade_file(page: Page, gf: GradeFileView, g: BenchmarkFields) -> None:
     """An uploaded grade file becomes the open run (a bad file is a toast)."""
     svc = page.svc
 
@@ -36,7 +39,7 @@ def wire_grade_file(page: Page, gf: GradeFileView, g: GradeView) -> None:
         path = file_path(f)
         if not path:
             return gr.skip()
-        return svc.open_grade_file(path, bench_of(bench_c, bench_f, hub, sub), owner_tok, visitor(svc, request))
+        return svc.runs.open_grade_file(path, bench_of(bench_c, bench_f, hub, sub), owner_tok, visitor(svc, request))
 
     gf.grade_json_file.upload(view_grade_file, [gf.grade_json_file, *g.bench_inputs, page.owner], page.run_state,
                               api_visibility="private")

@@ -1,10 +1,10 @@
 """The judge-check view: does the chosen judge grade reference models' answers like the official GPT-4 judge
-(with intervals), and the successor board of every judge checked on this server. It sits in the Grade view's
-setup column, after the Grade buttons (hidden for the offline baseline). ``?check=<id>`` (a board row's link)
-opens it with that check's report."""
+(with intervals), and the successor board of every judge checked on this server. The check sits in the Grade
+view's setup column (hidden for the offline baseline); the board spans the page under the Grade view (its 11
+columns need the width). ``?check=<id>`` (a board row's link) opens both with that check's report."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import gradio as gr
 
@@ -25,57 +25,63 @@ class JudgeCheckView:
     section: gr.Accordion
     button: gr.Button
     report: gr.Textbox
-    board_section: gr.Accordion
-    sort: gr.Dropdown
-    refresh: gr.Button
-    export: gr.DownloadButton
-    board: gr.Dataframe
+    board_section: gr.Accordion | None = None     # the board's (`build_judge_board`)
+    sort: gr.Dropdown | None = None
+    refresh: gr.Button | None = None
+    export: gr.DownloadButton | None = None
+    board: gr.Dataframe | None = None
 
 
 def build_judge_check(page: Page) -> JudgeCheckView:
-    """Lay out the (collapsed) judge-check section: an explanation with the check's cost, the button, the report
-    and the (collapsed) successor board."""
+    """Lay out the (collapsed) judge-check section: an explanation with the check's cost, the button and the
+    report (the board comes with `build_judge_board`)."""
     with gr.Accordion("Check this judge first (is it close to the official GPT-4 judge?)", open=False,
                       elem_id="judge-check-section", visible=page.default_judge != JUDGE_BASELINE) as section:
-        gr.Markdown(page.svc.check_cost() + " The report says how far the judge is from the official grades, "
+        gr.Markdown(page.svc.judges.check_cost() + " The report says how far the judge is from the official grades, "
                     "with 95 % intervals, beside GPT-4's own run-to-run spread; a judge with a check gets "
                     "official-equivalent estimates on its runs' cards (labelled as estimates).",
                     elem_id="judge-check-cost")
         button = gr.Button("Check this judge", size="sm", elem_id="judge-check-button")
         report = gr.Textbox(label="Judge check", lines=4, max_lines=30, interactive=False,
                             elem_id="judge-check-report", buttons=["copy"])
-        with gr.Accordion("Successor board: every judge checked on this server", open=False,
-                          elem_id="judge-board-section") as board_section:
-            gr.Markdown(BOARD_HELP)
-            with gr.Row():
-                sort = gr.Dropdown(list(SORT_KEYS), value=next(iter(SORT_KEYS)), label="Sort by",
-                                   elem_id="board-sort", scale=3)
-                refresh = gr.Button("Refresh", size="sm", elem_id="board-refresh", scale=1)
-                export = gr.DownloadButton("Download CSV", size="sm", elem_id="board-csv", scale=1)
-            board = gr.Dataframe(headers=TABLE_HEADERS, datatype=["str"] * 10 + ["markdown"], interactive=False,
-                                 elem_id="judge-board", wrap=True, max_height=400)
-    return JudgeCheckView(section, button, report, board_section, sort, refresh, export, board)
+    return JudgeCheckView(section, button, report)
+
+
+def build_judge_board(page: Page, jc: JudgeCheckView) -> JudgeCheckView:
+    """Lay out the (collapsed) successor board where it is called (the page's full width); returns `jc` with
+    it."""
+    with gr.Accordion("Successor board: every judge checked on this server", open=False,
+                      elem_id="judge-board-section") as board_section:
+        gr.Markdown(BOARD_HELP)
+        with gr.Row():
+            sort = gr.Dropdown(list(SORT_KEYS), value=next(iter(SORT_KEYS)), label="Sort by",
+                               elem_id="board-sort", scale=3)
+            refresh = gr.Button("Refresh", size="sm", elem_id="board-refresh", scale=1)
+            export = gr.DownloadButton("Download CSV", size="sm", elem_id="board-csv", scale=1)
+        board = gr.Dataframe(headers=TABLE_HEADERS, datatype=["str"] * 10 + ["markdown"], interactive=False,
+                             elem_id="judge-board", wrap=True, max_height=400)
+    return replace(jc, board_section=board_section, sort=sort, refresh=refresh, export=export, board=board)
 
 
 def wire_judge_check(page: Page, jc: JudgeCheckView, judge_choice: gr.Radio, base_url_box: gr.Textbox,
                      judge_model: gr.Textbox, api_key: gr.Textbox) -> None:
     """Start a check with the Grade view's judge fields; the report follows it (polled while it runs) and is
     re-read when the judge fields change; the board follows the checks stored, its sort and its refresh."""
-    svc = page.svc
+    svc, judges = page.svc, page.svc.judges          # this view reads the judges facet only (and who asks)
     check_timer = gr.Timer(1.0, active=False)
 
     def board(sort_label, request: gr.Request | None = None):
         key = SORT_KEYS.get(sort_label, "delta_bar")
-        return board_table(svc.judge_board(key)), svc.judge_board_csv(key, base_url(request))
+        return board_table(judges.judge_board(key)), judges.judge_board_csv(key, base_url(request))
 
     @toasts(4)
     def check_judge(judge_c, url, model, key, owner_tok, sort_label, request: gr.Request):
-        message = svc.check_judge(judge_of(judge_c, url, model, key), owner_tok, visitor(svc, request))
+        message = judges.check_judge(judge_of(judge_c, url, model, key), owner_tok, visitor(svc, request))
         gr.Info(esc(message))
         return check_text(judge_c, url, model, key, owner_tok, sort_label, request)
 
     def check_text(judge_c, url, model, key, owner_tok, sort_label, request: gr.Request):
-        text, running = svc.judge_check_text(judge_of(judge_c, url, model, key), owner_tok)
+        text, running = judges.judge_check_text(judge_of(judge_c, url, model, key), owner_tok)
         if running:                  # the board changes when the check ends, not on every tick
             return text, gr.Timer(active=True), gr.skip(), gr.skip()
         return (text, gr.Timer(active=False), *board(sort_label, request))
@@ -87,7 +93,7 @@ def wire_judge_check(page: Page, jc: JudgeCheckView, judge_choice: gr.Radio, bas
         check_id = params.get("check", "")
         if not check_id:
             return gr.skip(), gr.skip(), gr.skip(), *board(sort_label, request)
-        text = svc.check_report(check_id)
+        text = judges.check_report(check_id)
         if not text:
             gr.Warning("This link's judge check does not exist.")
             return gr.skip(), gr.skip(), gr.skip(), *board(sort_label, request)

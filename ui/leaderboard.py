@@ -24,7 +24,9 @@ MAX_OVERLAYS = 8
 #: Rows the table shows at once: a page of a large board opens and re-sorts fast (the whole board re-rendered
 #: in the browser took 2-4 s at 1,000 entries); "Sort by" and the filters act on every row, the downloads hold all.
 PAGE_ROWS = 100
-DATATYPES = ["str", "str", "str", "str", "str", "number", "number", "str", *["number"] * 6, "str", "str", "str"]
+DATATYPES = ["str", "str", "str", "str", "str", "str", "number", "number", "str", "str", *["number"] * 6, "str",
+             "str", "str"]
+BENCH_COL = lb.TABLE_COLUMNS.index("benchmark")
 SAMPLE_COLUMNS = ["sample", "capabilities", "score per judge run", "mean"]
 
 
@@ -83,10 +85,12 @@ def card_html(entry: dict) -> str:
     e = lambda v: html.escape(str(v), quote=True)     # noqa: E731
     row, meta = entry["row"], entry["meta"]
     ci = "" if None in row["ci"] else f" [{row['ci'][0]:.1f}, {row['ci'][1]:.1f}]"
-    rank = lb.format_rank(row["rank"])
+    rank = (f"{lb.format_rank(row['rank'])} of {row['rank_group_size']} ({row['judge']} · {row['benchmark_label']})"
+            if row["rank"] else row.get("rank_note") or "—")
     items = [("Total", f"{row['total']:.1f}{ci} (95 % interval over samples)"),
-             ("Rank", f"{rank} of {row['rank_group_size']} ({row['judge']} · {row['benchmark_label']})"),
-             ("Judge", f"{row['judge']} ({row['judge_kind']})"),
+             ("Rank", rank),
+             ("Provenance", _provenance_text(row)),
+             ("Judge", f"{row['judge']} ({row['judge_kind']}{'' if row.get('verified') else ', claimed'})"),
              ("Benchmark", f"{row['benchmark_label']} · {len(meta.get('sample_ids', []))} samples"),
              ("Judge runs", row["runs"]), ("Graded", row["date"]),
              ("Version", f"{row['version']} (versions: {', '.join(map(str, entry['versions']))})"),
@@ -97,12 +101,28 @@ def card_html(entry: dict) -> str:
         items.insert(3, ("Overrides", f"{meta['overrides']} sample(s) graded by hand by the owner"))
     link = (f'<p><a href="{e(row["link"])}" rel="nofollow noopener noreferrer" target="_blank" '
             f'id="board-card-link">{e(row["link"])}</a></p>') if row.get("link") else ""
+    if not row.get("verified"):         # said above the facts, not only in a row of them
+        link += (f'<p id="board-card-unverified" style="margin:0 0 4px 0;font-weight:600;'
+                 f'color:var(--error-text-color, #b91c1c)">⚠ {e(row.get("provenance") or "judge not verified")}'
+                 f'</p>')
     dl = "".join(f'<dt style="color:var(--body-text-color-subdued)">{e(k)}</dt><dd style="margin:0">{e(v)}</dd>'
                  for k, v in items)
     return (f'<div class="card" id="board-card" style="border:1px solid var(--border-color-primary);'
             f'border-radius:8px;padding:8px 12px"><h3 id="board-card-name" style="margin:0 0 4px 0">'
             f'{e(row["name"])}</h3>{link}<dl style="display:grid;grid-template-columns:max-content 1fr;'
             f'gap:2px 12px;margin:0;font-size:0.9em">{dl}</dl></div>')
+
+
+def _provenance_text(row: dict) -> str:
+    """The card's provenance line: the label, and what the record adds (the judges a file claims, the endpoints
+    that answered, the models they said they were)."""
+    d = row.get("provenance_detail") or {}
+    parts = [row.get("provenance") or "unknown"]
+    if d.get("source") == "imported":
+        parts.append(f"from {d.get('imported_from') or 'a grade file'}; the file names {d.get('judge') or '?'}")
+    elif d.get("served_by"):
+        parts.append(f"the endpoint answered as {', '.join(d['served_by'])}")
+    return " · ".join(parts)
 
 
 def sample_cells(entry: dict) -> list[list]:
@@ -157,45 +177,51 @@ def filter_choices(rows: list[lb.BoardRow]) -> tuple[list, list]:
 # ---- the API ----
 def register_leaderboard_api(svc: GradingService) -> None:
     """`leaderboard` (the table the view shows), `leaderboard_entry`, `publish`, `rename_entry`, `unpublish`,
-    `hide_entry`: the same service calls as the page."""
+    `hide_entry`, `verify_entry`: the same service calls as the page."""
 
     @api_errors
     def leaderboard(board: str = "", judge: str = "", benchmark: str = "", query: str = "", sort: str = "rank",
                     descending: bool = False, references: bool = True) -> dict:
         """The leaderboard as the view shows it: {filter, rank_note, entries: [{entry, name, judge, judge_kind,
+        provenance ("imported, judge not verified", "graded here (api.openai.com)", ...), verified, rank_note,
         benchmark, runs, total, ci [lo, hi], rank [best, worst], capabilities, integrations, date, ...}]}.
         `board` is a deep link's filter text (``judge=official&benchmark=v1``); else the named filters."""
         filters = board if board else {"judge": judge, "benchmark": benchmark, "query": query, "sort": sort,
                                        "descending": descending, "references": references}
-        return svc.leaderboard_json(filters)
+        return svc.board.leaderboard_json(filters)
 
     @api_errors
     def leaderboard_entry(entry_id: str) -> dict:
         """One entry: its row, frozen metadata and frozen per-sample scores (read-only)."""
-        return svc.board_entry(entry_id)
+        return svc.board.board_entry(entry_id)
 
     @api_errors
     def publish(run_id: str, name: str, link: str = "", owner_tok: str = "", republish: bool = False,
                 request: gr.Request = None) -> dict:
         """Publish your finished run under a display name (republish: a new version of its entry)."""
-        return svc.publish(run_id, name, link, owner_tok, visitor=visitor(svc, request), republish=republish)
+        return svc.board.publish(run_id, name, link, owner_tok, visitor=visitor(svc, request), republish=republish)
 
     @api_errors
-    def rename_entry(entry_id: str, name: str, link: str = "", owner_tok: str = "") -> str:
+    def rename_entry(entry_id: str, name: str, link: str = "", owner_tok: str = "", request: gr.Request = None) -> str:
         """Rename your entry (and set or clear its link)."""
-        return svc.rename_entry(entry_id, owner_tok, name, link)
+        return svc.board.rename_entry(entry_id, owner_tok, name, link, visitor=visitor(svc, request))
 
     @api_errors
-    def unpublish(entry_id: str, owner_tok: str = "") -> str:
+    def unpublish(entry_id: str, owner_tok: str = "", request: gr.Request = None) -> str:
         """Take your entry off the board."""
-        return svc.unpublish(entry_id, owner_tok)
+        return svc.board.unpublish(entry_id, owner_tok, visitor=visitor(svc, request))
 
     @api_errors
-    def hide_entry(entry_id: str, secret: str = "", hidden: bool = True) -> str:
+    def hide_entry(entry_id: str, secret: str = "", hidden: bool = True, request: gr.Request = None) -> str:
         """The host hides (or shows) an entry; needs the host secret."""
-        return svc.hide_entry(entry_id, secret, hidden)
+        return svc.board.hide_entry(entry_id, secret, hidden, visitor=visitor(svc, request))
 
-    for fn in (leaderboard, leaderboard_entry, publish, rename_entry, unpublish, hide_entry):
+    @api_errors
+    def verify_entry(entry_id: str, secret: str = "", verified: bool = True, request: gr.Request = None) -> str:
+        """The host vouches for an entry's judge (or withdraws that); needs the host secret."""
+        return svc.board.verify_entry(entry_id, secret, verified, visitor=visitor(svc, request))
+
+    for fn in (leaderboard, leaderboard_entry, publish, rename_entry, unpublish, hide_entry, verify_entry):
         gr.api(fn, api_name=fn.__name__)
 
 
@@ -209,8 +235,11 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
                       elem_id="leaderboard-section") as section:
         gr.Markdown("Entries graded by the **same judge on the same benchmark and samples** are ranked against "
                     "each other with paired bootstrap tests; other judges and benchmarks are never ranked together. "
-                    "The paper's models are reference rows. Click rows to overlay their radars and open their "
-                    "card.")
+                    "Only entries whose judge is **verified** are ranked: graded on this server, or vouched for by "
+                    "the host. Grades imported from a file, or graded on a visitor's own endpoint, are listed with "
+                    "their *provenance* (\"imported, judge not verified\") and no rank. The paper's models are "
+                    "reference rows (the official metric as published). Click rows to overlay their radars and open "
+                    "their card.")
         with gr.Row():
             judge = gr.Dropdown(choices=[ALL, *lb.KINDS], value=ALL, label="Judge", elem_id="board-judge",
                                 allow_custom_value=True, scale=2)
@@ -245,21 +274,23 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
         samples = gr.Dataframe(headers=SAMPLE_COLUMNS, interactive=False, type="array", visible=False,
                                label="Frozen per-sample grades (read-only)", elem_id="board-samples", max_height=360)
         if svc.settings.host_secret:
-            with gr.Accordion("Host: hide an entry", open=False, elem_id="board-host"):
+            with gr.Accordion("Host: hide or verify an entry", open=False, elem_id="board-host"):
                 with gr.Row():
                     host_entry = gr.Textbox(label="Entry id", elem_id="board-host-entry", max_lines=1)
                     host_secret = gr.Textbox(label="Host secret", type="password", elem_id="board-host-secret",
                                              max_lines=1)
                     hide_btn = gr.Button("Hide", size="sm", elem_id="board-hide")
                     show_btn = gr.Button("Show again", size="sm", elem_id="board-show")
+                    verify_btn = gr.Button("Verify judge", size="sm", elem_id="board-verify")
+                    unverify_btn = gr.Button("Withdraw verification", size="sm", elem_id="board-unverify")
     view = LeaderboardView(section, judge, bench, query, sort, desc, refs, table, page_no, count, link, overlays,
                            radar_caps, radar_ints, card, samples, downloads)
     filters = [judge, bench, query, sort, desc, refs]
 
     def refresh(judge_v, bench_v, query_v, sort_v, desc_v, refs_v, chosen, page, request: gr.Request):
         f = _filter(judge_v, bench_v, query_v, sort_v, desc_v, refs_v)
-        every = svc.board_rows()
-        rows, number, count_text = page_of(svc.leaderboard(f), page)
+        every = svc.board.board_rows()
+        rows, number, count_text = page_of(svc.board.leaderboard(f), page)
         judges, benches = filter_choices(every)
         keys = {overlay_key(r): r for r in every}
         choices = [(overlay_label(r), overlay_key(r)) for r in rows]
@@ -300,7 +331,7 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
                    show_progress="minimal")
 
     def overlay_radars(chosen):
-        keys = {overlay_key(r): r for r in svc.board_rows()}
+        keys = {overlay_key(r): r for r in svc.board.board_rows()}
         return radars([keys[c] for c in chosen or [] if c in keys])
 
     overlays.change(overlay_radars, overlays, [radar_caps, radar_ints], api_visibility="private",
@@ -310,17 +341,17 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
     def pick(chosen, evt: gr.SelectData):
         row = evt.row_value or []
         entry_id = row[-1] if row else ""
-        keys = {overlay_key(r): r for r in svc.board_rows()}
+        keys = {overlay_key(r): r for r in svc.board.board_rows()}
         match = next((k for k, r in keys.items()
                       if (entry_id and r.entry == entry_id) or (not entry_id and r.reference
-                                                                and len(row) > 4 and r.name == row[1]
-                                                                and r.benchmark_label == row[4])), None)
+                                                                and len(row) > BENCH_COL and r.name == row[1]
+                                                                and r.benchmark_label == row[BENCH_COL])), None)
         chosen = list(chosen or [])
         if match and match not in chosen and len(chosen) < MAX_OVERLAYS:
             chosen.append(match)
         if not entry_id:
             return gr.Dropdown(value=chosen), gr.HTML(""), gr.Dataframe(visible=False)
-        entry = svc.board_entry(entry_id)
+        entry = svc.board.board_entry(entry_id)
         return (gr.Dropdown(value=chosen), card_html(entry),
                 gr.Dataframe(value=sample_cells(entry), visible=True))
 
@@ -328,7 +359,7 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
 
     def download(*args):
         f = _filter(*args)
-        rows = svc.leaderboard(f)
+        rows = svc.board.leaderboard(f)
         csv_text, json_text = lb.rows_csv(rows), lb.rows_json(rows, f)
         # one folder per distinct table (the exports folder's housekeeping bounds them by age and size)
         digest = hashlib.sha256((csv_text + json_text).encode("utf-8")).hexdigest()[:16]
@@ -342,15 +373,15 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
     dl_btn.click(download, filters, downloads, api_visibility="private")
 
     if svc.settings.host_secret:
-        @toasts(0)
-        def hide(entry_id, secret):
-            gr.Info(esc(svc.hide_entry((entry_id or "").strip(), secret, True)))
+        def host_action(control, flag: bool):
+            @toasts(0)
+            def act(entry_id, secret, request: gr.Request):
+                gr.Info(esc(control((entry_id or "").strip(), secret, flag, visitor=visitor(svc, request))))
+            return act
 
-        @toasts(0)
-        def show(entry_id, secret):
-            gr.Info(esc(svc.hide_entry((entry_id or "").strip(), secret, False)))
-
-        for btn, fn in ((hide_btn, hide), (show_btn, show)):
+        for btn, fn in ((hide_btn, host_action(svc.hide_entry, True)), (show_btn, host_action(svc.hide_entry, False)),
+                        (verify_btn, host_action(svc.verify_entry, True)),
+                        (unverify_btn, host_action(svc.verify_entry, False))):
             btn.click(fn, [host_entry, host_secret], None, api_visibility="private") \
                 .then(refresh, [*filters, overlays, page_no], refresh_outputs, api_visibility="private")
     return view
@@ -367,16 +398,18 @@ class PublishControl:
 
 def publish_state(svc: GradingService, run_id: str, owner: str) -> tuple[bool, str, str, str]:
     """(visible, what the control says, name, link) for the owner's open run."""
-    perms = svc.permissions(run_id, owner)
+    perms = svc.runs.permissions(run_id, owner)
     if not perms.owner:
         return False, "", "", ""
-    entry = svc.entry_of_run(run_id, owner)
+    entry = svc.board.entry_of_run(run_id, owner)
     if entry is None:
         return True, "Not on the leaderboard.", "", ""
     where = ("hidden by the host" if entry["hidden"] else
              "on the leaderboard" if entry["published"] else "unpublished")
     stale = " · the run changed since: republish to update the board" if entry["stale"] else ""
-    return (True, f"Entry `{entry['entry']}`, version {entry['version']}: {where}{stale}.", entry["name"],
+    trust = "" if entry.get("verified", True) else \
+        f" · {entry.get('provenance')}: listed without a rank until the host verifies it"
+    return (True, f"Entry `{entry['entry']}`, version {entry['version']}: {where}{stale}{trust}.", entry["name"],
             entry["link"])
 
 
@@ -411,17 +444,18 @@ def build_publish_control(page: Page) -> PublishControl:
         @toasts(4)
         def handler(run_id, owner_tok, n, u, request: gr.Request):
             if kind in ("publish", "republish"):
-                row = svc.publish(run_id, n, u, owner_tok, visitor=visitor(svc, request),
+                row = svc.board.publish(run_id, n, u, owner_tok, visitor=visitor(svc, request),
                                   republish=kind == "republish")
-                gr.Info(esc(f"Published as {row['name']} (version {row['version']}): rank "
-                            f"{lb.format_rank(row['rank'])}."))
+                rank = f"rank {lb.format_rank(row['rank'])}" if row["rank"] else row["rank_note"] or "not ranked"
+                gr.Info(esc(f"Published as {row['name']} (version {row['version']}): {rank}."))
             else:
-                entry = svc.entry_of_run(run_id, owner_tok)
+                entry = svc.board.entry_of_run(run_id, owner_tok)
                 if entry is None:
                     gr.Warning("This run is not on the leaderboard yet: publish it first.")
                     return show(run_id, owner_tok)
-                message = svc.rename_entry(entry["entry"], owner_tok, n, u) if kind == "rename" \
-                    else svc.unpublish(entry["entry"], owner_tok)
+                who = visitor(svc, request)
+                message = svc.board.rename_entry(entry["entry"], owner_tok, n, u, visitor=who) if kind == "rename" \
+                    else svc.board.unpublish(entry["entry"], owner_tok, visitor=who)
                 gr.Info(esc(message))
             return show(run_id, owner_tok)
         return handler

@@ -1,4 +1,4 @@
-"""Agents as users: the app's tools for the Model Context Protocol (Gradio's MCP server, README "Agents (MCP)").
+"""Agents as users: the app's tools for the Model Context Protocol (Gradio's MCP server, docs/agents.md).
 
 Gradio turns every public named API endpoint into an MCP tool (its name from the function's name, its description
 from the docstring, its arguments from the type hints). The tools here are a small set written for agents: plain
@@ -19,21 +19,24 @@ scripts' gradio_client API keeps them all).
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import json
 import math
 import secrets
 import tempfile
-import threading
 
 import gradio as gr
 
 from mmvet_core.compare import CompareError, compare_sets
 from mmvet_core.gradesets import benchmark_for, load_bundled_v1, sets_for_owner
 from mmvet_core.judgecheck import call_count
-from mmvet_core.remote_files import RemoteFileError, fetch_visitor_file
+from mmvet_core.remote_files import FetchSlots, RemoteFileError, fetch_visitor_file
+from mmvet_core.requestlimit import over_limit_message
 from mmvet_core.runs import load_run_view
+from mmvet_core.agent_judges import describe_agent_judges
 from mmvet_core.service import (BENCH_BUNDLED, JUDGE_BASELINE, JUDGE_HOST, JUDGE_OWN, MODE_LIVE, BenchmarkChoice,
-                                GradingService, JudgeChoice, ServiceError)
+                                GradingService, JudgeChoice, JudgeUnavailable, ServiceError)
 from mmvet_core.stats import score_intervals
 
 from .common import api_errors, visitor
@@ -48,17 +51,26 @@ JUDGES = {"server": JUDGE_HOST, "own": JUDGE_OWN, "baseline": JUDGE_BASELINE}
 SUBSETS = {"all": "All samples", "bard": "Bard set (168)"}
 MIN_TOKEN = 16
 # The tools are not queued (see `register_mcp_tools`): they run on the server's worker threads. A file tool holds
-# one for a download (up to the upload limit in memory) and a parse, so at most FILE_SLOTS run at once, and a call
-# that finds no slot within FILE_WAIT seconds is told the server is busy (instead of holding a thread).
-FILE_SLOTS = 4
+# one for a download (up to the upload limit in memory) and a parse, so at most `HostingLimits.file_slots` run at
+# once and one address holds at most `file_slots_per_visitor` of them; a call that finds no slot within FILE_WAIT
+# seconds is told the server is busy (instead of holding a thread).
 FILE_WAIT = 10.0
 NOT_YOURS = "No run of yours has this id: pass the owner_token that start_grading returned with it."
+#: How a message about a judge that cannot grade says what to do, for an agent (the page's words name its buttons)
+MCP_HINTS = {"check_hint": 'call the check_judge tool with start=true and that judge: judge "own" with your api_key, '
+                           'base_url and judge_model, or judge "server" with judge_model when this server lets '
+                           "agents pick its judges",
+             "view_hint": "on this server's page, with “Open a grade file”; no tool imports grade files"}
 
 
 def _judge(judge: str, base_url_: str = "", judge_model: str = "", api_key: str = "") -> JudgeChoice:
+    """The tools' judge arguments as the service's record: with "server", `judge_model` is a server judge the host
+    lets agents pick (`mmvet_core.agent_judges`), with "own" the model of the agent's endpoint."""
     kind = JUDGES.get((judge or "server").strip().lower())
     if kind is None:
         raise ServiceError("judge must be one of: server, own, baseline.")
+    if kind == JUDGE_HOST:
+        return JudgeChoice(kind, "", "", "", MODE_LIVE, host_model=(judge_model or "").strip())
     return JudgeChoice(kind, base_url_ or "", judge_model or "", api_key or "", MODE_LIVE)
 
 
@@ -89,12 +101,36 @@ def _own(svc: GradingService, run_id: str, owner_token: str):
 
 
 def _fetched(svc: GradingService, results_file: str, file_name: str, work: str) -> str:
-    """The agent's file on disk (in `work`), fetched within the upload limit."""
+    """The agent's file on disk (in `work`), fetched within the upload limit and the host's deadline."""
     try:
         return str(fetch_visitor_file(results_file, work, max_bytes=svc.settings.max_upload_mb * 1024 * 1024,
-                                      block_private=not svc.settings.allow_private_endpoints, file_name=file_name))
+                                      block_private=not svc.settings.allow_private_endpoints, file_name=file_name,
+                                      deadline=svc.settings.hosting.fetch_deadline_s))
     except RemoteFileError as e:
         raise ServiceError(f"results_file: {e}.") from None
+
+
+def _within_limit(request: gr.Request | None) -> None:
+    """Refuse a tool call the request limit refused (`mmvet_core.requestlimit`: the middleware marks an MCP tool
+    call over its client's limit, so that the refusal is a tool error the agent reads, not a broken session)."""
+    # Gradio hands a tool called over MCP the message's Starlette request itself (a page's call: a gr.Request)
+    inner = getattr(request, "request", None) or request
+    scope = getattr(inner, "scope", None) if inner is not None else None
+    message = over_limit_message(scope.get("state") or {}) if isinstance(scope, dict) else None
+    if message:
+        raise ServiceError(message)
+
+
+def limited_tool(fn):
+    """A tool that answers the request limit's refusal (`_within_limit`) before it does anything. The tool takes
+    ``request: gr.Request`` (Gradio then hands it the MCP message's request)."""
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        _within_limit(signature.bind_partial(*args, **kwargs).arguments.get("request"))
+        return fn(*args, **kwargs)
+    return wrapper
 
 
 def _finite(obj):
@@ -128,22 +164,25 @@ def register_mcp_tools(svc: GradingService) -> None:
     queued: Gradio's MCP server then calls them in the MCP request itself, so the visitor (budget, run slots) is
     the agent's own address, not the server's loopback."""
 
-    slots = threading.BoundedSemaphore(FILE_SLOTS)
+    hosting = svc.settings.hosting
+    agent_judges_note = describe_agent_judges(svc.settings.agent_judges, svc.settings.judge_model)
+    slots = FetchSlots(hosting.file_slots, hosting.file_slots_per_visitor, FILE_WAIT)
 
     @contextlib.contextmanager
-    def file_work():
-        """A slot for reading an agent's file (see `FILE_SLOTS`) and a private folder for it, removed after."""
-        if not slots.acquire(timeout=FILE_WAIT):
-            raise ServiceError("The server is busy reading other files; try again in a minute.")
-        try:
-            with tempfile.TemporaryDirectory(prefix="agent-", dir=svc.work_dir) as work:
-                yield work
-        finally:
-            slots.release()
+    def file_work(request: gr.Request | None):
+        """A slot for reading the agent's file (`FetchSlots`: a share per address) and a private folder for it,
+        removed after."""
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(slots.slot(visitor(svc, request)))
+            except RemoteFileError as e:
+                raise ServiceError(str(e)) from None
+            yield stack.enter_context(tempfile.TemporaryDirectory(prefix="agent-", dir=svc.work_dir))
 
     @api_errors
+    @limited_tool
     def validate_results(results_file: str, file_name: str = "", judge: str = "server", judge_runs: int = 1,
-                         subset: str = "all", judge_model: str = "") -> str:
+                         subset: str = "all", judge_model: str = "", request: gr.Request = None) -> str:
         """Check an MM-Vet results file (a model's answers) against the bundled MM-Vet v1 benchmark and say what
         grading it would cost. Free: no judge call. Formats: official MM-Vet JSON {id: answer}, lmms-eval logs,
         VLMEvalKit tables (.xlsx/.tsv/.csv/.json), LLaVA-style .jsonl. The file must fit this server's upload limit.
@@ -154,17 +193,18 @@ def register_mcp_tools(svc: GradingService) -> None:
             judge: Who would grade: "server" (this server's judge and key, within a daily budget per visitor), "own" (your key and endpoint) or "baseline" (offline keyword baseline, not the MM-Vet metric, free).
             judge_runs: How many times each answer would be graded (1 to 5; the official protocol reports the mean over runs).
             subset: "all" (218 samples) or "bard" (the 168-sample Bard set).
-            judge_model: With judge "own": the judge model the estimate is priced for (default gpt-4-0613).
+            judge_model: With judge "own": the judge model the estimate is priced for (default gpt-4-0613). {agent_judges}
 
         Returns:
             A JSON object: report: what the file holds against the benchmark (matched, missing, extra samples, format); estimate: judge calls, tokens and dollars grading would cost; model_name: the name taken from the file.
         """
-        with file_work() as work:
+        with file_work(request) as work:
             path = _fetched(svc, results_file, file_name, work)
-            v = svc.validate(path, _bench(subset), int(judge_runs), _judge(judge, judge_model=judge_model))
+            v = svc.inputs.validate(path, _bench(subset), int(judge_runs), _judge(judge, judge_model=judge_model))
         return _answer({"report": v.report, "estimate": v.estimate, "model_name": v.model_name})
 
     @api_errors
+    @limited_tool
     def start_grading(results_file: str, file_name: str = "", judge: str = "server", judge_runs: int = 1,
                       subset: str = "all", model_name: str = "", owner_token: str = "", base_url: str = "",
                       judge_model: str = "", api_key: str = "", request: gr.Request = None) -> str:
@@ -187,23 +227,27 @@ def register_mcp_tools(svc: GradingService) -> None:
             model_name: The name of the graded model (default: taken from the file).
             owner_token: Your owner token from an earlier start_grading; empty to get a new one.
             base_url: With judge "own": an OpenAI-compatible base URL (empty: api.openai.com).
-            judge_model: With judge "own": the judge model (default gpt-4-0613).
+            judge_model: With judge "own": the judge model (default gpt-4-0613). {agent_judges} The same daily budget applies whichever server judge grades.
             api_key: With judge "own": your API key (used for this run's calls only, never shown or stored in the run).
 
         Returns:
             A JSON object: run_id; owner_token (keep it); started (false when the same job was already running); share_url (a read-only page of the run for people).
         """
         tok = _token(owner_token, issue=True)
-        with file_work() as work:
+        with file_work(request) as work:
             path = _fetched(svc, results_file, file_name, work)
-            run_id, started = svc.start(path, _bench(subset), int(judge_runs),
-                                        _judge(judge, base_url, judge_model, api_key), owner=tok,
-                                        visitor=visitor(svc, request), model_name=model_name)
+            try:
+                run_id, started = svc.runs.start(path, _bench(subset), int(judge_runs),
+                                                 _judge(judge, base_url, judge_model, api_key), owner=tok,
+                                                 visitor=visitor(svc, request), model_name=model_name)
+            except JudgeUnavailable as e:      # words for an agent: tools, not the page's buttons
+                raise ServiceError(e.message_for(**MCP_HINTS) + " " + agent_judges_note) from None
         return _answer({"run_id": run_id, "owner_token": tok, "started": started,
-                        "share_url": svc.share_url(run_id, page_base_url(request))})
+                        "share_url": svc.reading.share_url(run_id, page_base_url(request))})
 
     @api_errors
-    def poll_run(run_id: str, owner_token: str) -> str:
+    @limited_tool
+    def poll_run(run_id: str, owner_token: str, request: gr.Request = None) -> str:
         """Progress of one of your runs (poll every few seconds until status is no longer "running"). Free.
 
         Args:
@@ -214,12 +258,13 @@ def register_mcp_tools(svc: GradingService) -> None:
             A JSON object: status (running, done, stopped, failed); done, errored and total samples; message (why a run stopped, e.g. a spent budget); total_score so far (percent); complete (every sample graded in every judge run); waiting_until (a rate-limit pause, epoch seconds, or null).
         """
         run = _own(svc, run_id, owner_token)
-        st = svc.status(run.id)
+        st = svc.reading.status(run.id)
         return _answer({k: st.get(k) for k in ("run_id", "status", "message", "done", "errored", "total",
                                                "total_score", "complete", "waiting_until")})
 
     @api_errors
-    def stop_run(run_id: str, owner_token: str) -> str:
+    @limited_tool
+    def stop_run(run_id: str, owner_token: str, request: gr.Request = None) -> str:
         """Stop one of your running runs. Calls in flight finish and are stored; nothing graded is lost (a stopped
         run can be resumed on the page or with the scripts' API). Free.
 
@@ -231,10 +276,11 @@ def register_mcp_tools(svc: GradingService) -> None:
             What happened (plain text).
         """
         run = _own(svc, run_id, owner_token)
-        return svc.stop(run.id, run.owner)
+        return svc.runs.stop(run.id, run.owner)
 
     @api_errors
-    def run_scores(run_id: str, owner_token: str, integrations: bool = False) -> str:
+    @limited_tool
+    def run_scores(run_id: str, owner_token: str, integrations: bool = False, request: gr.Request = None) -> str:
         """The MM-Vet scores of one of your runs, each with its 95% bootstrap interval over samples (how much the
         score would move with another draw of questions). Free. Scores are percent; "official" is the number the
         official evaluator prints (mean over judge runs), "std" the spread over judge runs.
@@ -245,10 +291,10 @@ def register_mcp_tools(svc: GradingService) -> None:
             integrations: Also return the 16 capability integrations (default: total and the six capabilities).
 
         Returns:
-            A JSON object: model, judge, status, complete; total {score, ci [low, high], official, std, n}; capabilities {name: same}; integrations when asked; metric_note (why the metric is not the official one, e.g. the baseline judge); official_equivalent (for a successor judge checked against the official one, its official-equivalent estimate, when this server computes one; else null).
+            A JSON object: model, judge, status, complete; total {score, ci [low, high], official, std, n}; capabilities {name: same}; integrations when asked; metric_note (why the metric is not the official one, e.g. the baseline judge); official_equivalent (for a successor judge checked against the official one, its official-equivalent estimate, when this server computes one: the labelled line, official_equivalent_label "in-sample" (the run's answers are one of the check's references, left out of the correction) or "extrapolated" (outside the references' range, interval widened) or "", official_equivalent_check (the check it rests on: id, date, reference models and their range), official_equivalent_estimate (every column with its interval); else null).
         """
         run = _own(svc, run_id, owner_token)
-        view = svc.with_failure(load_run_view(svc.store, run.id))
+        view = svc.reading.with_failure(load_run_view(svc.store, run.id))
         eff = view.effective_scores()
         spread = {("total", "total"): view.scores.total.std,
                   **{("capability", c.name): c.std for c in view.scores.capabilities},
@@ -264,7 +310,7 @@ def register_mcp_tools(svc: GradingService) -> None:
                 total = cell
             else:
                 cols[row.kind][row.name] = cell
-        card = svc.card(view)
+        card = svc.reading.card(view)
         out = {"run_id": run.id, "model": run.model_name, "judge": view.judge_text, "status": card["status"],
                "complete": view.scores.complete, "total": total, "capabilities": cols["capability"],
                "metric_note": view.metric_note, "official_equivalent": _official_equivalent(card)}
@@ -273,7 +319,8 @@ def register_mcp_tools(svc: GradingService) -> None:
         return _answer(out)
 
     @api_errors
-    def compare_runs(run_a: str, run_b: str, owner_token: str) -> str:
+    @limited_tool
+    def compare_runs(run_a: str, run_b: str, owner_token: str, request: gr.Request = None) -> str:
         """Compare two of your runs on the samples they share: the paired difference B - A of their scores with a
         95% paired bootstrap interval (the same questions in both, so question difficulty cancels out), for the
         total and each capability, and the verdict whether the difference is beyond sampling noise. Free (no judge
@@ -312,11 +359,14 @@ def register_mcp_tools(svc: GradingService) -> None:
                         "delta_bar": _r(pair.delta_bar, 4), "verdict": verdict})
 
     @api_errors
+    @limited_tool
     def read_leaderboard(judge: str = "", benchmark: str = "", query: str = "", sort: str = "rank",
-                         descending: bool = False, references: bool = True, limit: int = 50) -> str:
+                         descending: bool = False, references: bool = True, limit: int = 50, request: gr.Request = None) -> str:
         """Read this server's MM-Vet leaderboard: published runs with their total, 95% interval and honest rank
         (entries whose difference is not significant in a paired test share a rank range), plus the paper's
-        reference rows. Entries judged by different judges are never ranked against each other. Free.
+        reference rows. Entries judged by different judges are never ranked against each other; only entries
+        whose judge is verified (graded on this server, or vouched for by its host) are ranked: imported grades
+        say "imported, judge not verified" in provenance and have no rank. Free.
 
         Args:
             judge: Only rows of this judge (its name, or a kind: official, successor, baseline); empty for all.
@@ -328,16 +378,17 @@ def register_mcp_tools(svc: GradingService) -> None:
             limit: At most this many rows (1 to 500).
 
         Returns:
-            A JSON object: filter (as applied); rank_note (how to read the ranks); entries, each {entry, name, link, judge, judge_kind, benchmark, runs, total, ci [low, high], rank [best, worst], capabilities, date, reference, official_equivalent}.
+            A JSON object: filter (as applied); rank_note (how to read the ranks); entries, each {entry, name, link, judge, judge_kind, provenance, verified, rank_note, benchmark, runs, total, ci [low, high], rank [best, worst] or null, capabilities, date, reference, official_equivalent ([estimate, low, high] for a successor judge with a check on this server, else null), official_equivalent_label, official_equivalent_check}.
         """
-        board = svc.leaderboard_json({"judge": judge or "", "benchmark": benchmark or "", "query": query or "",
-                                      "sort": sort or "rank", "descending": bool(descending),
-                                      "references": bool(references)})
+        board = svc.board.leaderboard_json({"judge": judge or "", "benchmark": benchmark or "", "query": query or "",
+                                           "sort": sort or "rank", "descending": bool(descending),
+                                           "references": bool(references)})
         n = max(1, min(int(limit or 50), 500))
         board["entries"] = [{k: v for k, v in row.items() if k != "integrations"} for row in board["entries"][:n]]
         return _answer(board)
 
     @api_errors
+    @limited_tool
     def check_judge(judge: str = "server", start: bool = False, owner_token: str = "", base_url: str = "",
                     judge_model: str = "", api_key: str = "", request: gr.Request = None) -> str:
         """Is a judge close to the official GPT-4-0613 judge of MM-Vet? Reads the stored check of the judge (free)
@@ -348,27 +399,33 @@ def register_mcp_tools(svc: GradingService) -> None:
         start to follow it (running: true while it runs).
 
         Args:
-            judge: "server" (this server's judge) or "own" (your api_key, base_url, judge_model).
+            judge: "server" (this server's judge; judge_model picks another when the server allows it) or "own" (your api_key, base_url, judge_model).
             start: Start a check now (costs judge calls, see above); false only reads the stored report.
             owner_token: Your owner token (from start_grading; empty: a new one is returned); a check in progress is followed with the token that started it.
             base_url: With judge "own": an OpenAI-compatible base URL (empty: api.openai.com).
-            judge_model: With judge "own": the judge model (default gpt-4-0613).
+            judge_model: With judge "own": the judge model (default gpt-4-0613). {agent_judges}
             api_key: With judge "own": your API key (used for the check's calls only, never shown).
 
         Returns:
-            A JSON object: report (how far the judge's grades are from the official ones, beside GPT-4's own run-to-run spread; empty when never checked); running; message (what starting did); owner_token.
+            A JSON object: report (how far the judge's grades are from the official ones, beside GPT-4's own run-to-run spread; empty when never checked); running; message (what starting did, or why the report is empty); owner_token.
         """
         tok = _token(owner_token, issue=True)
         choice = _judge(judge, base_url, judge_model, api_key)
         if choice.kind == JUDGE_BASELINE:
             raise ServiceError("The offline baseline is what a check compares a judge against: check the server's "
                                "judge or your own.")
-        message = svc.check_judge(choice, tok, visitor(svc, request)) if start else ""
-        report, running = svc.judge_check_text(choice, tok)
+        model = svc.inputs.judge_for(choice)[0].model     # a missing key, a refused URL, a judge agents may not pick
+        message = svc.judges.check_judge(choice, tok, visitor(svc, request), hints=MCP_HINTS) if start else ""
+        report, running = svc.judges.judge_check_text(choice, tok)
+        if not report and not running and not message:
+            message = (f"No check of {model} is stored on this server yet: call check_judge again with start=true "
+                       f"to run one ({call_count()} judge calls at most; see this tool's COSTS).")
         return _answer({"report": report, "running": running, "message": message, "owner_token": tok})
 
-    # the description gives this server's cost of a check (the reference sets are data)
+    # the description gives this server's cost of a check (the reference sets are data) and its agent judges
     check_judge.__doc__ = check_judge.__doc__.replace("{check_calls}", str(call_count()))
+    for fn in (validate_results, start_grading, check_judge):
+        fn.__doc__ = fn.__doc__.replace("{agent_judges}", agent_judges_note)
     for fn in (validate_results, start_grading, poll_run, stop_run, run_scores, compare_runs, read_leaderboard,
                check_judge):
         assert fn.__name__ in MCP_TOOLS     # the tool's name is the function's

@@ -3,7 +3,7 @@ open run's owner tools (rename, delete: laid out in the Grade view's run panel) 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import gradio as gr
 
@@ -12,9 +12,24 @@ from mmvet_core.service import RUN_LIST_COLUMNS
 from .common import Page, esc, runs_rows, toasts
 from .widgets import card_html
 
-if TYPE_CHECKING:   # (grade imports this module)
-    from .grade import GradeView
-    from .samples import SamplesView
+
+
+class RunPanel(Protocol):
+    """What this view acts on in the Grade view's run panel (app.py hands the Grade view over): the owner tools
+    laid out there, and what a rename or a delete changes."""
+    rename_box: gr.Textbox
+    rename_btn: gr.Button
+    delete_btn: gr.Button
+    run_card: gr.HTML
+    downloads: gr.File
+    run_panel: gr.Column
+    empty_note: gr.Markdown
+    total: gr.Textbox
+
+
+class SamplesSection(Protocol):
+    """The samples view's section, closed with the run panel when the open run is deleted."""
+    section: gr.Column
 
 
 @dataclass
@@ -32,7 +47,7 @@ def build_my_runs(page: Page) -> MyRunsView:
     return MyRunsView(runs_table)
 
 
-def wire_my_runs(page: Page, my: MyRunsView, g: GradeView, s: SamplesView) -> None:
+def wire_my_runs(page: Page, my: MyRunsView, g: RunPanel, s: SamplesSection) -> None:
     """Register: a click on a row opens that run; rename and delete the open run (owner tools); a deleted run
     closes the run panel and the samples section."""
     svc, run_state, owner = page.svc, page.run_state, page.owner
@@ -45,10 +60,10 @@ def wire_my_runs(page: Page, my: MyRunsView, g: GradeView, s: SamplesView) -> No
 
     @toasts(3)
     def rename(run_id, name, owner_tok):
-        gr.Info(esc(svc.rename(run_id, owner_tok, name)))
-        view = svc.view(run_id)
-        files = svc.downloads(view) if view.n_graded and not svc.jobs.is_running(run_id) else None
-        return (card_html(svc.card(view)), runs_rows(svc, owner_tok),
+        gr.Info(esc(svc.runs.rename(run_id, owner_tok, name)))
+        view = svc.reading.view(run_id)
+        files = svc.reading.downloads(view) if view.n_graded and not svc.jobs.is_running(run_id) else None
+        return (card_html(svc.reading.card(view)), runs_rows(svc, owner_tok),
                 gr.File(value=files, visible=bool(files)) if files else gr.skip())
 
     g.rename_btn.click(rename, [run_state, g.rename_box, owner], [g.run_card, my.runs_table, g.downloads],
@@ -56,7 +71,7 @@ def wire_my_runs(page: Page, my: MyRunsView, g: GradeView, s: SamplesView) -> No
 
     @toasts(2)
     def delete(run_id, owner_tok):
-        gr.Info(esc(svc.delete(run_id, owner_tok)))
+        gr.Info(esc(svc.runs.delete(run_id, owner_tok)))
         return "", runs_rows(svc, owner_tok)
 
     g.delete_btn.click(delete, [run_state, owner], [run_state, my.runs_table], api_visibility="private",

@@ -3,7 +3,7 @@ every judge attempt, image) and the owner's override of its score."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Callable, Protocol
 
 import gradio as gr
 
@@ -13,8 +13,18 @@ from mmvet_core.service import ServiceError
 from .common import Page, esc, toasts
 from .widgets import count_text, sample_filter
 
-if TYPE_CHECKING:   # (grade imports this module)
-    from .grade import GradeView, RunDisplay
+
+
+class OverlayField(Protocol):
+    """What this view reads of the Grade view (app.py hands it over): the radar overlays chosen."""
+    overlays: gr.Dropdown
+
+
+class OpenRunDisplay(Protocol):
+    """How this view redraws the open run after an override (the Grade view's `RunDisplay`): `refresh(...)`
+    returns the values of `live_outputs` first."""
+    refresh: Callable[..., tuple]
+    live_outputs: list
 
 
 @dataclass
@@ -98,13 +108,13 @@ def build_samples(page: Page) -> SamplesView:
                        o_reason, o_btn, o_clear)
 
 
-def wire_samples(page: Page, s: SamplesView, g: GradeView, display: RunDisplay) -> None:
+def wire_samples(page: Page, s: SamplesView, g: OverlayField, display: OpenRunDisplay) -> None:
     """Register the filters, the row selection (detail) and the override; an override refreshes the Grade view's
     live outputs through `display`."""
     svc, run_state, owner = page.svc, page.run_state, page.owner
 
     def filter_rows(run_id, cap_f, lo, hi, flagged, order):
-        view = svc.view(run_id) if run_id else None
+        view = svc.reading.view(run_id) if run_id else None
         if view is None:
             return gr.skip(), gr.skip()
         rows = views.sample_rows(view, sample_filter(cap_f, lo, hi, flagged, order))
@@ -115,7 +125,7 @@ def wire_samples(page: Page, s: SamplesView, g: GradeView, display: RunDisplay) 
 
     # ---- one sample ----
     def detail(run_id, sample_id, owner_tok):
-        view = svc.view(run_id, evidence_for=sample_id) if run_id else None
+        view = svc.reading.view(run_id, evidence_for=sample_id) if run_id else None
         if view is None or sample_id not in view.benchmark.samples:
             raise ServiceError(f"No sample {sample_id!r} in this run.")
         d = views.sample_detail(view, sample_id)
@@ -124,7 +134,7 @@ def wire_samples(page: Page, s: SamplesView, g: GradeView, display: RunDisplay) 
             flags += f" — overridden by a person: {d['override']['score']} ({d['override']['reason']})"
         image = views.sample_image(view, sample_id)     # decoded and re-encoded: never the uploaded bytes
         note = "" if image is not None else views.image_note(view, sample_id)
-        can = svc.permissions(run_id, owner_tok).can_override
+        can = svc.runs.permissions(run_id, owner_tok).can_override
         return (sample_id, gr.Image(value=image, visible=image is not None), d["question"],
                 d["ground_truth"], note or "", d["prediction"], flags, views.attempt_rows(d),
                 gr.Button(interactive=can), gr.Button(interactive=can))
@@ -143,14 +153,14 @@ def wire_samples(page: Page, s: SamplesView, g: GradeView, display: RunDisplay) 
 
     @toasts(len(live_outputs) + len(detail_outputs))
     def override(run_id, sample_id, score, reason, owner_tok, overlay_sel, cap_f, lo, hi, flagged, order):
-        message = svc.override(run_id, owner_tok, sample_id, score, reason)
+        message = svc.runs.override(run_id, owner_tok, sample_id, score, reason)
         gr.Info(esc(message))
         shown = refresh(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id)
         return shown[:len(live_outputs)] + detail(run_id, sample_id, owner_tok)
 
     @toasts(len(live_outputs) + len(detail_outputs))
     def clear_override(run_id, sample_id, owner_tok, overlay_sel, cap_f, lo, hi, flagged, order):
-        message = svc.clear_override(run_id, owner_tok, sample_id)
+        message = svc.runs.clear_override(run_id, owner_tok, sample_id)
         gr.Info(esc(message))
         shown = refresh(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id)
         return shown[:len(live_outputs)] + detail(run_id, sample_id, owner_tok)

@@ -35,7 +35,9 @@ def card_html(card: dict) -> str:
     if card.get("official_equivalent_shown"):
         # the estimate, labelled as one (never the official metric), right under the judge
         caps = card.get("official_equivalent_capabilities") or ""
-        items = (f'<dt>Official-equivalent (estimate)</dt><dd id="card-equivalent">{e(card["official_equivalent"])}'
+        label = card.get("official_equivalent_label") or ""      # in-sample, extrapolated: said before the number
+        badge = f'<strong class="equivalent-label" id="card-equivalent-label">{e(label)}</strong> ' if label else ""
+        items = (f'<dt>Official-equivalent (estimate)</dt><dd id="card-equivalent">{badge}{e(card["official_equivalent"])}'
                  + (f"<br><small>{e('per capability (estimates): ' + caps)}</small>" if caps else "") + "</dd>"
                  + items)
     return f'<div class="card"><h3 id="card-model">{e(card["model"])}</h3><dl>{items}</dl></div>'
@@ -68,7 +70,7 @@ def radar_figures(svc: GradingService, view: RunView, overlays: list[str], owner
         caps.append((name, {c.name: c.mean for c in other.scores.capabilities}))
         ints.append((name, {c.name: c.mean for c in other.scores.integrations}))
     from mmvet_core.equivalence import hover_text
-    eq = svc.equivalence(view)
+    eq = svc.judges.equivalence(view)
     notes = {c: hover_text(eq, c) for c in cap_axes}            # the estimate in the hover, labelled
     return (make_radar(caps, cap_axes, "Core capabilities", notes=notes),
             make_radar(ints, int_axes, "Capability integrations"))
@@ -78,7 +80,7 @@ def overlay_choices(svc: GradingService, view: RunView, owner: str) -> list[str]
     """The paper's models for this run's benchmark and subset, then the visitor's other runs."""
     paper = paper_model_names(view.benchmark.subset_name) \
         if view.benchmark.version == "v1" and view.benchmark.subset_name in (None, "bard") else []
-    mine = [f"run:{r.id} {r.model}" for r in svc.runs_of(owner) if r.id != view.run.id][:20]
+    mine = [f"run:{r.id} {r.model}" for r in svc.reading.runs_of(owner) if r.id != view.run.id][:20]
     return paper + mine
 
 
@@ -87,7 +89,7 @@ def overlaid_runs(svc: GradingService, overlays: list[str], owner: str) -> list[
     out = []
     for o in overlays or []:
         if o.startswith("run:"):
-            other = svc.view(o.split(":", 1)[1].split(" ")[0])
+            other = svc.reading.view(o.split(":", 1)[1].split(" ")[0])
             if other is not None and other.run.owner == owner:
                 out.append(other)
     return out

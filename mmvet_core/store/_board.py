@@ -60,6 +60,30 @@ class BoardFacet:
             query = query.where(e.c.published == 1, e.c.hidden == 0)
         return self._rows(query)
 
+    def board_heads(self, *, include_withdrawn: bool = False) -> list[dict]:
+        """`board_entries` without the frozen copies (id, owner_hash, name, link, version, flags, updated_at): what
+        changes without a new version, read on every refresh of the board (`board_book.BoardBook`)."""
+        e = t.board_entries
+        query = sa.select(e).order_by(e.c.created_at)
+        if not include_withdrawn:
+            query = query.where(e.c.published == 1, e.c.hidden == 0)
+        return self._rows(query)
+
+    def board_version(self, entry_id: str, version: int) -> dict | None:
+        """One stored version (published_at, meta and scores as JSON text), or None."""
+        v = t.board_versions
+        rows = self._rows(sa.select(v).where(v.c.entry_id == entry_id, v.c.version == version))
+        return rows[0] if rows else None
+
+    def set_board_meta(self, entry_id: str, version: int, meta: dict) -> None:
+        """Replace a version's meta (the host's verification is written into its provenance); the entry counts
+        as changed (`board_stamp`)."""
+        e, v = t.board_entries, t.board_versions
+        with self._tx(lock="board") as conn:
+            conn.execute(sa.update(v).where(v.c.entry_id == entry_id, v.c.version == version)
+                         .values(meta=json.dumps(meta, ensure_ascii=False)))
+            conn.execute(sa.update(e).where(e.c.id == entry_id).values(updated_at=time.time()))
+
     def board_versions(self, entry_id: str) -> list[dict]:
         v = t.board_versions
         return self._rows(sa.select(v).where(v.c.entry_id == entry_id).order_by(v.c.version))

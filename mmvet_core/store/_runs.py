@@ -44,6 +44,11 @@ class RunsFacet:
         rows = self._rows(sa.select(t.runs).where(t.runs.c.owner == owner).order_by(t.runs.c.created_at.desc()))
         return [run_record(r) for r in rows]
 
+    def update_run_judge(self, run_id: str, judge: dict) -> None:
+        """Replace a run's judge record (provenance: the endpoints a resumed run was graded on)."""
+        assert "api_key" not in judge, "keys are never stored"
+        self._exec(sa.update(t.runs).where(t.runs.c.id == run_id).values(judge=json.dumps(judge)))
+
     def rename_run(self, run_id: str, model_name: str) -> None:
         self._exec(sa.update(t.runs).where(t.runs.c.id == run_id)
                    .values(model_name=model_name, updated_at=time.time()))

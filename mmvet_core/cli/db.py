@@ -1,4 +1,4 @@
-"""``python -m mmvet_core db copy|info``: move a store to another database, or see what a database holds.
+"""`db copy|info`: move a store to another database, or see what a database holds.
 
 ``db copy --from data/mmvet-grader.db --to postgresql://user:password@host/database`` copies every run, grade,
 cached judge answer, budget count, leaderboard entry and judge check into an empty database and prints the rows
@@ -7,27 +7,13 @@ does not exist, a target that is not empty, a database that cannot be opened).
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
-from .store import DATABASE_URL_VAR, Store, StoreError, store_exists
-from .store._copy import copy_store, count_rows
-from .store._migrate import current_revision, head_revision
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    """Register ``db`` and its commands on the CLI's subparsers."""
-    db = sub.add_parser("db", help="the database: copy the SQLite file into PostgreSQL, see what a database holds")
-    dsub = db.add_subparsers(dest="db_command", required=True)
-    c = dsub.add_parser("copy", help="copy every row of a database into an empty one (e.g. SQLite -> PostgreSQL), "
-                                     "counting the rows of each table on both sides")
-    c.add_argument("--from", dest="source", required=True,
-                   help="the database to copy: a SQLite file (data/mmvet-grader.db) or a database URL")
-    c.add_argument("--to", dest="target", required=True,
-                   help="an empty database: postgresql://user:password@host:port/database (or a new SQLite file)")
-    i = dsub.add_parser("info", help="which database the grader uses, its schema revision and rows per table")
-    i.add_argument("--db", default=None, help=f"a SQLite file or a database URL (default: ${DATABASE_URL_VAR}, "
-                                              "else the data folder's mmvet-grader.db)")
+from ..store import DATABASE_URL_VAR, Store, StoreError, store_exists
+from ..store._copy import copy_store, count_rows
+from ..store._migrate import current_revision, head_revision
+from .common import default_db
+from .parser import Command, option
 
 
 def cmd_db(args) -> int:
@@ -67,9 +53,7 @@ def _copy(args) -> int:
 
 
 def _info(args) -> int:
-    from .cli import _default_db     # the CLI's own default: $MMVET_DATABASE_URL, else the data folder's file
-
-    location = args.db or _default_db()
+    location = args.db or default_db()
     if not store_exists(location):
         print(f"error: no database at {location}", file=sys.stderr)
         return 2
@@ -84,3 +68,17 @@ def _info(args) -> int:
     for table, n in counts.items():
         print(f"  {table}: {n}")
     return 0
+
+
+DB = Command("db", "the database: copy the SQLite file into PostgreSQL, see what a database holds",
+             run=cmd_db, subcommand_dest="db_command", subcommands=(
+    Command("copy", "copy every row of a database into an empty one (e.g. SQLite -> PostgreSQL), counting the rows "
+                    "of each table on both sides", (
+        option("--from", dest="source", required=True,
+               help="the database to copy: a SQLite file (data/mmvet-grader.db) or a database URL"),
+        option("--to", dest="target", required=True,
+               help="an empty database: postgresql://user:password@host:port/database (or a new SQLite file)"))),
+    Command("info", "which database the grader uses, its schema revision and rows per table", (
+        option("--db", default=None, help=f"a SQLite file or a database URL (default: ${DATABASE_URL_VAR}, "
+                                          "else the data folder's mmvet-grader.db)"),)),
+))

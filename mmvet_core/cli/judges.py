@@ -1,0 +1,120 @@
+"""`judge-check` and `judges`: after gpt-4-0613, check a candidate judge against the reference sets with official
+grades (`judgecheck`), and list the judges an endpoint serves with their shutdown dates and checks (`endpoints`)."""
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from ..endpoints import format_judges, judge_rows, list_judge_models, today_utc
+from ..grading import DEFAULT_CONCURRENCY
+from ..judge import DEFAULT_JUDGE_MODEL
+from ..judgecheck import (call_count, distinct_prompts, format_check, load_manifest, load_references, run_judge_check,
+                          stored_check)
+from ..store import Store, store_exists
+from .common import DEFAULT_DB, RETIRED, checked_judge, default_db, judge_settings, retirement_note_of
+from .parser import Command, UsageError, option
+
+
+def cmd_judge_check(args) -> int:
+    settings, key = judge_settings(args)
+    store = Store(args.db or default_db())
+    try:
+        refs = load_references(which=args.references)
+    except ValueError as e:
+        raise UsageError(str(e)) from e
+    if args.resamples < 100:
+        raise UsageError("--resamples must be at least 100")
+    others = [s.model for s in load_manifest() if s.model not in {r.model for r in refs}]
+    n, distinct = call_count(refs=refs), distinct_prompts(refs=refs)
+    print(f"Judge check: {settings.model} grades {len(refs)} reference sets ({', '.join(r.model for r in refs)}) "
+          f"with the official prompt: {n} judge calls at 1 run ({distinct} distinct prompts are asked, identical "
+          f"ones once; more calls if it answers something unparsable: the official re-asks). Answers already "
+          f"stored in {store.path} are reused for free."
+          + (" (The keyword baseline runs offline: no paid call.)" if settings.provider == "baseline" else "")
+          + (f" Not included (--references all adds up to {218 * len(others)} calls): {', '.join(others)}."
+             if others else ""))
+    settings = checked_judge(settings, key)        # never spend on a judge the endpoint no longer serves
+    note = retirement_note_of(settings)
+    if note:
+        print(f"Warning: {note}; its check and its grades stay stored and viewable after that date.")
+    held = [m for m in (getattr(stored_check(store, settings), "models", None) or []) if m not in
+            {r.model for r in refs}]
+    if held:
+        print(f"This judge's check already holds {', '.join(held)}: they stay in it (a check grows; their answers "
+              "are stored, no call).")
+    result = asyncio.run(_judge_check(store, settings, key, args.concurrency, n, refs, args.resamples, args.seed))
+    print(f"\nJudge calls: {result.calls} made, {result.cached} reused (grades already stored, or answered from "
+          "the store).")
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(result.created_at))
+    print(f"Check {result.check_id} of {when}" + (": unchanged (same reference sets, same grades), kept as it was."
+                                                   if result.unchanged else "."))
+    print(format_check(result))
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "judge-check.json").write_text(json.dumps(result.to_dict(), indent=2), encoding="utf-8")
+        print(f"wrote {out / 'judge-check.json'}")
+    return 0 if result.n_graded == result.n_expected else 1
+
+
+async def _judge_check(store, settings, key, concurrency, total, refs, resamples, seed):
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, unit="grade", desc="Checking", file=sys.stderr)
+    try:
+        def on_grade(row):
+            bar.update(1)
+            if row.status == "error":
+                bar.write(f"{row.sample_id}: {row.error}")
+        return await run_judge_check(store, settings, key, concurrency=concurrency, on_grade=on_grade, refs=refs,
+                                     resamples=resamples, seed=seed)
+    finally:
+        bar.close()
+
+
+def cmd_judges(args) -> int:
+    settings, key = judge_settings(args)
+    settings = replace(settings, timeout=args.timeout)
+    where = settings.base_url or "https://api.openai.com/v1"
+    models = asyncio.run(list_judge_models(settings, key, timeout=args.timeout))
+    db = args.db or default_db()
+    store = Store(db) if store_exists(db) else None
+    today = today_utc()
+    rows = judge_rows(models, settings, today, store) if models.known else []
+    print(format_judges(rows, models, where, today))
+    return 0 if models.known else 1
+
+
+JUDGE_CHECK = Command("judge-check", "grade the bundled reference sets (model outputs with real official "
+                                     "GPT-4-0613 grades) with a candidate judge and report how far it is, "
+                                     "with 95%% intervals", (
+    option("--judge-model", default=None,
+           help=f"candidate judge model (default {DEFAULT_JUDGE_MODEL}: {RETIRED}; `judges` lists what your "
+                "endpoint serves)"),
+    option("--base-url", default=None, help="its OpenAI-compatible base URL (vLLM, Ollama, ...)"),
+    option("--azure", action="store_true", help="use Azure OpenAI (as for grade)"),
+    option("--baseline", action="store_true", help="check the offline keyword baseline itself"),
+    option("--max-tokens", type=int, default=3, help="judge answer limit (official: 3)"),
+    option("--timeout", type=float, default=60.0, help="seconds per judge call before a retry"),
+    option("--concurrency", type=int, default=DEFAULT_CONCURRENCY, help="ceiling of judge calls in flight"),
+    option("--rate-limit-wait", type=float, default=1800.0, help="as for grade"),
+    option("--db", default=None, help=f"SQLite database (default {DEFAULT_DB}, or $MMVET_DATA_DIR)"),
+    option("--references", default="default",
+           help="reference sets to grade: 'default' (those marked default in assets/reference/"
+                "references.json), 'all', or names joined by commas; each set costs up to 218 judge calls"),
+    option("--resamples", type=int, default=10_000, help="bootstrap resamples of the intervals (default 10000)"),
+    option("--seed", type=int, default=0, help="bootstrap seed (default 0)"),
+    option("--out", default=None, help="folder for judge-check.json (the full result)"),
+), run=cmd_judge_check)
+
+JUDGES = Command("judges", "the chat models your endpoint serves, each with its shutdown date and, "
+                           "when checked, its Δ̄ and total shift to the official judge", (
+    option("--base-url", default=None, help="OpenAI-compatible base URL (default OPENAI_BASE_URL or OpenAI)"),
+    option("--azure", action="store_true", help="Azure OpenAI: its deployments, where the resource lists them"),
+    option("--db", default=None, help=f"SQLite database with stored judge checks (default {DEFAULT_DB})"),
+    option("--timeout", type=float, default=15.0, help="seconds the model list may take (default 15)"),
+), run=cmd_judges, defaults=dict(judge_model=DEFAULT_JUDGE_MODEL, baseline=False, max_tokens=3, rate_limit_wait=1800.0))

@@ -1,0 +1,100 @@
+"""`leaderboard publish|show|hide|verify|export|import`: the host's leaderboard (`leaderboard`); whoever runs the CLI on
+the database is the host."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import __version__
+from .. import leaderboard as lb
+from ..runs import load_run_view
+from ..store import Store
+from .common import DEFAULT_DB, default_db
+from .parser import Command, UsageError, option
+
+
+def cmd_leaderboard(args) -> int:
+    """The host's leaderboard commands (whoever runs the CLI on the database is the host)."""
+    store = Store(args.db or default_db())
+    try:
+        if args.board_command == "publish":
+            view = load_run_view(store, args.run)
+            if view is None:
+                raise UsageError(f"no run {args.run!r} in {store.path}")
+            entry = lb.publish_view(store, view, name=args.name, link=args.link, owner=view.run.owner,
+                                    republish=args.republish, tool_version=__version__)
+            print(f"Published {entry.name} as entry {entry.id} (version {entry.version}): total "
+                  f"{entry.meta['total']:.1f}, judge {entry.meta['judge']} ({entry.meta['judge_kind']}), "
+                  f"{entry.meta['benchmark_label']}; {lb.prov.label(entry.provenance)}")
+        elif args.board_command == "show":
+            entries = lb.load_entries(store)
+            rows = lb.board_rows(entries, lb.rank_groups(entries)) + (lb.paper_rows() if args.references else [])
+            f = lb.BoardFilter(judge=args.judge, benchmark=args.benchmark, query=args.query,
+                               references=args.references)
+            rows = lb.filter_rows(rows, f)
+            if args.json:
+                print(lb.rows_json(rows, f))
+            else:
+                print(lb.describe_entries(rows))
+                print(f"\n{lb.RANK_NOTE}")
+        elif args.board_command == "hide":
+            if lb.load_entry(store, args.entry) is None:
+                raise UsageError(f"no leaderboard entry {args.entry!r}")
+            store.update_board_entry(args.entry, hidden=0 if args.show else 1)
+            print(f"Entry {args.entry} is {'shown' if args.show else 'hidden'}.")
+        elif args.board_command == "verify":
+            for entry_id in args.entries:
+                entry = lb.verify_entry(store, entry_id, not args.undo)
+                print(f"Entry {entry.id} (version {entry.version}): {lb.prov.label(entry.provenance)}.")
+        elif args.board_command == "export":
+            path = lb.export_board(store, args.dir)
+            print(f"wrote {path} and {Path(args.dir) / 'README.md'} (load with datasets.load_dataset({args.dir!r}))")
+        elif args.board_command == "import":
+            n = lb.import_board(store, args.dir, trust=args.trust)
+            print(f"imported {n} entry versions from {args.dir}" + ("" if args.trust else
+                  " (restored unverified: `leaderboard verify ENTRY` ranks one; --trust keeps a backup's own marks)"))
+    except lb.BoardError as e:
+        raise UsageError(str(e)) from e
+    finally:
+        store.close()
+    return 0
+
+
+#: Every leaderboard command's last option.
+DB = option("--db", default=None, help=f"SQLite database (default {DEFAULT_DB}, or $MMVET_DATA_DIR)")
+
+LEADERBOARD = Command("leaderboard", "the server's leaderboard: publish a run, show, hide, verify, export, import",
+                      run=cmd_leaderboard, subcommand_dest="board_command", subcommands=(
+    Command("publish", "publish a finished run (a frozen copy of its scores) under a display name", (
+        option("run", metavar="RUN", help="the run id (printed by grade: 'Run <id>: ...')"),
+        option("--name", required=True, help="display name (plain text, at most 80 characters)"),
+        option("--link", default="", help="optional https link (paper, model card)"),
+        option("--republish", action="store_true",
+               help="the run is on the board already: store its current scores as a new version"),
+        DB)),
+    Command("show", "the board with ranks (paired bootstrap within each judge and benchmark)", (
+        option("--json", action="store_true", help="print JSON: each entry with name, total, ci [lo, hi], "
+                                                    "rank [best, worst], judge, benchmark, runs, ..."),
+        option("--judge", default="", help="only this judge (a name, or official / successor / baseline)"),
+        option("--benchmark", default="", help="only this benchmark (v1, v1-bard, v2, ...)"),
+        option("--query", default="", help="only names containing this text"),
+        option("--references", action="store_true", help="include the paper's models (unranked)"),
+        DB)),
+    Command("hide", "hide an entry from the board (host); --show shows it again", (
+        option("entry", metavar="ENTRY"),
+        option("--show", action="store_true", help="show a hidden entry again"),
+        DB)),
+    Command("verify", "vouch for an entry's judge at its current version (imported grades, an endpoint the "
+                      "server does not know): it is ranked; --undo withdraws it", (
+        option("entries", metavar="ENTRY", nargs="+"),
+        option("--undo", action="store_true", help="withdraw the host's verification"),
+        DB)),
+    Command("export", "write the board (every entry and version) to a folder that "
+                      "datasets.load_dataset reads (board.jsonl + README.md card)", (
+        option("dir", metavar="DIR"),
+        DB)),
+    Command("import", "restore entries from an export folder (checked field by field)", (
+        option("dir", metavar="DIR"),
+        option("--trust", action="store_true", help="the backup is your own: keep its provenance and "
+                                                    "verifications (default: restored entries are unverified)"),
+        DB)),
+))

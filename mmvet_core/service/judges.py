@@ -1,0 +1,265 @@
+"""Judges, one facet of the service: what an endpoint serves (its model list, each judge's shutdown date and
+stored check), the preflight before any paid call, the judge check against reference sets with official
+GPT-4-0613 grades, the successor board of every judge checked here, and a finished run's official-equivalent
+estimate (`equivalence`, from the stored check and the run's scores)."""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from ..endpoints import LIST_TIMEOUT, JudgeRow, ModelList, judge_facts, judge_rows, list_judge_models, preflight, \
+    today_utc
+from ..jobs import JobManager, TooManyRuns
+from ..judge import JudgeSettings
+from ..ratelimit import account_key
+from ..runs import RunView
+from ..store import Store
+from .inputs import Inputs
+from .limits import HostLimits
+from .records import JudgeChoice, JudgeUnavailable, ServiceError, endpoint_host, shutdown_note
+from .settings import ServiceSettings
+
+log = logging.getLogger("mmvet_grader")
+
+#: Where the app's retired-judge message points (the app's own sections, not CLI commands).
+APP_CHECK_HINT = "“Check this judge first”, under Grade"
+APP_VIEW_HINT = "“Open a grade file (no judge call)”"
+#: How the message of a check that cannot start (the official judge is shut down) says what to do, on the page.
+PAGE_CHECK_HINTS = {"check_hint": "pick one in the judge field and click Check this judge",
+                    "view_hint": "Open a grade file"}
+#: Seconds an endpoint's model list is reused (the judge field and every start read it).
+MODEL_LIST_TTL = 60.0
+#: How many finished runs' estimates are kept.
+EQUIVALENCE_CACHE_SIZE = 256
+
+
+class Judges:
+    """The judges a visitor may pick, their checks and the successor board; every refusal a `ServiceError`."""
+
+    def __init__(self, settings: ServiceSettings, store: Store, jobs: JobManager, inputs: Inputs,
+                 limits: HostLimits, exports_dir: Path):
+        self.settings, self.store, self.jobs, self.inputs, self.limits = settings, store, jobs, inputs, limits
+        self.exports_dir = exports_dir
+        self._checks: dict[str, dict] = {}       # judge-check task -> {"done", "total"}
+        self._model_lists: dict[str, tuple[float, ModelList]] = {}   # account -> (when read, list)
+        self._equivalence_cache: dict[str, tuple[tuple, object]] = {}   # run id -> (stamp, Equivalence)
+
+    # ---- what the endpoint serves ----
+    def model_list(self, jset: JudgeSettings, key: str | None, host: bool) -> ModelList:
+        """The model list of the judge's endpoint (reused for `MODEL_LIST_TTL` seconds per account; a visitor's
+        endpoint under the same address policy as their grading)."""
+        if jset.provider == "baseline":
+            return ModelList(None, reason="offline baseline")
+        account = account_key(jset.provider, jset.base_url, jset.api_version, key)
+        hit = self._model_lists.get(account)
+        now = time.monotonic()
+        if hit is not None and now - hit[0] < MODEL_LIST_TTL:
+            return hit[1]
+        models = self.jobs.call(list_judge_models(jset, key, policy=self.limits.endpoint_policy(host)),
+                                timeout=LIST_TIMEOUT + 5)
+        for old in [a for a, (t, _) in self._model_lists.items() if now - t >= MODEL_LIST_TTL]:
+            self._model_lists.pop(old, None)
+        self._model_lists[account] = (now, models)
+        return models
+
+    def offered(self, choice: JudgeChoice) -> tuple[ModelList, list[JudgeRow]]:
+        """The chat models the chosen endpoint (the host's, or the visitor's own) serves, each with its shutdown
+        date and stored judge check: what the judge field offers. The baseline has none."""
+        jset, key, host = self.inputs.judge_for(choice)
+        models = self.model_list(jset, key, host)
+        return models, (judge_rows(models, jset, today_utc(), self.store) if models.known else [])
+
+    def judge_field(self, choice: JudgeChoice) -> tuple[list[JudgeRow], str, str]:
+        """What the judge field shows: (the endpoint's chat models with their facts, the judge that will grade,
+        what to say beside it: its shutdown date and check, or why it cannot grade here). `ServiceError` for
+        incomplete own-key fields or a refused base URL."""
+        jset, key, host = self.inputs.judge_for(choice)
+        if jset.provider == "baseline":
+            return [], jset.model, ""
+        models, rows = self.offered(choice)
+        return rows, jset.model, judge_facts(jset.model, models, rows)
+
+    def check_judge_served(self, jset: JudgeSettings, key: str | None, host: bool) -> JudgeSettings:
+        """Before any paid call (at most one probe): `JudgeUnavailable` when the official judge is not served by
+        the endpoint; else `jset` with the shutdown date the endpoint announces (recorded with the run)."""
+        if jset.provider == "baseline":
+            return jset
+        models = self.model_list(jset, key, host)
+
+        async def go():
+            judge = self.limits.make_judge(jset, key, host)
+            try:
+                return await preflight(jset, key, today=today_utc(), judge=judge, models=models)
+            finally:
+                await judge.aclose()
+        pre = self.jobs.call(go(), timeout=LIST_TIMEOUT + self.settings.call_deadline + 5)
+        if pre.stop:
+            raise JudgeUnavailable(pre.message(check_hint=APP_CHECK_HINT, view_hint=APP_VIEW_HINT), pre.models,
+                                   render=pre.message)
+        for warning in pre.warnings:
+            log.info("%s", warning)
+        return replace(jset, shutdown_date=pre.shutdown_date.isoformat()) if pre.shutdown_date else jset
+
+    def judge_note(self, run_id: str) -> str | None:
+        """The shutdown flag of a run's judge ("grades by judge-b cannot be re-run after 2026-12-11"), from the
+        date recorded with the run; None when none is known."""
+        run = self.store.get_run(run_id or "") if run_id else None
+        return shutdown_note(run.judge) if run is not None else None
+
+    # ---- judge check ----
+    def _check_key(self, jset: JudgeSettings, owner: str) -> str:
+        return f"judge-check:{owner}:{jset.fingerprint()}"
+
+    def check_cost(self, references: str | None = None) -> str:
+        """What a check costs, said before it starts: the reference sets and the judge calls."""
+        from ..judgecheck import call_count, distinct_prompts, load_manifest
+
+        refs = self._check_refs(references)
+        left_out = [s.model for s in load_manifest() if s.model not in {r.model for r in refs}]
+        return (f"A check grades {len(refs)} reference sets ({', '.join(r.model for r in refs)}) with real official "
+                f"GPT-4-0613 grades: {call_count(refs=refs)} judge calls at most ({distinct_prompts(refs=refs)} "
+                "distinct prompts; answers already stored are reused for free)."
+                + (f" Not in the default check: {', '.join(left_out)}." if left_out else ""))
+
+    @staticmethod
+    def _check_refs(references: str | None):
+        from ..judgecheck import load_references
+        try:
+            return load_references(which=references or "default")
+        except ValueError as e:
+            raise ServiceError(str(e)) from None
+
+    def check_judge(self, choice: JudgeChoice, owner: str, visitor: str, references: str | None = None,
+                    hints: dict | None = None) -> str:
+        """Start checking the chosen judge against the reference sets with official GPT-4-0613 grades (the default
+        ones: 1308 calls at most, fewer when answers are stored; the judge's check grows). With the host's key every
+        call is charged to the visitor's and the day's budgets, as grading is. Returns what to tell the user.
+        `hints`: how the message of a check that cannot run (the endpoint no longer serves the official judge) says
+        what to do instead (`PAGE_CHECK_HINTS` by default; an agent's tools name tools)."""
+        from ..judgecheck import call_count, check_settings, run_judge_check
+
+        if not owner:
+            raise ServiceError("Your session has no id yet; reload the page.")
+        jset, key, host = self.inputs.judge_for(choice)
+        if jset.provider == "baseline":
+            raise ServiceError("The offline baseline is what the check compares a judge against: pick the server's "
+                               "judge or your own to check it.")
+        jset = check_settings(jset)
+        refs = self._check_refs(references)
+        task = self._check_key(jset, owner)
+        if self.jobs.is_running(task):
+            return "This judge is being checked already."
+        progress = self._checks[task] = {"done": 0, "total": call_count(refs=refs)}
+
+        def counted(row) -> None:
+            progress["done"] += 1
+
+        budget = self.limits.budget.hook(visitor) if host else None
+        judge = self.limits.make_judge(jset, key, host)
+        policy = self.limits.endpoint_policy(host)
+
+        async def check(stop):
+            # never spend on a judge the endpoint no longer serves; record the shutdown date it announces
+            pre = await preflight(jset, key, policy=policy, judge=judge)
+            if pre.stop:
+                await judge.aclose()
+                raise RuntimeError(pre.message(**(hints or PAGE_CHECK_HINTS)))
+            checked = replace(jset, shutdown_date=pre.shutdown_date.isoformat()) if pre.shutdown_date else jset
+            return await run_judge_check(self.store, checked, key, judge=judge,
+                                         concurrency=self.settings.run_concurrency, on_grade=counted, stop=stop,
+                                         budget=budget, refs=refs)
+        try:
+            self.jobs.start_task(task, check, visitor=visitor)
+        except TooManyRuns as e:
+            raise ServiceError(str(e)) from None
+        return (f"Checking {jset.model}: it grades {progress['total']} reference answers whose official GPT-4-0613 "
+                "grades are known (answers already stored are reused for free).")
+
+    def _shown_check(self, result, host: bool):
+        """A check as a visitor may see it: the host's endpoint by its host name only."""
+        result.judge = {**result.judge, "base_url": endpoint_host(result.judge)} if host else result.judge
+        return result
+
+    def judge_check_text(self, choice: JudgeChoice, owner: str) -> tuple[str, bool]:
+        """(what the check of the chosen judge says now, whether it is still running)."""
+        from ..judgecheck import check_settings, format_check, stored_check
+
+        try:
+            jset, _, host = self.inputs.judge_for(choice)
+        except ServiceError:
+            return "", False
+        if jset.provider == "baseline":
+            return "", False
+        jset = check_settings(jset)
+        task = self._check_key(jset, owner)
+        if self.jobs.is_running(task):
+            p = self._checks.get(task, {"done": 0, "total": 0})
+            return f"checking: {p['done']} / {p['total']} reference grades", True
+        failure = self.jobs.failure(task)
+        if failure:
+            return f"The check stopped: {failure}", False
+        result = stored_check(self.store, jset)
+        if result is None:
+            return "", False
+        return format_check(self._shown_check(result, host)), False
+
+    # ---- the successor board ----
+    def judge_board(self, sort: str = "delta_bar") -> list:
+        """Every judge checked on this server (`board.BoardRow`), sorted by `sort` (a value of
+        `board.SORT_KEYS`)."""
+        from ..endpoints import load_retirements
+        from ..successors import board_rows, sort_rows
+
+        shutdowns = {name: r.shutdown_date for name, r in load_retirements().items()}
+        rows = board_rows(self.store.judge_checks(), host_base_url=self.settings.host_base_url or "",
+                          shutdowns=shutdowns)
+        return sort_rows(rows, sort)
+
+    def judge_board_csv(self, sort: str = "delta_bar", base: str | None = None) -> str:
+        """Write the board as CSV (in the exports folder) and return its path."""
+        from ..successors import SORT_KEYS, make_board_csv_text
+
+        out = self.exports_dir / "board"
+        out.mkdir(parents=True, exist_ok=True)
+        sort = sort if sort in SORT_KEYS.values() else "delta_bar"
+        path = out / f"mmvet-judge-successor-board-by-{sort}.csv"
+        root = self.settings.public_url or base or ""
+        tmp = path.with_name(f".{path.name}.{threading.get_ident()}.tmp")     # visitors export at once
+        tmp.write_text(make_board_csv_text(self.judge_board(sort), root), encoding="utf-8")
+        tmp.replace(path)
+        return str(path)
+
+    def check_report(self, check_id: str) -> str:
+        """The full report of one stored check (a board row's link), endpoints by host name only; "" when there
+        is no such check."""
+        from ..judgecheck import JudgeCheckResult, format_check
+
+        entry = next((c for c in self.store.judge_checks() if c["id"] == (check_id or "")), None)
+        if entry is None:
+            return ""
+        result = JudgeCheckResult.from_dict(entry["result"])
+        result.judge = {**result.judge, "base_url": endpoint_host(result.judge)}
+        return format_check(result)
+
+    # ---- official-equivalent estimate ----
+    def equivalence(self, view: RunView):
+        """The run's official-equivalent estimate (`equivalence.Equivalence`), or why there is none; computed for
+        finished runs only (a running run's scores move)."""
+        from ..equivalence import Equivalence, estimate_run
+        from ..judgecheck import run_check
+
+        if not view.scores.complete:
+            return Equivalence(False, "the run is not complete yet", str(view.run.judge.get("model", "?")))
+        key = (view.run.id, view.run.updated_at, view.n_graded, len(view.overrides), self.store.judge_checks_stamp())
+        hit = self._equivalence_cache.get(view.run.id)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        eq = estimate_run(view, run_check(self.store, view.run.judge))
+        if len(self._equivalence_cache) >= EQUIVALENCE_CACHE_SIZE:
+            self._equivalence_cache.pop(next(iter(self._equivalence_cache)))
+        self._equivalence_cache[view.run.id] = (key, eq)
+        return eq
+

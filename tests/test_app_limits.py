@@ -1,0 +1,202 @@
+"""Issue 26, item 3: every route that runs a handler is limited, MCP included, and agents' file fetches share
+their slots between addresses. Each test performs the audit's attack against the running app (one trusted proxy
+hop: each visitor is the X-Forwarded-For entry a proxy would append, so one test machine plays many addresses).
+
+The app's request limit is small here (6 a minute, bursts of 10) so that a flood is a few dozen requests; every
+test uses addresses of its own (buckets are per address).
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+from mcp import ClientSession
+from mcp.client.sse import sse_client
+
+from tests.app_fixtures import HOST_KEY, RESULTS_DIR, start_app, stop_app
+from tests.fake_judge import FakeJudgeServer
+
+PER_MINUTE, BURST = 6, 10
+RESULTS_7B = RESULTS_DIR / "llava-v1.5-7b.json"
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    from mmvet_core.requestlimit import RequestLimits
+
+    mp = pytest.MonkeyPatch()
+    tmp = tmp_path_factory.mktemp("limits")
+    mp.setenv("GRADIO_TEMP_DIR", str(tmp / "gradio-tmp"))
+    with FakeJudgeServer() as judge:
+        # private destinations allowed: the slow file server of these tests is on 127.0.0.1
+        handle = start_app(tmp / "data", host_key=HOST_KEY, host_base_url=judge.url, trusted_proxy_hops=1,
+                           allow_private_endpoints=True, requests=RequestLimits(per_minute=PER_MINUTE, burst=BURST))
+        try:
+            yield handle
+        finally:
+            stop_app(handle)
+            mp.undo()
+
+
+def data_uri(path) -> str:
+    return "data:application/json;base64," + base64.b64encode(path.read_bytes()).decode()
+
+
+@contextlib.asynccontextmanager
+async def agent(app, ip: str):
+    """An MCP session over SSE of an agent at `ip` (3 requests: the stream, initialize, initialized)."""
+    async with sse_client(app.url + "gradio_api/mcp/sse", headers={"X-Forwarded-For": ip}) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+
+
+async def call(session: ClientSession, tool: str, **args) -> tuple[bool, str]:
+    res = await session.call_tool(tool, args)
+    return res.isError, "".join(c.text for c in res.content if c.type == "text")
+
+
+class Counted:
+    """Counts the calls of one of the service's methods (what a tool does when it runs)."""
+
+    def __init__(self, svc, name: str):
+        self.svc, self.name, self.calls = svc, name, 0
+        self.inner = getattr(svc, name)
+
+        def counted(*args, **kwargs):
+            self.calls += 1
+            return self.inner(*args, **kwargs)
+        setattr(svc, name, counted)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        setattr(self.svc, self.name, self.inner)
+
+
+def test_mcp_tool_calls_over_the_limit_are_refused_as_tool_errors_and_another_agent_is_served(app):
+    """The audit: 300 tool calls over MCP, 0 refused. Now an agent's calls beyond its burst are tool errors that
+    say why and when to try again (the session survives: the next call is answered), the tool never runs for
+    them, and another address is served at once."""
+    async def main():
+        async with agent(app, "203.0.113.31") as s:
+            flood = [await call(s, "read_leaderboard", limit=1) for _ in range(BURST + 10)]
+        async with agent(app, "203.0.113.32") as other:
+            return flood, await call(other, "read_leaderboard", limit=1)
+
+    with Counted(app.svc.board, "leaderboard_json") as board:
+        flood, other = asyncio.run(main())
+    refused = [text for err, text in flood if err]
+    served = [text for err, text in flood if not err]
+    assert len(served) <= BURST - 3 + 1 and len(refused) >= len(flood) - BURST + 3 - 1, (len(served), flood[-1])
+    expected = f"Too many requests from your address: at most {PER_MINUTE} a minute. Try again in "
+    assert [t for t in refused if not t.strip("'").startswith(expected)] == []
+    assert not flood[-1][0] or "Try again in" in flood[-1][1]      # the session still answers after refusals
+    assert all(json.loads(t)["entries"] is not None for t in served)
+    assert board.calls == len(served) + 1                            # refused calls never reached the service
+    assert not other[0], other
+
+
+def test_raw_posts_to_the_streamable_mcp_endpoint_are_limited(app):
+    """The audit: 300 raw POSTs to /gradio_api/mcp/ answered 300 x 200. Messages other than tool calls beyond the
+    burst get 429 with Retry-After and a JSON-RPC error; tool calls get the tool error (in the protocol)."""
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    tool_call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                 "params": {"name": "read_leaderboard", "arguments": {"limit": 1}}}
+    with httpx.Client(base_url=app.url, headers={**MCP_HEADERS, "X-Forwarded-For": "203.0.113.41"},
+                      timeout=30) as http:
+        lists = [http.post("gradio_api/mcp/", json=listing) for _ in range(BURST + 5)]
+        calls = [http.post("gradio_api/mcp/", json=tool_call) for _ in range(3)]
+    codes = [r.status_code for r in lists]
+    assert codes[:BURST] == [200] * BURST and codes[BURST:].count(429) >= 4, codes
+    refused = next(r for r in lists if r.status_code == 429)
+    assert int(refused.headers["retry-after"]) >= 1
+    body = refused.json()
+    assert body["id"] == 1 and body["error"]["message"].startswith("Too many requests from your address"), body
+    for r in calls:                       # a tool call over the limit: answered in the protocol, as a tool error
+        assert r.status_code == 200, r.status_code
+        data = json.loads(next(line[5:] for line in r.text.splitlines() if line.startswith("data:"))) \
+            if r.headers["content-type"].startswith("text/event-stream") else r.json()
+        assert data["result"]["isError"] and "Too many requests" in data["result"]["content"][0]["text"], data
+
+
+@pytest.mark.parametrize("route,ip", [("gradio_api/api/leaderboard", "203.0.113.51"),
+                                      ("gradio_api/run/leaderboard", "203.0.113.52"),
+                                      ("gradio_api/mcp/schema", "203.0.113.53")], ids=["api-alias", "run", "mcp-schema"])
+def test_every_route_that_runs_a_handler_is_limited(app, route, ip):
+    """Gradio also runs a named endpoint at /gradio_api/api/<name> (an alias of /run/), and the MCP server's
+    schema is built per request: a flood of either is refused like /gradio_api/call/."""
+    with httpx.Client(base_url=app.url, headers={"X-Forwarded-For": ip}, timeout=30) as http:
+        send = (lambda: http.get(route)) if route.endswith("schema") else \
+            (lambda: http.post(route, json={"data": ["", "", "", "rank", False, True]}))
+        codes = [send().status_code for _ in range(BURST + 5)]
+    assert 429 not in codes[:BURST] and codes[BURST:].count(429) >= 4, codes
+
+
+class DripServer(ThreadingHTTPServer):
+    """A results file served one byte at a time until `release` is set (the audit's drip-feed URL)."""
+
+    def __init__(self):
+        self.arrived, self.release = threading.Semaphore(0), threading.Event()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                server.arrived.release()
+                body = RESULTS_7B.read_bytes()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                for i in range(len(body)):
+                    if server.release.wait(0.2):
+                        break
+                    try:
+                        self.wfile.write(body[i:i + 1])
+                        self.wfile.flush()
+                    except OSError:
+                        return
+
+            def log_message(self, *args):
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server_port}/llava-v1.5-7b.json"
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+def test_a_drip_fed_url_holds_one_slot_of_its_address_and_another_agent_is_served_meanwhile(app):
+    """The audit: four validate_results on a URL that drips a byte every 2 s held every file slot for 31 s; an
+    honest agent was told "busy". Now the attacker's address holds one slot (its other calls are told at once
+    that it already reads a file) and the honest agent's file is read while the drip goes on."""
+    server = DripServer()
+
+    async def main():
+        async with agent(app, "203.0.113.71") as attacker, agent(app, "203.0.113.72") as honest:
+            first = asyncio.create_task(call(attacker, "validate_results", results_file=server.url,
+                                             judge="baseline"))
+            assert await asyncio.to_thread(server.arrived.acquire, True, 30)      # the drip holds its slot
+            more = await asyncio.gather(*(call(attacker, "validate_results", results_file=server.url,
+                                               judge="baseline") for _ in range(3)))
+            mine = await call(honest, "validate_results", results_file=data_uri(RESULTS_7B),
+                              file_name="llava-v1.5-7b.json", judge="baseline")
+            still_dripping = not first.done()
+            server.release.set()
+            return more, mine, still_dripping, await first
+    try:
+        more, mine, still_dripping, _ = asyncio.run(main())
+    finally:
+        server.release.set()
+        server.shutdown()
+        server.server_close()
+    for err, text in more:
+        assert err and "Your address is already reading 1 file here" in text, text
+    assert not mine[0] and "218" in json.loads(mine[1])["report"], mine
+    assert still_dripping

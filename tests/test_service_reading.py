@@ -1,0 +1,99 @@
+"""Reading runs (`mmvet_core.service.reading`): status, the run card, downloads, a visitor's runs, the form a run
+was started with; a real store, a real judge over HTTP (the fake one)."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from mmvet_core.service import (BENCH_BUNDLED, JUDGE_BASELINE, JUDGE_HOST, JUDGE_OWN, BenchmarkChoice, JudgeChoice)
+from tests.call_gate import CallGate
+from tests.service_helpers import RESULTS, VISITOR_KEY, close, make_service, tagged, wait_done
+
+import pytest
+
+ALL, BARD = BenchmarkChoice(BENCH_BUNDLED), BenchmarkChoice(BENCH_BUNDLED, subset="Bard set (168)")
+
+
+
+@pytest.fixture
+def svc(tmp_path, fake_judge):
+    s = make_service(tmp_path, fake_judge.url)
+    yield s
+    close(s)
+
+
+def test_status_has_no_spread_until_the_runs_are_complete(svc, fake_judge, tmp_path):
+    gate = fake_judge.state.gate = CallGate()   # 200 answers (some 70 of the 436 grades), the rest held until Stop
+    gate.release(200)
+    run_id, _ = svc.runs.start(tagged(tmp_path, "spread"), ALL, 2, JudgeChoice(JUDGE_HOST), owner="me", visitor="v")
+    deadline = time.time() + 120
+    while svc.reading.status(run_id)["done"] < 40:
+        assert time.time() < deadline
+        time.sleep(0.05)
+    svc.runs.stop(run_id, "me")
+    gate.open()
+    st = wait_done(svc, run_id)
+    assert st["status"] == "stopped" and not st["complete"] and st["total_std"] is None
+    assert "partial" in st["total_text"] and f"over {st['done']} of 436 grades" in st["total_text"]   # issue 19.3
+    svc.runs.resume(run_id, "me", "v", JudgeChoice(JUDGE_HOST))
+    st = wait_done(svc, run_id)
+    assert st["complete"] and st["total_std"] is not None
+
+
+def test_after_overrides_status_and_run_json_name_the_count_and_keep_the_judge_only_total(svc, tmp_path):
+    """Issue 19, item 1. Before: run.json said ``metric_note: null`` and the status had no word of the
+    overrides."""
+    run_id, _ = svc.runs.start(str(RESULTS), ALL, 1, JudgeChoice(JUDGE_BASELINE), owner="me", visitor="v")
+    judge_total = wait_done(svc, run_id)["total_score"]
+    svc.runs.override(run_id, "me", "v1_0", 1.0, "checked")
+    svc.runs.override(run_id, "me", "v1_1", 0.0, "checked")
+    st = svc.reading.status(run_id)
+    assert (st["n_overrides"], st["judge_only_total"]) == (2, judge_total)
+    assert st["scores"]["n_overrides"] == 2 and st["scores"]["judge_only_total"] == judge_total
+    assert "2 human overrides" in st["metric_label"] and f"judge only: {judge_total:.1f}" in st["metric_label"]
+    files = svc.reading.downloads(svc.reading.view(run_id))
+    card = json.loads(Path(next(f for f in files if f.endswith("run.json"))).read_text())
+    assert card["n_overrides"] == 2 and card["judge_only_total"] == judge_total
+    assert "2 human overrides" in card["metric_note"] and "NOT the official MM-Vet metric" in card["metric_note"]
+    note = Path(next(f for f in files if f.endswith(".txt"))).read_text()
+    assert "HUMAN OVERRIDES: 2 sample(s)" in note
+    svc.runs.clear_override(run_id, "me", "v1_0")
+    assert svc.reading.status(run_id)["n_overrides"] == 1
+
+
+def test_a_grade_file_missing_a_sample_opens_as_a_partial_total_that_names_the_id(svc, tmp_path):
+    """Issue 19, item 4: the app opened it as a partial total without naming the missing id."""
+    from mmvet_core import views
+    grades = json.loads((Path(__file__).parent / "data" / "official-grades" /
+                         "llava-v1.5-13b_gpt-4-grade-1runs.json").read_text())
+    del grades["v1_145"]
+    path = tmp_path / "llava-v1.5-13b_gpt-4-grade-1runs.json"
+    path.write_text(json.dumps(grades))
+    run_id = svc.runs.open_grade_file(str(path), ALL, "me")
+    view = svc.reading.view(run_id)
+    line = views.total_text(view)
+    assert "partial" in line and "no grade for 1 of 218 samples of mmvet-v1 (v1_145)" in line
+    assert svc.reading.card(view)["message"] == ("imported from an official grade JSON (no judge call); partial: "
+                                                 "no grade for 1 of 218 samples of mmvet-v1 (v1_145)")
+    [summary] = svc.reading.runs_of("me")
+    assert summary.row()[6] == f"{view.scores.total.mean:.1f} (partial)"
+
+
+def test_the_form_of_a_run_is_the_settings_it_was_started_with(svc, fake_judge, tmp_path):
+    """Issue 19, item 6: after a reload the form showed defaults beside the run card's own settings."""
+    run_id, _ = svc.runs.start(str(RESULTS), BARD, 3, JudgeChoice(JUDGE_BASELINE), owner="me", visitor="v",
+                               model_name="mine")
+    wait_done(svc, run_id)
+    assert svc.reading.form_of(svc.reading.view(run_id)) == {
+        "n_runs": 3, "judge": JUDGE_BASELINE, "base_url": "", "judge_model": "", "mode": "live",
+        "benchmark": BENCH_BUNDLED, "hub_id": "", "subset": "Bard set (168)", "model_name": "mine"}
+    own, _ = svc.runs.start(tagged(tmp_path, "own"), ALL, 2, JudgeChoice(JUDGE_OWN, base_url=fake_judge.url,
+                                                                         model="gpt-4o", api_key=VISITOR_KEY),
+                            owner="me", visitor="v")
+    form = svc.reading.form_of(svc.reading.view(own))
+    assert (form["judge"], form["base_url"], form["judge_model"], form["n_runs"]) == \
+        (JUDGE_OWN, fake_judge.url, "gpt-4o", 2)
+    assert VISITOR_KEY not in json.dumps(form)
+    svc.runs.stop(own, "me")
+    wait_done(svc, own)
