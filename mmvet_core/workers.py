@@ -126,7 +126,7 @@ class LeasedJobs(JobManager):
     def is_running(self, run_id: str) -> bool:
         if super().is_running(run_id):
             return True
-        row = self._row(run_id) if run_id not in self._tasks else None
+        row = self._row(run_id) if run_id and run_id not in self._tasks else None
         return row is not None and row["live"]
 
     def start_task(self, key: str, make, *, visitor: str | None = None):

@@ -510,10 +510,10 @@ def make_app(state: FakeState) -> FastAPI:
             return _error(500, "The server had an error while processing your request.",
                           headers={"retry-after": "0.01"})
         if state.hold_after is not None and state.answered >= state.hold_after:
-            return _Held(state, record, lambda: finish(body, record, rl_headers))
-        return await finish(body, record, rl_headers)
+            return _Held(state, record, lambda: finish(body, record, rl_headers, gone))
+        return await finish(body, record, rl_headers, gone)
 
-    async def finish(body: dict, record: dict, rl_headers: dict):
+    async def finish(body: dict, record: dict, rl_headers: dict, gone: Callable[[], object] | None):
         """The end of a call that passed every check: latency, then its answer."""
         with state.lock:
             state.in_flight += 1

@@ -207,8 +207,8 @@ def test_a_run_survives_its_workers_death_and_is_followed_live_on_another_replic
         # the other worker takes the run over once the lease has passed, and finishes it
         wait_progress(viewer, r"^done: 218 / 218", timeout=120)
         wait_progress(owner, r"^done: 218 / 218", timeout=30)
-        assert store.queued_run(run_id) is None             # the survivor released the run's row
         assert store.get_run(run_id).status == "done"
+        wait_until(lambda: store.queued_run(run_id) is None, 30, "the survivor to release the run's row")
         expect(viewer.locator("#run-card")).to_contain_text(run_id)
         expect(viewer.locator("#total-score textarea")).to_have_value(re.compile(r"^Total: \d+\.\d"))
         assert viewer.url.endswith(f"?run={run_id}")        # the same page, never reloaded

@@ -223,7 +223,7 @@ def test_a_grader_that_lost_its_lease_ends_and_writes_nothing_over_its_successor
         wait_until(lambda: first_store.get_run(run_id).status == "done", what="the second worker's grading")
         wait_until(lambda: not first.busy(), what="the first worker to let go")
         assert first_store.get_run(run_id).message == "10 grades"
-        assert first_store.queued_run(run_id) is None
+        wait_until(lambda: first_store.queued_run(run_id) is None, what="the second worker to release it")
     finally:
         first.jobs.shutdown()
         second.jobs.shutdown()
