@@ -237,7 +237,10 @@ def test_keys_never_leak(app, host_judge, visitor_judge, tmp_path, capfd, caplog
     caplog.set_level(logging.DEBUG)
     for noisy in ("httpcore", "hpack"):                # transport traces of the test's own clients
         caplog.set_level(logging.INFO, logger=noisy)
-    with FakeJudgeServer() as attacker:          # an endpoint a visitor chooses: logs whatever key it gets
+    # The judges answer a few calls and hold the rest until the test has pressed Stop: the runs below are still
+    # grading when they are stopped, however fast or busy the machine is.
+    probe_gate, own_gate = CallGate(), CallGate()
+    with FakeJudgeServer(FakeState(gate=probe_gate)) as attacker:   # a visitor's endpoint: logs any key it gets
         c, tok = app.client("203.0.113.50"), owner()
         # The host judge ignores any base URL sent with it: calls reach only the host's endpoint.
         host_run = grade(c, JUDGE_HOST, owner_tok=tok, url=attacker.url, key="sk-ignored",
@@ -249,18 +252,27 @@ def test_keys_never_leak(app, host_judge, visitor_judge, tmp_path, capfd, caplog
         assert attacker.state.calls == []
 
         # A visitor's own key goes to their endpoint only.
-        own_run = grade(c, JUDGE_OWN, owner_tok=tok, url=visitor_judge.url, key=VISITOR_KEY,
-                        results=variant(tmp_path, "keys-own"))
-        wait_for(c, own_run, lambda s: s["done"] >= 20)
-        c.predict(own_run, tok, api_name="/stop")
-        assert wait_end(c, own_run)["status"] == "stopped"
+        own_gate.release(30)          # a few samples (each is graded by several judge runs), then held
+        visitor_judge.state.gate = own_gate
+        try:
+            own_run = grade(c, JUDGE_OWN, owner_tok=tok, url=visitor_judge.url, key=VISITOR_KEY,
+                            results=variant(tmp_path, "keys-own"))
+            wait_for(c, own_run, lambda s: s["done"] >= 3)
+            c.predict(own_run, tok, api_name="/stop")
+            own_gate.open()             # the calls in flight answer within the stop's grace
+            assert wait_end(c, own_run)["status"] == "stopped"
+        finally:
+            own_gate.open()
+            visitor_judge.state.gate = None
         assert auths(visitor_judge) == {f"Bearer {VISITOR_KEY}"}
         assert f"Bearer {VISITOR_KEY}" not in auths(host_judge)
 
         # A run against a visitor-chosen endpoint, resumed with "Server's judge": still never the host's key.
+        probe_gate.release(3)
         probe = grade(c, JUDGE_OWN, owner_tok=tok, url=attacker.url, key="", results=variant(tmp_path, "probe"))
         wait_for(c, probe, lambda s: s["done"] >= 3)
         c.predict(probe, tok, api_name="/stop")
+        probe_gate.open()
         done = wait_end(c, probe)["done"]
         c.predict(probe, JUDGE_HOST, "", "gpt-4-0613", "", tok, api_name="/resume")
         wait_for(c, probe, lambda s: s["done"] >= done + 3)
