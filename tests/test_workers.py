@@ -345,3 +345,23 @@ def test_a_worker_leaving_hands_its_run_over_after_its_calls_in_flight_answered(
         staying.jobs.shutdown()
         for s in [store, *stores]:
             s.close()
+
+
+def test_replicas_on_one_database_name_a_visitor_alike(tmp_path, pg_url):
+    """Two app replicas (each its own data folder, as on two machines) on one PostgreSQL database: a visitor's id
+    (what budgets and run slots count) is the same on both, and the second replica sees the first's runs grading
+    (here: one queued) in that visitor's slots."""
+    from mmvet_core.service import GradingService
+
+    replicas = [GradingService(ServiceSettings(data_dir=tmp_path / f"replica{i}", database_url=pg_url,
+                                               workers=EXTERNAL)) for i in (1, 2)]
+    try:
+        ids = [r.limits.visitor("203.0.113.7", None) for r in replicas]
+        assert ids[0] == ids[1] != replicas[0].limits.visitor("203.0.113.8", None)
+        run_id = run_row(replicas[0].store)
+        replicas[0].store.enqueue_run(run_id, work=WORK, endpoint=HOST, visitor=ids[0], claimable=True)
+        assert replicas[1].jobs.running_count(ids[1]) == 1 and replicas[1].jobs.is_running(run_id)
+    finally:
+        for r in replicas:
+            r.jobs.shutdown()
+            r.store.close()
