@@ -138,7 +138,7 @@ class Traffic:
                     owner = "soak-" + secrets.token_hex(6)
                     tag = secrets.token_hex(4)
                     run = self.call(http, "grade", [self.upload(http, tag), BENCH, None, "", "All samples", 1, SERVER,
-                                                    "", "", "", owner])
+                                                    "", "", "", owner, "", "live"])
                     self.count("runs started")
                     with self.lock:
                         self.running.append(run["run_id"])
@@ -259,7 +259,7 @@ def main() -> None:
         traffic = Traffic(url, json.loads(RESULTS.read_text(encoding="utf-8")))
         with traffic.client() as http:               # warm-up: one run, one page
             traffic.call(http, "grade", [traffic.upload(http, "warm"), BENCH, None, "", "All samples", 1, BASELINE,
-                                         "", "", "", "soak-warm"])
+                                         "", "", "", "soak-warm", "", "live"])
         actors = [threading.Thread(target=traffic.pages, args=(args.pages,), daemon=True)]
         actors += [threading.Thread(target=traffic.grader, args=(8.0,), daemon=True) for _ in range(args.graders)]
         actors += [threading.Thread(target=traffic.script, daemon=True) for _ in range(args.scripts)]

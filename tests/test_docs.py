@@ -77,9 +77,8 @@ from tests.fake_judge import FakeJudgeServer, FakeState, official_grades_answer
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-#: Pages the map links to that other branches are writing; the link check accepts them until they land.
-ANNOUNCED_PAGES = {"docs/estimates.md", "docs/leaderboard-trust.md", "docs/hosting-limits.md",
-                   "docs/many-machines.md"}
+#: Pages the map may link to before they exist (a page being written on a branch); none now.
+ANNOUNCED_PAGES: set[str] = set()
 MAX_NOT_RUN = 18         # commands shown but not run (the two commands, the fresh-clone check, 7 benchmarks, and in
                          # many-machines.md the replicas and workers serving until stopped and nginx's install)
 RUN_LANGS = {"bash", "python"}
@@ -223,14 +222,24 @@ NEEDS = {"app": start_app_service, "postgres": start_postgres}
 
 
 # --- running a page ----------------------------------------------------------------------------------------------
+def checkout_entries() -> list[str]:
+    """The checkout's top-level files and folders that git tracks (so that a page writing ``results/`` never writes
+    into a developer's own untracked ``results/``); without git, every entry but hidden ones and ``data``."""
+    try:
+        tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        names = {line.split("/", 1)[0] for line in tracked.splitlines() if line}
+    except (OSError, subprocess.CalledProcessError):
+        names = {e.name for e in ROOT.iterdir() if e.name != "data"}
+    return sorted(n for n in names if not n.startswith(".") and (ROOT / n).exists())
+
+
 class PageRun:
     """One page's folder, environment, services and output so far."""
 
     def __init__(self, folder: Path, data: Path, judge: FakeJudgeServer, services):
         self.folder, self.services = folder, services
-        for entry in ROOT.iterdir():            # the checkout, linked: commands read its files, write here
-            if not entry.name.startswith(".") and entry.name != "data":
-                (folder / entry.name).symlink_to(entry)
+        for name in checkout_entries():         # the checkout, linked: commands read its files, write here
+            (folder / name).symlink_to(ROOT / name)
         clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AZURE_OPENAI_", "MMVET_"))}
         self.env = {**clean, "OPENAI_API_KEY": "sk-docs-test", "OPENAI_BASE_URL": judge.url,
                     "MMVET_DATA_DIR": str(data), "GRADIO_ANALYTICS_ENABLED": "False",

@@ -41,6 +41,39 @@ def test_status_has_no_spread_until_the_runs_are_complete(svc, fake_judge, tmp_p
     assert st["complete"] and st["total_std"] is not None
 
 
+def test_status_reads_progress_and_score_from_one_snapshot(svc, fake_judge, tmp_path, monkeypatch):
+    """Issue 26: polled while a run grades, /status gave a fresh count beside the scores of an older snapshot
+    (251 / 436 beside "over 205 of 436 grades"). Here the judge answers 40 calls, status is read, 20 more are
+    answered and stored, and status is read again while the first answer is still fresh (its freshness is made
+    long, so that a slow machine reads it in time): the count and the score come from one snapshot."""
+    import re
+
+    import mmvet_core.service.reading as reading
+
+    monkeypatch.setattr(reading, "STATUS_TTL", 3600.0)
+    gate = fake_judge.state.gate = CallGate()
+    gate.release(60)
+    run_id, _ = svc.runs.start(tagged(tmp_path, "snapshot"), ALL, 2, JudgeChoice(JUDGE_HOST), owner="me",
+                               visitor="v")
+    try:
+        graded = lambda: sum(n for st, n in svc.store.count_grades(run_id).items() if st != "error")  # noqa: E731
+        seen = 0
+        for _ in range(2):                   # a first read, then one after more grades were stored
+            deadline = time.monotonic() + 120
+            while graded() <= seen:
+                assert time.monotonic() < deadline, graded()
+                time.sleep(0.02)
+            st = svc.reading.status(run_id)
+            counted = int(re.search(r"over (\d+) of 436 grades", st["total_text"]).group(1))
+            assert st["done"] == counted, (st["done"], st["total_text"])
+            seen = max(counted, graded())
+            gate.release(60)
+    finally:
+        svc.runs.stop(run_id, "me")
+        gate.open()
+        wait_done(svc, run_id)
+
+
 def test_after_overrides_status_and_run_json_name_the_count_and_keep_the_judge_only_total(svc, tmp_path):
     """Issue 19, item 1. Before: run.json said ``metric_note: null`` and the status had no word of the
     overrides."""

@@ -175,8 +175,9 @@ class RunReading:
     def status(self, run_id: str) -> dict:
         """Progress and scores of a run (what a script polls after grade). Computed once per change of the run
         (its stored status, grades, overrides: `Store.change_stamp`, one cheap query) and served from memory to
-        every viewer until the next change; while a run grades, its scores are recomputed at most every
-        STATUS_TTL seconds however fast grades arrive (its progress is always exact)."""
+        every viewer until the next change; while a run grades, its answer is recomputed at most every STATUS_TTL
+        seconds however fast grades arrive. Progress and scores always come from one snapshot (a fresh count beside
+        older scores read "251 / 436" next to "over 205 of 436 grades")."""
         if self.jobs._unsaved:
             self.jobs.retry_unsaved()
         stamp = self.store.change_stamp(run_id) if run_id else None
