@@ -25,10 +25,6 @@ seconds forever (`drip_every`), a 307 redirect re-sending the POST elsewhere (`r
 echoes the caller's key (`echo_key`). `secret_page` is served at ``GET|POST /internal`` (an "internal" page for
 SSRF tests).
 
-Holding (`hold_after`): once that many calls were answered, every further call is held unanswered (counted in
-`held`) until the test sets `hold_after` back to None; a held call whose client hangs up (a process killed) ends
-``abandoned``, never answered, so a test can tell the answers the judge really gave (and billed) from the others.
-
 Use in-process: ``with FakeJudgeServer() as srv: srv.url, srv.state.calls``; or as a process:
 ``python -m tests.fake_judge --port 8765 --latency 0.1``.
 """
@@ -176,9 +172,6 @@ class FakeState:
     echo_key: bool = False               # answer 401 with the Authorization header in the error message
     secret_page: str = "INTERNAL-ONLY: db password hunter2"    # served at /internal
     open_streams: int = 0                # hostile answers still being sent (a client that hung up ends them)
-    hold_after: int | None = None        # once this many calls were answered, hold every call until it is None
-    held: int = 0                        # calls held now (a test waits for them)
-    answered: int = 0                    # 200 answers so far
     calls: list[dict] = field(default_factory=list)   # every request that reached the server (model lists apart)
     list_calls: list[dict] = field(default_factory=list)   # every model-list request (GET /v1/models, deployments)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -509,8 +502,6 @@ def make_app(state: FakeState) -> FastAPI:
             record["status"] = 500
             return _error(500, "The server had an error while processing your request.",
                           headers={"retry-after": "0.01"})
-        if state.hold_after is not None and state.answered >= state.hold_after:
-            return _Held(state, record, lambda: finish(body, record, rl_headers, gone))
         return await finish(body, record, rl_headers, gone)
 
     async def finish(body: dict, record: dict, rl_headers: dict, gone: Callable[[], object] | None):
@@ -531,9 +522,7 @@ def make_app(state: FakeState) -> FastAPI:
             return Response(state.raw_body, status_code=200, media_type=state.raw_media_type, headers=rl_headers)
         fn = state.answer_fn or deterministic_answer
         content = fn(record["prompt"], body.get("temperature", 1.0))
-        with state.lock:
-            record["status"] = 200
-            state.answered += 1
+        record["status"] = 200
         record["answer"] = content
         return JSONResponse(completion_body(state, record["prompt"], content), headers=rl_headers)
 
@@ -617,43 +606,6 @@ async def _hostile_stream(state: FakeState):
     finally:
         with state.lock:
             state.open_streams -= 1
-
-
-class _Held(Response):
-    """A call held while `FakeState.hold_after` says so: answered (`finish`) once released, ``abandoned`` (never
-    answered) when its client hangs up first, e.g. a process killed with its calls in flight."""
-
-    def __init__(self, state: FakeState, record: dict, finish):
-        super().__init__()
-        self.state, self.record, self.finish = state, record, finish
-
-    async def __call__(self, scope, receive, send):
-        state = self.state
-
-        async def released():
-            while state.hold_after is not None and state.answered >= state.hold_after:
-                await asyncio.sleep(0.02)
-
-        async def hung_up():
-            while (await receive())["type"] != "http.disconnect":
-                pass
-
-        with state.lock:
-            state.held += 1
-        try:
-            waits = [asyncio.ensure_future(released()), asyncio.ensure_future(hung_up())]
-            done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            for task in pending:
-                task.cancel()
-        finally:
-            with state.lock:
-                state.held -= 1
-        if waits[0] not in done:
-            self.record["status"] = "abandoned"
-            response = Response(status_code=499)        # (to nobody: the client is gone)
-        else:
-            response = await self.finish()
-        await response(scope, receive, send)
 
 
 class _Forever(Response):

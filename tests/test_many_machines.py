@@ -4,8 +4,8 @@ database, the test judge server. A visitor starts a run through replica 1; a sha
 replica 2; the worker grading it is killed with SIGKILL while its calls are in flight; the other worker takes the
 run over and finishes it; every judge answer was given (and billed) once; the viewer's page showed it all live.
 
-The judge holds its calls after a number of answers (`FakeState.hold_after`), so the kill lands mid-run with calls
-in flight, whatever the machine's speed; a held call whose client died is never answered (``abandoned``).
+The judge holds its calls after a number of answers (tests/call_gate.py), so the kill lands mid-run with calls in
+flight, whatever the machine's speed; a held call whose client died is never answered (``gone``).
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from playwright.sync_api import expect
 
 from tests.app_fixtures import (  # noqa: F401  (fixtures)
     HOST_KEY, RESULTS_DIR, browser, upload_results, wait_loaded, wait_progress)
+from tests.call_gate import CallGate
 from tests.fake_judge import FakeJudgeServer, FakeState, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,6 +81,11 @@ def wait_http(url: str, procs: list[subprocess.Popen], timeout: float = 300) -> 
                 assert p.poll() is None, f"{p.args} exited with {p.returncode}"
             assert time.monotonic() < deadline, f"{url} did not answer"
             time.sleep(0.1)
+
+
+def answered(judge: FakeState) -> int:
+    """Chat calls the judge answered (and billed)."""
+    return sum(c.get("status") == 200 for c in judge.calls)
 
 
 def wait_until(condition, timeout: float, what: str):
@@ -180,7 +186,8 @@ def test_a_run_survives_its_workers_death_and_is_followed_live_on_another_replic
     try:
         upload_results(owner, RESULTS)
         expect(owner.locator("#validation-report textarea")).to_have_value(re.compile("218 of 218"), timeout=60_000)
-        judge.hold_after = HOLD_AFTER
+        gate = judge.gate = CallGate()
+        gate.release(HOLD_AFTER)
         owner.locator("#grade-button").click()
         expect(owner).to_have_url(re.compile(r"\?run=[\w-]{24}$"), timeout=60_000)
         run_id = owner.url.rsplit("run=", 1)[1]
@@ -192,7 +199,7 @@ def test_a_run_survives_its_workers_death_and_is_followed_live_on_another_replic
         wait_progress(viewer, r"^running: [1-9]\d* / 218", timeout=60)
         # the kill lands with calls in flight (held by the judge: never answered) and every answer given stored
         # (an answer still on the wire when its process dies is the one thing a kill can cost twice)
-        wait_until(lambda: judge.held > 0 and judge.in_flight == 0 and store.cache_size() == judge.answered, 60,
+        wait_until(lambda: gate.held > 0 and judge.in_flight == 0 and store.cache_size() == answered(judge), 60,
                    "the worker's calls held after the first answers")
 
         # its worker dies
@@ -201,8 +208,8 @@ def test_a_run_survives_its_workers_death_and_is_followed_live_on_another_replic
         survivor = "worker2" if dying == "worker1" else "worker1"
         procs[dying].send_signal(signal.SIGKILL)
         procs[dying].wait(10)
-        wait_until(lambda: judge.held == 0, 30, "the dead worker's connections to close")
-        judge.hold_after = None
+        wait_until(lambda: gate.held == 0, 30, "the dead worker's connections to close")
+        gate.open()
 
         # the other worker takes the run over once the lease has passed, and finishes it
         wait_progress(viewer, r"^done: 218 / 218", timeout=120)
@@ -227,8 +234,8 @@ def test_a_run_survives_its_workers_death_and_is_followed_live_on_another_replic
         store.close()
 
     # every answer the judge gave was paid once: no (prompt, temperature) answered twice
-    answered = Counter((c["prompt"], c["temperature"]) for c in judge.calls if c.get("status") == 200)
-    assert answered and max(answered.values()) == 1, answered.most_common(3)
-    assert sum(c.get("status") == "abandoned" for c in judge.calls) >= 1   # calls were in flight at the kill
+    asked = Counter((c["prompt"], c["temperature"]) for c in judge.calls if c.get("status") == 200)
+    assert asked and max(asked.values()) == 1, asked.most_common(3)
+    assert sum(c.get("status") == "gone" for c in judge.calls) >= 1        # calls were in flight at the kill
     log = (cluster["tmp"] / f"{survivor}.log").read_text()
     assert f"run {run_id} taken (claim 2)" in log, log[-2000:]

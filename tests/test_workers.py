@@ -17,6 +17,7 @@ from mmvet_core.judge import JudgeSettings, make_judge
 from mmvet_core.service import ServiceSettings
 from mmvet_core.store import Store
 from mmvet_core.workers import EXTERNAL, LeasedJobs, Worker, endpoint_of, make_jobs
+from tests.call_gate import CallGate
 from tests.fake_judge import FakeJudgeServer, FakeState
 from tests.test_grading import new_run, tiny
 
@@ -30,6 +31,18 @@ def wait_until(condition, timeout: float = 60.0, what: str = "the condition"):
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.02)
+
+
+def answered(judge) -> int:
+    """Chat calls the judge answered (and billed)."""
+    return sum(c.get("status") == 200 for c in judge.state.calls)
+
+
+def hold_after(judge, n: int) -> CallGate:
+    """From now on the judge answers `n` more calls, then holds every call until the gate opens."""
+    gate = judge.state.gate = CallGate()
+    gate.release(n)
+    return gate
 
 
 def run_row(store: Store, model: str = "m", owner: str = "alice") -> str:
@@ -180,17 +193,16 @@ def test_a_run_queued_by_the_app_is_graded_by_one_worker_and_followed_and_stoppe
         wait_until(lambda: app_store.get_run(run_id).status == "done", what="the run graded by a worker")
         wait_until(lambda: not app.is_running(run_id), what="the queue row released")
         assert sorted(w.taken for w in workers) == [0, 1]
-        answered = [c for c in judge.state.calls if c["status"] == 200]
-        assert len(answered) == app_store.cache_size() and app_store.count_grades(run_id)
+        assert answered(judge) == app_store.cache_size() and app_store.count_grades(run_id)
 
-        judge.state.hold_after = judge.state.answered + 3        # the next run stays in the middle
+        gate = hold_after(judge, 3)                 # the next run stays in the middle
         second = new_run(app_store, bench, settings, predictions={s: "other" for s in bench.ids})
         app.start(second, bench, make_judge(settings, "sk-host"), host=True, visitor="v")
-        wait_until(lambda: judge.state.held > 0, what="calls of the second run")
+        gate.wait_held(1)
         assert app_store.get_run(second).status == "running" and app.is_running(second)
         assert app.stop(second)
         wait_until(lambda: any(second in w.jobs._stopping for w in workers), what="the worker to read the flag")
-        judge.state.hold_after = None               # (its calls in flight answer; no new grade starts)
+        gate.open()                                 # (its calls in flight answer; no new grade starts)
         wait_until(lambda: app_store.get_run(second).status == "stopped", what="the stop to reach the worker")
         wait_until(lambda: not app.is_running(second), what="the queue row released")
     finally:
@@ -214,13 +226,13 @@ def test_a_grader_that_lost_its_lease_ends_and_writes_nothing_over_its_successor
     first = Worker(first_store, host_settings(judge), lease=1.0)
     second = Worker(second_store, host_settings(judge), lease=1.0)
     try:
-        judge.state.hold_after = 2
+        gate = hold_after(judge, 2)
         assert first.take() == run_id
-        wait_until(lambda: judge.state.held > 0, what="the first worker's calls")
+        gate.wait_held(1)
         with first.jobs._lock:            # the first stalls (its heartbeat waits) until its lease has passed
             first_store.renew_leases(first.holder, -1)
             assert second.take() == run_id
-        judge.state.hold_after = None
+        gate.open()
         wait_until(lambda: first_store.get_run(run_id).status == "done", what="the second worker's grading")
         wait_until(lambda: not first.busy(), what="the first worker to let go")
         assert first_store.get_run(run_id).message == "10 grades"
@@ -284,12 +296,12 @@ def test_a_run_whose_database_went_away_goes_back_to_the_queue_and_finishes_when
                 conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
 
     try:
-        judge.state.hold_after = 3
+        gate = hold_after(judge, 3)
         thread.start()
-        wait_until(lambda: judge.state.held > 0 and judge.state.in_flight == 0
-                   and store.cache_size() == judge.state.answered, what="the worker's calls")
+        wait_until(lambda: gate.held > 0 and judge.state.in_flight == 0 and store.cache_size() == answered(judge),
+                   what="the worker's calls")
         outage(True)
-        judge.state.hold_after = None               # answers arrive while nothing can be stored
+        gate.open()                                 # answers arrive while nothing can be stored
         wait_until(lambda: worker.taken == 1 and not worker.busy(), what="the run to end on the fault")
         outage(False)
         wait_until(lambda: store.get_run(run_id).status == "done", what="the run to finish")
@@ -315,22 +327,42 @@ def test_a_worker_leaving_hands_its_run_over_after_its_calls_in_flight_answered(
                       endpoint=endpoint_of(settings), claimable=True)
     leaving, staying = (Worker(s, host_settings(judge), lease=1.0) for s in stores)
     try:
-        judge.state.hold_after = 3
+        gate = hold_after(judge, 3)
         assert leaving.take() == run_id
-        wait_until(lambda: judge.state.held > 0, what="calls in flight")
+        gate.wait_held(1)
         thread = threading.Thread(target=leaving.jobs.shutdown, kwargs={"requeue": True})
         thread.start()
         wait_until(lambda: leaving.jobs._jobs[run_id].stop.is_set(), what="the shutdown to stop the run")
-        judge.state.hold_after = None               # the calls in flight answer
+        gate.open()                                 # the calls in flight answer
         thread.join(30)
         row = store.queued_run(run_id)
         assert row["holder"] is None and store.get_run(run_id).status == "running"
-        assert store.cache_size() == judge.state.answered > 3       # the calls in flight answered, all stored
+        assert store.cache_size() == answered(judge) > 3           # the calls in flight answered, all stored
         assert staying.take() == run_id
         wait_until(lambda: store.get_run(run_id).status == "done", what="the other worker to finish")
-        answered = Counter((c["prompt"], c["temperature"]) for c in judge.state.calls if c["status"] == 200)
-        assert max(answered.values()) == 1
+        asked = Counter((c["prompt"], c["temperature"]) for c in judge.state.calls if c["status"] == 200)
+        assert max(asked.values()) == 1
     finally:
         staying.jobs.shutdown()
         for s in [store, *stores]:
             s.close()
+
+
+def test_replicas_on_one_database_name_a_visitor_alike(tmp_path, pg_url):
+    """Two app replicas (each its own data folder, as on two machines) on one PostgreSQL database: a visitor's id
+    (what budgets and run slots count) is the same on both, and the second replica sees the first's runs grading
+    (here: one queued) in that visitor's slots."""
+    from mmvet_core.service import GradingService
+
+    replicas = [GradingService(ServiceSettings(data_dir=tmp_path / f"replica{i}", database_url=pg_url,
+                                               workers=EXTERNAL)) for i in (1, 2)]
+    try:
+        ids = [r.limits.visitor("203.0.113.7", None) for r in replicas]
+        assert ids[0] == ids[1] != replicas[0].limits.visitor("203.0.113.8", None)
+        run_id = run_row(replicas[0].store)
+        replicas[0].store.enqueue_run(run_id, work=WORK, endpoint=HOST, visitor=ids[0], claimable=True)
+        assert replicas[1].jobs.running_count(ids[1]) == 1 and replicas[1].jobs.is_running(run_id)
+    finally:
+        for r in replicas:
+            r.jobs.shutdown()
+            r.store.close()
