@@ -230,7 +230,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--minutes", type=float, default=4.0, help="minutes of traffic")
     ap.add_argument("--idle", type=float, default=120.0, help="seconds of quiet after the traffic")
-    ap.add_argument("--pages", type=int, default=3, help="browser tabs open at once")
+    ap.add_argument("--pages", type=int, default=3, help="browser tabs open at once (0: no browser)")
     ap.add_argument("--scripts", type=int, default=4, help="script clients")
     ap.add_argument("--graders", type=int, default=2, help="visitors grading and publishing")
     ap.add_argument("--root", type=Path, default=ROOT, help="the checkout whose app.py runs")
@@ -260,7 +260,7 @@ def main() -> None:
         with traffic.client() as http:               # warm-up: one run, one page
             traffic.call(http, "grade", [traffic.upload(http, "warm"), BENCH, None, "", "All samples", 1, BASELINE,
                                          "", "", "", "soak-warm", "", "live"])
-        actors = [threading.Thread(target=traffic.pages, args=(args.pages,), daemon=True)]
+        actors = [threading.Thread(target=traffic.pages, args=(args.pages,), daemon=True)] if args.pages else []
         actors += [threading.Thread(target=traffic.grader, args=(8.0,), daemon=True) for _ in range(args.graders)]
         actors += [threading.Thread(target=traffic.script, daemon=True) for _ in range(args.scripts)]
         actors += [threading.Thread(target=traffic.vanished, daemon=True)]

@@ -101,14 +101,16 @@ class SessionKeeper:
                     await queue.clean_events(event_id=event._id)
                     gone.add(event.session_hash)
                     report.dropped_events += 1
-        active = set()
+        active: set[str] = set()       # sessions with an event running, then also queued
         for job in list(queue.active_jobs):
             for event in job or ():
                 active.add(event.session_hash)
                 if event.alive and streams.gone(event.session_hash, since=event.enqueue_time):
                     event.alive = False              # a generator stops at its next update
                     report.stopped_events += 1
-        # answers nobody will read: the messages and event ids of gone sessions with nothing running
+        # sessions with an event still to run keep their messages (the event writes to them when it runs)
+        active |= {e.session_hash for eq in list(queue.event_queue_per_concurrency_id.values()) for e in list(eq.queue)}
+        # answers nobody will read: the messages and event ids of gone sessions with nothing queued or running
         async with queue.pending_message_lock:
             for session in list(queue.pending_event_ids_session):
                 if session not in active and streams.gone(session, since=self._last_used(app, session)):
