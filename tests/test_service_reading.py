@@ -74,6 +74,32 @@ def test_status_reads_progress_and_score_from_one_snapshot(svc, fake_judge, tmp_
         wait_done(svc, run_id)
 
 
+def test_a_stalled_run_shows_every_grade_it_stored(svc, fake_judge, tmp_path):
+    """A run whose judge stops answering (rate limited, slow, held) must still show every grade it stored.
+    Before: a change read within STATUS_TTL of the last snapshot was filed under the new change stamp, so once the
+    run stalled its status showed an older count (12 of 20 stored, in a test) until the next grade arrived, minutes
+    later."""
+    gate = fake_judge.state.gate = CallGate()
+    gate.release(20)
+    run_id, _ = svc.runs.start(tagged(tmp_path, "stalled"), ALL, 1, JudgeChoice(JUDGE_HOST), owner="me",
+                               visitor="v")
+    try:
+        graded = lambda: sum(n for st, n in svc.store.count_grades(run_id).items() if st != "error")  # noqa: E731
+        while gate.passed < 20 or gate.held < 1:     # status is read all along, as a page polls it
+            svc.reading.status(run_id)
+            time.sleep(0.01)
+        # stalled: the next calls wait at the judge; the 20 answers are stored (or being stored) as grades
+        deadline = time.monotonic() + 60     # STATUS_TTL is 2 s; a busy machine takes longer
+        while (done := svc.reading.status(run_id)["done"]) < (stored := graded()) or not stored:
+            assert time.monotonic() < deadline, f"status still shows {done} of the {stored} stored grades"
+            time.sleep(0.1)
+        assert done == stored >= 10 and svc.reading.status(run_id)["status"] == "running"
+    finally:
+        svc.runs.stop(run_id, "me")
+        gate.open()
+        wait_done(svc, run_id)
+
+
 def test_after_overrides_status_and_run_json_name_the_count_and_keep_the_judge_only_total(svc, tmp_path):
     """Issue 19, item 1. Before: run.json said ``metric_note: null`` and the status had no word of the
     overrides."""

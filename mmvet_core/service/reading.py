@@ -191,8 +191,8 @@ class RunReading:
         if hit is not None and hit[0] == key:
             out = hit[2]
         elif hit is not None and running and hit[0][1] and now - hit[1] < STATUS_TTL:
-            out = hit[2]                   # the whole snapshot, progress and scores alike
-            self._cache_status(run_id, (key, hit[1], out))
+            out = hit[2]                   # the whole snapshot, progress and scores alike; it keeps its own key, so
+                                           # the first read after STATUS_TTL sees the change even if the run stalls
         else:
             out = self._compute_status(run_id)
             self._cache_status(run_id, (key, now, out))
