@@ -140,7 +140,7 @@ def bomb_phase(url: str, app: psutil.Process, mine: str, tmp: Path, cells: int) 
                          secrets.token_urlsafe(18), api_name="/view_grades")
         outcome = "NOT refused"
     except Exception as e:  # noqa: BLE001 — the refusal is what is measured
-        outcome = "refused: " + str(e).splitlines()[0][:80]
+        outcome = "refused: " + str(e).splitlines()[0][:120]
     took = time.perf_counter() - t0
     time.sleep(0.5)
     done.set()
