@@ -14,7 +14,7 @@ a process (`python -m tests.fake_judge`), queues runs as the app does with ``MMV
 - takeover: two workers, one run; the worker grading it is killed (SIGKILL) mid-run; the time from the kill to
   the other worker's claim and to its first grade stored (the run moving again), with the default lease and a
   short one.
-- status: the app's status call (`GradingService.status`, what a script's /status and every open page read) on a
+- status: the app's status call (`svc.reading.status`, what a script's /status and every open page read) on a
   finished run of 218 grades and on a run while it grades, with the store in SQLite and in PostgreSQL: median
   and 95th percentile over many calls.
 """
@@ -181,21 +181,21 @@ def scenario_status(pg: PostgresServer, tmp: Path, args) -> None:
                               n_runs=1, settings=settings, model_name="done", owner="bench")
             svc.jobs.start(done, V1, make_judge(settings, "sk-bench"), host=True)
             svc.jobs.wait(done, 600)
-            svc.status(done)
-            finished = timed(lambda: svc.status(done), args.calls)
+            svc.reading.status(done)
+            finished = timed(lambda: svc.reading.status(done), args.calls)
             live = create_run(svc.store, benchmark=V1, spec="mmvet-v1", predictions=predictions(f"l-{name}"),
                               n_runs=1, settings=settings, model_name="live", owner="bench")
             svc.jobs.start(live, V1, make_judge(settings, "sk-bench"), concurrency=8, host=True)
-            while svc.status(live)["done"] < 5:
+            while svc.reading.status(live)["done"] < 5:
                 time.sleep(0.05)
-            grading = timed(lambda: svc.status(live), min(args.calls, 300))
+            grading = timed(lambda: svc.reading.status(live), min(args.calls, 300))
             svc.jobs.shutdown()
             svc.store.close()
             rows.append((f"{name}: finished run, 218 grades", fmt(finished)))
             rows.append((f"{name}: run while it grades", fmt(grading)))
     finally:
         judge.stop()
-    show("the app's status call (GradingService.status, in the app's process)", rows)
+    show("the app's status call (svc.reading.status, in the app's process)", rows)
 
 
 def timed(fn, n: int) -> list[float]:

@@ -1,9 +1,10 @@
-"""A crowd of share-link viewers and a visitor with 1,000 runs (issue 20, hole 3): what they cost the app.
+"""A crowd of share-link viewers, a visitor with 1,000 runs and a million-cell grade file (issue 20, holes 1 and 3):
+what they cost the app and another visitor.
 
 Run by hand (not in CI), from the repository root:
 
-    python bench/crowd_bench.py                    # 50 viewers, 1,000 runs
-    python bench/crowd_bench.py --viewers 100 --runs 2000 --seconds 30
+    python bench/crowd_bench.py                    # 50 viewers, 1,000 runs, a million-cell workbook
+    python bench/crowd_bench.py --viewers 100 --runs 2000 --seconds 30 --bomb-cells 0
 
 What it does:
 1. starts a fake OpenAI-compatible judge (`python -m tests.fake_judge`, `--latency` per call) as the server's judge;
@@ -12,7 +13,10 @@ What it does:
    configuration of docs/hosting.md (the server's key, one trusted proxy hop);
 3. My runs: times `/my_runs` for that visitor, first call (each shown run's total computed once) and then the
    median of 5 (what every later page load costs);
-4. starts a run on the server's judge that grades for the whole measurement, then for `--seconds` each: another
+4. a grade file of `--bomb-cells` cells in two rows (`tests/hostile_files.py`; 0 skips it) opened by an attacker
+   while another visitor asks their own run's status back to back: how long until the refusal, that visitor's
+   status p50 / max meanwhile, and how much the app's memory (its process tree) rose;
+5. starts a run on the server's judge that grades for the whole measurement, then for `--seconds` each: another
    visitor asks their own run's status 5 times a second, without viewers and then with `--viewers` viewers polling
    the running run once a second (`tests/crowd.py`, in its own process, each viewer from its own address); prints
    the app's CPU (psutil, % of one core) and that visitor's status p50 / p99, and the viewers' own p50 / p99.
@@ -91,6 +95,62 @@ def cpu_during(proc: psutil.Process, seconds: float) -> float:
     return 100 * (total() - c0) / (time.monotonic() - t0)
 
 
+def tree_rss(proc: psutil.Process) -> int:
+    """Resident memory of `proc` and its children (the app's parse workers)."""
+    total = proc.memory_info().rss
+    for child in proc.children(recursive=True):
+        try:
+            total += child.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+def bomb_phase(url: str, app: psutil.Process, mine: str, tmp: Path, cells: int) -> None:
+    """Issue 20, hole 1: an attacker opens a grade file of `cells` cells while another visitor polls their run."""
+    from gradio_client import Client, handle_file
+
+    from tests.hostile_files import write_wide_xlsx
+
+    bomb = write_wide_xlsx(tmp / "model_MMVet_gpt-4-turbo.xlsx", cells)
+    attacker = Client(url, headers={"X-Forwarded-For": "203.0.113.66"}, verbose=False, download_files=False)
+    done, waits, base, peak = threading.Event(), [], tree_rss(app), [0]
+
+    def poll() -> None:
+        me = StatusClient(url, ip="203.0.113.77")
+        try:
+            while not done.is_set():
+                waits.append(me.timed(mine))
+                time.sleep(0.1)
+        finally:
+            me.close()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], tree_rss(app))
+            time.sleep(0.05)
+
+    threads = [threading.Thread(target=poll), threading.Thread(target=sample)]
+    for t in threads:
+        t.start()
+    time.sleep(1)
+    t0 = time.perf_counter()
+    try:
+        attacker.predict(handle_file(str(bomb)), "MM-Vet v1 (bundled, 218 samples)", None, "", "All samples",
+                         secrets.token_urlsafe(18), api_name="/view_grades")
+        outcome = "NOT refused"
+    except Exception as e:  # noqa: BLE001 — the refusal is what is measured
+        outcome = "refused: " + str(e).splitlines()[0][:120]
+    took = time.perf_counter() - t0
+    time.sleep(0.5)
+    done.set()
+    for t in threads:
+        t.join(60)
+    print(f"a {bomb.stat().st_size / 1e3:.0f} KB grade file of {cells:,} cells: {outcome} after {took:.2f} s; "
+          f"the app's memory rose by {(peak[0] - base) / 1e6:.0f} MB; another visitor's status p50 "
+          f"{percentile(waits, 50):.3f} s, max {max(waits):.3f} s ({len(waits)} calls)")
+
+
 def visitor_waits(url: str, run_id: str, seconds: float) -> list[float]:
     me = StatusClient(url, ip="203.0.113.77")
     out, end = [], time.monotonic() + seconds
@@ -109,6 +169,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=1000)
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--latency", type=float, default=1.0, help="fake judge seconds per call (the run must last)")
+    ap.add_argument("--bomb-cells", type=int, default=1_000_000, help="cells of the hostile grade file (0: none)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="crowd-bench-"))
     procs: list[subprocess.Popen] = []
@@ -155,6 +216,8 @@ def main() -> None:
         c = Client(url, headers={"X-Forwarded-For": "203.0.113.77"}, verbose=False, download_files=False)
         mine = c.predict(handle_file(str(GRADES)), "MM-Vet v1 (bundled, 218 samples)", None, "", "All samples",
                          owner, api_name="/view_grades")["run_id"]
+        if args.bomb_cells:
+            bomb_phase(url, app, mine, tmp, args.bomb_cells)
         preds = json.loads(RESULTS.read_text(encoding="utf-8"))
         tagged = tmp / "tagged.json"
         tagged.write_text(json.dumps({k: f"{v} [{secrets.token_hex(4)}]" for k, v in preds.items()}))
@@ -183,8 +246,8 @@ def main() -> None:
         phase(f"with {args.viewers} viewers polling once a second", crowd)
         out, _ = crowd.communicate(timeout=300)
         v = json.loads(out.strip().splitlines()[-1])
-        print(f"the viewers: {v['calls']} status calls, {v['n_errors']} errors, p50 {v['p50']:.3f} s, "
-              f"p99 {v['p99']:.3f} s")
+        print(f"the viewers: {v['calls']} status calls, {v['served']} of {args.viewers} served, "
+              f"{v['n_errors']} errors, p50 {v['p50']:.3f} s, p99 {v['p99']:.3f} s")
         me.close()
     finally:
         for p in reversed(procs):

@@ -98,6 +98,14 @@ def _score_value(value: object) -> float | None:
     return float(value)
 
 
+def _scores_of(sid: object, values, where: str = "") -> list[float | None]:
+    """One sample's scores as floats (`_score_value`); a `GradeFileError` names the sample (after `where`)."""
+    try:
+        return [_score_value(v) for v in values]
+    except GradeFileError as exc:
+        raise GradeFileError(f"{where}sample {sid!r}: {exc}") from None
+
+
 def make_grade_json(records: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, list]]:
     """Build the official grade mapping ``{"v1_0": {"model": [...], "content": [...], "score": [...]}, ...}``.
 
@@ -113,10 +121,7 @@ def make_grade_json(records: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[
         missing = [k for k in GRADE_KEYS if k not in record]
         if missing:
             raise GradeFileError(f"sample {sid!r}: missing {', '.join(missing)}")
-        try:
-            scores = [_score_value(v) for v in record["score"]]
-        except GradeFileError as exc:
-            raise GradeFileError(f"sample {sid!r}: {exc}") from None
+        scores = _scores_of(sid, record["score"])
         for key in ("model", "content"):
             if len(record[key]) != len(scores):
                 raise GradeFileError(f"sample {sid!r}: {len(record[key])} {key!r} value(s) for {len(scores)} score(s)")
@@ -177,10 +182,7 @@ def load_official_grades(path_or_obj: str | Path | Mapping[str, Any], *, allow_p
             raise GradeFileError(f"{where}sample {sid!r}: missing 'score'")
         if not isinstance(entry["score"], list):
             raise GradeFileError(f"{where}sample {sid!r}: 'score' must be a list (one score per run)")
-        try:
-            run_scores = [_score_value(v) for v in entry["score"]]
-        except GradeFileError as exc:
-            raise GradeFileError(f"{where}sample {sid!r}: {exc}") from None
+        run_scores = _scores_of(sid, entry["score"], where)
         for key in ("model", "content"):
             if key in entry and (not isinstance(entry[key], list) or len(entry[key]) != len(run_scores)):
                 raise GradeFileError(f"{where}sample {sid!r}: '{key}' must be a list of {len(run_scores)} value(s), "

@@ -288,7 +288,7 @@ def test_keys_never_leak(app, host_judge, visitor_judge, tmp_path, capfd, caplog
         seen.append(json.dumps(c.predict(rid, "v1_0", api_name="/sample")))
     for rid in (host_run, own_run):      # an override (owner only), then the exports the page offers
         seen.append(json.dumps(c.predict(rid, "v1_0", 0.5, "test", tok, api_name="/override"), default=str))
-        app.svc.downloads(app.svc.view(rid))
+        app.svc.reading.downloads(app.svc.reading.view(rid))
     assert _files_under(app.data_dir / "exports"), "the exports (with run.json) should have been written"
     for path in ("", "config", "gradio_api/info", "gradio_api/config"):
         try:
@@ -323,7 +323,7 @@ def test_visitor_key_without_base_url_never_falls_back_to_the_hosts_endpoint(mon
     monkeypatch.setenv("OPENAI_API_KEY", HOST_KEY)
     svc = GradingService(AppSettings(data_dir=tmp_path, host_key=HOST_KEY, host_base_url=host_judge.url,
                                      allow_private_endpoints=True))
-    jset, key, uses_host = svc.judge_for(JudgeChoice(JUDGE_OWN, "  ", "gpt-4-0613", VISITOR_KEY))
+    jset, key, uses_host = svc.inputs.judge_for(JudgeChoice(JUDGE_OWN, "  ", "gpt-4-0613", VISITOR_KEY))
     assert (key, uses_host) == (VISITOR_KEY, False)
     judge = make_judge(jset, key)
     try:
@@ -332,7 +332,7 @@ def test_visitor_key_without_base_url_never_falls_back_to_the_hosts_endpoint(mon
     finally:
         asyncio.run(judge.aclose())
     # and a URL sent along with "Server's judge" is ignored
-    jset, key, uses_host = svc.judge_for(JudgeChoice(JUDGE_HOST, "http://evil.example/v1", "other-model", ""))
+    jset, key, uses_host = svc.inputs.judge_for(JudgeChoice(JUDGE_HOST, "http://evil.example/v1", "other-model", ""))
     assert (jset.base_url, jset.model, key, uses_host) == (host_judge.url, "gpt-4-0613", HOST_KEY, True)
     svc.jobs.shutdown()
     svc.store.close()

@@ -159,7 +159,7 @@ def test_an_agent_grades_polls_reads_scores_and_compares(app, alice_runs):
             cmp = await ok(s, "compare_runs", run_a=a["run_id"], run_b=b["run_id"], owner_token=tok)
             return scores, cmp
     scores, cmp = asyncio.run(main())
-    status = app.svc.status(a["run_id"])
+    status = app.svc.reading.status(a["run_id"])
     total = scores["total"]
     assert scores["complete"] and total["official"] == status["total_score"]
     assert total["ci"][0] < total["score"] < total["ci"][1] and total["n"] == 218
@@ -174,7 +174,7 @@ def test_an_agent_grades_polls_reads_scores_and_compares(app, alice_runs):
 
 def test_an_agent_reads_the_leaderboard(app, alice_runs):
     tok, a, _, _ = alice_runs
-    app.svc.publish(a["run_id"], "Agent's llava 13b", "", tok, visitor="test")
+    app.svc.board.publish(a["run_id"], "Agent's llava 13b", "", tok, visitor="test")
 
     async def main():
         async with agent(app, BOB) as s:
@@ -183,7 +183,7 @@ def test_an_agent_reads_the_leaderboard(app, alice_runs):
     assert board["rank_note"]
     [entry] = board["entries"]
     assert entry["name"] == "Agent's llava 13b"
-    assert entry["total"] == pytest.approx(app.svc.status(a["run_id"])["total_score"], abs=0.1)
+    assert entry["total"] == pytest.approx(app.svc.reading.status(a["run_id"])["total_score"], abs=0.1)
     assert entry["ci"][0] < entry["total"] < entry["ci"][1] and entry["rank"] == [1, 1]
     assert (entry["provenance"], entry["verified"]) == ("graded here (127.0.0.1)", True)
 
@@ -220,7 +220,7 @@ def test_an_agent_cannot_read_stop_or_compare_another_visitors_run(app, alice_ru
 def test_an_agent_cannot_exceed_the_visitor_budget_even_with_new_owner_tokens(app, judge):
     from mmvet_core.budget import today
 
-    carol = app.svc.visitor("127.0.0.1", CAROL)          # the visitor the trusted proxy hop makes of her
+    carol = app.svc.limits.visitor("127.0.0.1", CAROL)          # the visitor the trusted proxy hop makes of her
     app.svc.store.add_usage(today(), carol, BUDGET - 20)  # she already spent all but 20 of today's calls
 
     async def main():
@@ -460,7 +460,7 @@ def test_an_agent_grades_with_a_server_judge_the_host_allows_within_its_budget(a
     from mmvet_core.budget import today
 
     app, judge = after_gpt4
-    bob = app.svc.visitor("127.0.0.1", BOB)
+    bob = app.svc.limits.visitor("127.0.0.1", BOB)
 
     async def main():
         async with agent(app, BOB) as s:

@@ -79,7 +79,7 @@ def test_viewers_who_left_a_running_run_never_keep_a_share_link_open_waiting(app
     assert app.demo._queue.max_thread_count >= DEFAULT_CONCURRENCY + 4 + 1
 
     judge.state.latency = 1.0                          # one answer a second: the run grades for minutes
-    run_id, _ = app.svc.start(str(RESULTS), BenchmarkChoice(), 1, JudgeChoice(JUDGE_HOST), owner="o", visitor="v")
+    run_id, _ = app.svc.runs.start(str(RESULTS), BenchmarkChoice(), 1, JudgeChoice(JUDGE_HOST), owner="o", visitor="v")
     try:
         open_index, open_data = fn_index(app, "open_run")
         follow_index, _ = fn_index(app, "follow")

@@ -354,7 +354,7 @@ def test_run_card_on_owner_and_shared_views_and_in_the_zip(app_server, page, bro
     expect(card.locator("#card-model")).to_have_text("LLaVA-13B (my fine-tune)")
     expect(page.locator("#my-runs-table")).to_contain_text("LLaVA-13B (my fine-tune)")
     expect(page.locator("#downloads")).to_contain_text("LLaVA-13B_my_fine-tune")
-    zpath = [p for p in app_server.svc.downloads(app_server.svc.view(run_id)) if p.endswith(".zip")][0]
+    zpath = [p for p in app_server.svc.reading.downloads(app_server.svc.reading.view(run_id)) if p.endswith(".zip")][0]
     with zipfile.ZipFile(zpath) as z:
         exported = json.loads(z.read("run.json"))
     assert exported["model"] == "LLaVA-13B (my fine-tune)" and exported["judge_model"] == "gpt-4-0613"

@@ -15,7 +15,8 @@ import pytest
 from playwright.sync_api import expect
 
 from app import BENCH_UPLOAD, JUDGE_BASELINE
-from tests.app_fixtures import app_server, browser, fake_server, wait_loaded, write_json  # noqa: F401  (fixtures)
+from tests.app_fixtures import (  # noqa: F401  (fixtures)
+    PAGE_TIMEOUT_MS, app_server, browser, fake_server, wait_loaded, write_json)
 
 
 EVIL_ID = 'v1_6<img src=x onerror="window.__pwned=6">'
@@ -100,7 +101,7 @@ class Watch:
 def open_page(browser, url):
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
-    page.set_default_timeout(20_000)
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
     return page
 
 

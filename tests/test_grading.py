@@ -411,9 +411,7 @@ def test_fatal_judge_errors_fail_the_run_quickly(store, fake_judge, fault, expec
         setattr(fake_judge.state, name, value)
     settings = settings_for(fake_judge, model="gpt-4-0613" if "api_key" in fault else "gpt-nope")
     run_id = new_run(store, V1, settings)
-    start = time.monotonic()
     outcome = grade(store, run_id, V1, settings, key="sk-wrong", concurrency=32)
-    assert time.monotonic() - start < 10
     assert outcome.status == "failed" and expected in outcome.message
     assert store.get_run(run_id).status == "failed" and expected in store.get_run(run_id).message
     assert outcome.errored <= 32 and len(fake_judge.state.calls) <= 32     # not 218 errors
@@ -425,7 +423,8 @@ def test_unreachable_base_url_fails_the_run_quickly(store):
     run_id = new_run(store, V1, settings)
     start = time.monotonic()
     outcome = grade(store, run_id, V1, settings, concurrency=32)
-    assert time.monotonic() - start < 5
+    # not retried: the backoff of one call's 6 retries alone would take 31.5 s, whatever the machine's load
+    assert time.monotonic() - start < 20
     assert outcome.status == "failed" and "could not be reached" in outcome.message
     assert outcome.errored <= 32
 

@@ -33,7 +33,7 @@ def wait_done(svc: GradingService, run_id: str, timeout: float = 180.0) -> dict:
     while svc.jobs.is_running(run_id):
         assert time.time() < deadline, "the run did not end"
         time.sleep(0.02)
-    return svc.status(run_id)
+    return svc.reading.status(run_id)
 
 
 def padded(tmp_path: Path, chars: int, every: int = 1) -> str:
@@ -63,7 +63,7 @@ def test_cap_predictions(preds, limit, cut):
 
 
 def test_a_free_run_of_huge_predictions_is_capped_and_its_card_says_so(svc, tmp_path):
-    run_id, _ = svc.start(padded(tmp_path, 200_000, every=2), ALL, 1, JudgeChoice(JUDGE_BASELINE), owner="me",
+    run_id, _ = svc.runs.start(padded(tmp_path, 200_000, every=2), ALL, 1, JudgeChoice(JUDGE_BASELINE), owner="me",
                           visitor="v")
     st = wait_done(svc, run_id)
     run = svc.store.get_run(run_id)
@@ -77,26 +77,26 @@ def test_a_free_run_of_huge_predictions_is_capped_and_its_card_says_so(svc, tmp_
 
 # --- quotas, disk -----------------------------------------------------------------------------------------
 def test_a_visitor_over_their_quota_of_runs_or_bytes_is_refused(svc, tmp_path):
-    svc.keeper.limits = StorageLimits(runs_per_visitor=2, mb_per_visitor=0)
+    svc.limits.keeper.limits = StorageLimits(runs_per_visitor=2, mb_per_visitor=0)
     for _ in range(2):
-        wait_done(svc, svc.start(str(RESULTS), ALL, 1, JudgeChoice(JUDGE_BASELINE), owner="me", visitor="v")[0])
+        wait_done(svc, svc.runs.start(str(RESULTS), ALL, 1, JudgeChoice(JUDGE_BASELINE), owner="me", visitor="v")[0])
     with pytest.raises(ServiceError, match="You keep 2 runs here, the most allowed per visitor"):
-        svc.start(str(RESULTS), ALL, 1, JudgeChoice(JUDGE_BASELINE), owner="me", visitor="v")
+        svc.runs.start(str(RESULTS), ALL, 1, JudgeChoice(JUDGE_BASELINE), owner="me", visitor="v")
     # another visitor is not charged for them; deleting one frees a place
-    wait_done(svc, svc.start(str(RESULTS), ALL, 1, JudgeChoice(JUDGE_BASELINE), owner="you", visitor="w")[0])
-    svc.delete(svc.runs_of("me")[0].id, "me")
-    svc.start(str(RESULTS), ALL, 1, JudgeChoice(JUDGE_BASELINE), owner="me", visitor="v")
-    svc.keeper.limits = StorageLimits(runs_per_visitor=0, mb_per_visitor=1)
+    wait_done(svc, svc.runs.start(str(RESULTS), ALL, 1, JudgeChoice(JUDGE_BASELINE), owner="you", visitor="w")[0])
+    svc.runs.delete(svc.reading.runs_of("me")[0].id, "me")
+    svc.runs.start(str(RESULTS), ALL, 1, JudgeChoice(JUDGE_BASELINE), owner="me", visitor="v")
+    svc.limits.keeper.limits = StorageLimits(runs_per_visitor=0, mb_per_visitor=1)
     with pytest.raises(ServiceError, match="the most allowed per visitor is 1 MB"):
-        svc.start(padded(tmp_path, 20_000), ALL, 1, JudgeChoice(JUDGE_BASELINE), owner="me", visitor="v")
+        svc.runs.start(padded(tmp_path, 20_000), ALL, 1, JudgeChoice(JUDGE_BASELINE), owner="me", visitor="v")
 
 
 def test_new_work_is_refused_before_the_disk_is_full(svc, tmp_path):
-    svc.keeper.limits = StorageLimits(min_free_mb=10**9)          # a floor above any real free space
+    svc.limits.keeper.limits = StorageLimits(min_free_mb=10**9)          # a floor above any real free space
     with pytest.raises(ServiceError, match="disk is almost full"):
-        svc.start(str(RESULTS), ALL, 1, JudgeChoice(JUDGE_BASELINE), owner="me", visitor="v")
+        svc.runs.start(str(RESULTS), ALL, 1, JudgeChoice(JUDGE_BASELINE), owner="me", visitor="v")
     with pytest.raises(ServiceError, match="disk is almost full"):
-        svc.open_grade_file(str(GRADES / "llava-v1.5-13b_gpt-4-grade-3runs.json"), ALL, "me", "v")
+        svc.runs.open_grade_file(str(GRADES / "llava-v1.5-13b_gpt-4-grade-3runs.json"), ALL, "me", "v")
     assert svc.store.run_summaries("me") == []
 
 
@@ -129,28 +129,28 @@ def test_runs_nobody_opened_expire_but_pinned_host_and_cli_runs_stay(tmp_path):
 # --- My runs, status ---------------------------------------------------------------------------------------
 def test_my_runs_reads_no_run_twice(svc, tmp_path, monkeypatch):
     """The list's totals are kept once computed: a second listing loads no run at all."""
-    rid = svc.open_grade_file(str(GRADES / "llava-v1.5-13b_gpt-4-grade-3runs.json"), ALL, "me", "v")
-    first = svc.runs_of("me")
+    rid = svc.runs.open_grade_file(str(GRADES / "llava-v1.5-13b_gpt-4-grade-3runs.json"), ALL, "me", "v")
+    first = svc.reading.runs_of("me")
     import mmvet_core.service.reading as service
     loads = []
     monkeypatch.setattr(service, "load_run_view", lambda *a, **k: loads.append(a) or None)
-    again = svc.runs_of("me")
+    again = svc.reading.runs_of("me")
     assert loads == [] and again == first and first[0].id == rid and first[0].total is not None
-    svc.rename(rid, "me", "renamed")                 # a change makes the kept total stale
+    svc.runs.rename(rid, "me", "renamed")                 # a change makes the kept total stale
     monkeypatch.undo()
-    assert svc.runs_of("me")[0].total == first[0].total and svc.runs_of("me")[0].model == "renamed"
+    assert svc.reading.runs_of("me")[0].total == first[0].total and svc.reading.runs_of("me")[0].model == "renamed"
 
 
 def test_status_is_computed_once_per_change_whoever_asks(svc, monkeypatch):
-    rid = svc.open_grade_file(str(GRADES / "llava-v1.5-13b_gpt-4-grade-3runs.json"), ALL, "me", "v")
+    rid = svc.runs.open_grade_file(str(GRADES / "llava-v1.5-13b_gpt-4-grade-3runs.json"), ALL, "me", "v")
     import mmvet_core.service.reading as service
     real, loads = service.load_run_view, []
     monkeypatch.setattr(service, "load_run_view", lambda *a, **k: loads.append(a) or real(*a, **k))
-    answers = [svc.status(rid) for _ in range(50)]
+    answers = [svc.reading.status(rid) for _ in range(50)]
     assert len(loads) == 1 and all(a == answers[0] for a in answers)
-    svc.override(rid, "me", "v1_0", 1.0, "checked by hand")
+    svc.runs.override(rid, "me", "v1_0", 1.0, "checked by hand")
     loads.clear()
-    assert svc.status(rid)["scores"] != answers[0]["scores"] and len(loads) == 1
+    assert svc.reading.status(rid)["scores"] != answers[0]["scores"] and len(loads) == 1
 
 
 # --- a write fault ------------------------------------------------------------------------------------------
@@ -159,7 +159,7 @@ def test_a_write_fault_is_named_and_the_row_on_disk_ends_failed(svc, tmp_path, m
     monkeypatch.setattr(svc.store, "create_run", lambda **k: (_ for _ in ()).throw(
         StoreError("the server could not write to its database: the disk holding the database is full")))
     with pytest.raises(ServiceError, match="could not be stored: .*disk holding the database is full"):
-        svc.start(str(RESULTS), ALL, 1, JudgeChoice(JUDGE_BASELINE), owner="me", visitor="v")
+        svc.runs.start(str(RESULTS), ALL, 1, JudgeChoice(JUDGE_BASELINE), owner="me", visitor="v")
     monkeypatch.undo()
     # a run whose grade writes fail ends failed; the status write fails too, and is written once writes work again
     real_put, real_set = svc.store.put_grade, svc.store.set_status
@@ -175,36 +175,36 @@ def test_a_write_fault_is_named_and_the_row_on_disk_ends_failed(svc, tmp_path, m
 
     monkeypatch.setattr(svc.store, "put_grade", put_grade)
     monkeypatch.setattr(svc.store, "set_status", set_status)
-    rid, _ = svc.start(str(RESULTS), ALL, 1, JudgeChoice(JUDGE_BASELINE), owner="me", visitor="v")
+    rid, _ = svc.runs.start(str(RESULTS), ALL, 1, JudgeChoice(JUDGE_BASELINE), owner="me", visitor="v")
     st = wait_done(svc, rid)
     assert st["status"] == "failed" and "disk holding the database is full" in st["message"]
     assert svc.store.get_run(rid).status == "running"        # the disk is still full
     full["on"] = False
     monkeypatch.setattr(svc.store, "put_grade", real_put)
-    svc.status(rid)
+    svc.reading.status(rid)
     on_disk = Store(svc.store.path).get_run(rid)
     assert on_disk.status == "failed" and "disk holding the database is full" in on_disk.message
 
 
 def test_pages_share_one_view_per_change_of_the_run(svc):
-    rid = svc.open_grade_file(str(GRADES / "llava-v1.5-13b_gpt-4-grade-3runs.json"), ALL, "me", "v")
-    first = svc.view(rid)
-    assert svc.view(rid) is first                                    # fifty viewers: one read
-    svc.override(rid, "me", "v1_0", 0.0, "wrong")
-    changed = svc.view(rid)
+    rid = svc.runs.open_grade_file(str(GRADES / "llava-v1.5-13b_gpt-4-grade-3runs.json"), ALL, "me", "v")
+    first = svc.reading.view(rid)
+    assert svc.reading.view(rid) is first                                    # fifty viewers: one read
+    svc.runs.override(rid, "me", "v1_0", 0.0, "wrong")
+    changed = svc.reading.view(rid)
     assert changed is not first and changed.overrides == {"v1_0": (0.0, "wrong")}
-    assert svc.view(rid, evidence_for="v1_0").grades[("v1_0", 0)].attempts     # evidence is never shared
-    svc.delete(rid, "me")
-    assert svc.view(rid) is None
+    assert svc.reading.view(rid, evidence_for="v1_0").grades[("v1_0", 0)].attempts     # evidence is never shared
+    svc.runs.delete(rid, "me")
+    assert svc.reading.view(rid) is None
 
 
 def test_the_version_open_pages_follow_changes_with_the_run_and_is_read_once_for_all(svc, monkeypatch):
-    rid = svc.open_grade_file(str(GRADES / "llava-v1.5-13b_gpt-4-grade-3runs.json"), ALL, "me", "v")
+    rid = svc.runs.open_grade_file(str(GRADES / "llava-v1.5-13b_gpt-4-grade-3runs.json"), ALL, "me", "v")
     reads = []
     real = svc.store.change_stamp
     monkeypatch.setattr(svc.store, "change_stamp", lambda r: reads.append(r) or real(r))
-    first = svc.run_version(rid, max_age=0)
-    assert {svc.run_version(rid, max_age=60) for _ in range(50)} == {first} and len(reads) == 1
-    svc.rename(rid, "me", "another name")
-    assert svc.run_version(rid, max_age=0) != first
-    assert svc.run_version("no-such-run") is None
+    first = svc.reading.run_version(rid, max_age=0)
+    assert {svc.reading.run_version(rid, max_age=60) for _ in range(50)} == {first} and len(reads) == 1
+    svc.runs.rename(rid, "me", "another name")
+    assert svc.reading.run_version(rid, max_age=0) != first
+    assert svc.reading.run_version("no-such-run") is None

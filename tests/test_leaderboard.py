@@ -403,7 +403,7 @@ def test_the_host_hides_any_entry_with_the_secret_only(svc, tmp_path):
     assert len(svc.board.leaderboard({"references": False})) == 1
     no_secret = GradingService(ServiceSettings(data_dir=tmp_path / "other"))
     try:
-        for control in (no_secret.hide_entry, no_secret.verify_entry):
+        for control in (no_secret.board.hide_entry, no_secret.board.verify_entry):
             with pytest.raises(ServiceError, match="host"):
                 control(entry, "")                          # no secret configured: no host control at all
     finally:

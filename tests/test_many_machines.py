@@ -24,7 +24,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.app_fixtures import (  # noqa: F401  (fixtures)
-    HOST_KEY, RESULTS_DIR, browser, upload_results, wait_loaded, wait_progress)
+    HOST_KEY, PAGE_TIMEOUT_MS, RESULTS_DIR, browser, upload_results, wait_loaded, wait_progress)
 from tests.call_gate import CallGate
 from tests.fake_judge import FakeJudgeServer, FakeState, free_port
 
@@ -168,7 +168,7 @@ def page_on(browser, cluster, route: str, path: str = ""):
     host = cluster["url"].split("//")[1].rstrip("/").split(":")[0]
     context.add_cookies([{"name": "mmvet_replica", "value": route, "domain": host, "path": "/"}])
     page = context.new_page()
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(PAGE_TIMEOUT_MS)            # the suite's one value: only a broken page nears it
     page.goto(cluster["url"] + path)
     wait_loaded(page)
     return page
@@ -191,8 +191,7 @@ def test_a_run_survives_its_workers_death_and_is_followed_live_on_another_replic
         owner.locator("#grade-button").click()
         expect(owner).to_have_url(re.compile(r"\?run=[\w-]{24}$"), timeout=60_000)
         run_id = owner.url.rsplit("run=", 1)[1]
-        expect(owner.locator("#share-link textarea")).to_have_value(re.compile(rf"\?run={run_id}$"),
-                                                                   timeout=30_000)
+        expect(owner.locator("#share-link textarea")).to_have_value(re.compile(rf"\?run={run_id}$"))
 
         # a viewer of the share link, on replica 2, while a worker grades the run
         viewer = page_on(browser, cluster, route[1], f"?run={run_id}")
@@ -225,7 +224,7 @@ def test_a_run_survives_its_workers_death_and_is_followed_live_on_another_replic
         owner.context.add_cookies([{"name": "mmvet_replica", "value": route[1], "domain": "127.0.0.1", "path": "/"}])
         owner.reload()
         wait_loaded(owner)
-        expect(owner.locator("#my-runs-table")).to_contain_text(run_id, timeout=30_000)
+        expect(owner.locator("#my-runs-table")).to_contain_text(run_id)
         expect(owner.locator("#rename-button")).to_be_visible()
     finally:
         owner.context.close()

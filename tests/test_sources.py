@@ -365,6 +365,9 @@ def test_datasets_arrow_cache_is_used_offline(hub_parquets, no_hub, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ unreachable hub
+# "Fast" is measured against what it replaces, not against an idle machine: the hub client's retries took ~23 s, and
+# a busy machine needs seconds just to import `datasets`. Under FAIL_FAST_S is the former fixed, whatever the load.
+FAIL_FAST_S = 15.0
 
 
 def assert_clear_hub_error(excinfo, version="v1"):
@@ -381,7 +384,7 @@ def test_offline_hub_fails_fast_with_env_flag(no_hub, monkeypatch):
     start = time.monotonic()
     with pytest.raises(BenchmarkError) as excinfo:
         load_benchmark("mmvet-v2")
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < FAIL_FAST_S
     assert_clear_hub_error(excinfo, "v2")
     assert "offline mode" in str(excinfo.value)
 
@@ -390,7 +393,7 @@ def test_offline_hub_fails_fast_with_parameter(no_hub):
     start = time.monotonic()
     with pytest.raises(BenchmarkError) as excinfo:
         load_benchmark("hf:whyu/mm-vet", hf_offline=True)
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < FAIL_FAST_S
     assert_clear_hub_error(excinfo)
 
 
@@ -399,7 +402,7 @@ def test_unreachable_hub_fails_fast_without_env_flag(no_hub, monkeypatch):
     start = time.monotonic()
     with pytest.raises(BenchmarkError) as excinfo:
         load_benchmark("hf:lmms-lab/MMVet")
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < FAIL_FAST_S
     assert_clear_hub_error(excinfo)
 
 
@@ -410,7 +413,7 @@ def test_real_hub_without_network_fails_fast(no_hub):
     start = time.monotonic()
     with pytest.raises(BenchmarkError) as excinfo:
         load_benchmark("mmvet-v2")
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < FAIL_FAST_S
     assert_clear_hub_error(excinfo, "v2")
 
 
@@ -424,7 +427,7 @@ def test_probe_is_bounded_when_the_server_never_answers(monkeypatch):
             monkeypatch.delenv(var, raising=False)
         start = time.monotonic()
         assert hub_reachable(0.5) is False
-        assert time.monotonic() - start < 1.5
+        assert time.monotonic() - start < 5          # its 0.5 s, not the hub client's 10 s default: not a hang
     finally:
         silent.close()
 

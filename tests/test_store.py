@@ -570,12 +570,12 @@ def test_a_host_moving_to_postgresql_finds_every_run_and_pays_for_no_answer_agai
         return GradingService(replace(ServiceSettings.from_env({**env, **extra}), run_concurrency=16))
 
     def seen(svc: GradingService, run_id: str) -> tuple:
-        st = svc.status(run_id)
+        st = svc.reading.status(run_id)
         return (st["status"], st["done"], st["total_score"], st["scores"], st["n_overrides"],
-                svc.store.run_usage(run_id), [r.id for r in svc.runs_of("me")])
+                svc.store.run_usage(run_id), [r.id for r in svc.reading.runs_of("me")])
 
     def grade(svc: GradingService, owner: str) -> str:
-        run_id, _ = svc.start(results, BenchmarkChoice(BENCH_BUNDLED), 1, JudgeChoice(JUDGE_HOST), owner=owner,
+        run_id, _ = svc.runs.start(results, BenchmarkChoice(BENCH_BUNDLED), 1, JudgeChoice(JUDGE_HOST), owner=owner,
                               visitor="v")
         svc.jobs.wait(run_id, timeout=300)
         return run_id
@@ -583,7 +583,7 @@ def test_a_host_moving_to_postgresql_finds_every_run_and_pays_for_no_answer_agai
     before = service()
     assert before.store.backend == "sqlite" and before.store.path == tmp_path / "mmvet-grader.db"
     run_id = grade(before, "me")
-    before.override(run_id, "me", "v1_0", 1.0, "checked by hand")
+    before.runs.override(run_id, "me", "v1_0", 1.0, "checked by hand")
     on_sqlite = seen(before, run_id)
     assert on_sqlite[:2] == ("done", 218) and on_sqlite[4] == 1 and on_sqlite[-1] == [run_id]
     before.jobs.shutdown()
@@ -598,6 +598,6 @@ def test_a_host_moving_to_postgresql_finds_every_run_and_pays_for_no_answer_agai
     assert after.store.backend == "postgresql"
     assert seen(after, run_id) == on_sqlite
     again = grade(after, "you")                    # another visitor, the same file and judge: the shared cache
-    assert after.status(again)["done"] == 218 and len(fake_judge.state.calls) == paid
+    assert after.reading.status(again)["done"] == 218 and len(fake_judge.state.calls) == paid
     after.jobs.shutdown()
     after.store.close()

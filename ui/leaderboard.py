@@ -379,9 +379,10 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
                 gr.Info(esc(control((entry_id or "").strip(), secret, flag, visitor=visitor(svc, request))))
             return act
 
-        for btn, fn in ((hide_btn, host_action(svc.hide_entry, True)), (show_btn, host_action(svc.hide_entry, False)),
-                        (verify_btn, host_action(svc.verify_entry, True)),
-                        (unverify_btn, host_action(svc.verify_entry, False))):
+        for btn, fn in ((hide_btn, host_action(svc.board.hide_entry, True)),
+                        (show_btn, host_action(svc.board.hide_entry, False)),
+                        (verify_btn, host_action(svc.board.verify_entry, True)),
+                        (unverify_btn, host_action(svc.board.verify_entry, False))):
             btn.click(fn, [host_entry, host_secret], None, api_visibility="private") \
                 .then(refresh, [*filters, overlays, page_no], refresh_outputs, api_visibility="private")
     return view

@@ -13,6 +13,8 @@ Differences from the scripts' API, on purpose:
   the public leaderboard). A run that is not the caller's and a run that does not exist get the same answer.
 - The owner token is issued by `start_grading` (or chosen by the agent: 16 characters at least).
 
+The tools come in groups by what they act on (`file_tools`, `run_tools`, `board_tools`, `judge_tools`), each a
+function that defines its tools over the service and returns them; `register_mcp_tools` wires them all.
 `hide_other_endpoints` marks every other named endpoint so that Gradio's MCP server does not list it (the
 scripts' gradio_client API keeps them all).
 """
@@ -159,25 +161,79 @@ def _official_equivalent(card: dict) -> dict | None:
     return fields or None
 
 
-def register_mcp_tools(svc: GradingService) -> None:
-    """Register the agents' tools (`MCP_TOOLS`) as named API endpoints in the Blocks being built. They are not
-    queued: Gradio's MCP server then calls them in the MCP request itself, so the visitor (budget, run slots) is
-    the agent's own address, not the server's loopback."""
+@contextlib.contextmanager
+def agent_file_folder(svc: GradingService, slots: FetchSlots, request: gr.Request | None):
+    """A slot for reading the agent's file (`FetchSlots`: a share per address) and a private folder for it,
+    removed after."""
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(slots.slot(visitor(svc, request)))
+        except RemoteFileError as e:
+            raise ServiceError(str(e)) from None
+        yield stack.enter_context(tempfile.TemporaryDirectory(prefix="agent-", dir=svc.work_dir))
 
+
+def scores_of(svc: GradingService, run, integrations: bool) -> dict:
+    """`run_scores`' answer for `run` (the caller's): total and capabilities (and the integrations when
+    asked), each with its interval, official number and spread over judge runs; the run card's estimate."""
+    view = svc.reading.with_failure(load_run_view(svc.store, run.id))
+    eff = view.effective_scores()
+    spread = {("total", "total"): view.scores.total.std,
+              **{("capability", c.name): c.std for c in view.scores.capabilities},
+              **{("integration", c.name): c.std for c in view.scores.integrations}}
+    cols: dict[str, dict] = {"capability": {}, "integration": {}}
+    total = None
+    for row in score_intervals(view.benchmark, eff):
+        if row.kind == "integration" and not integrations:
+            continue
+        cell = {"score": _r(row.score), "ci": [_r(row.low), _r(row.high)], "official": row.official,
+                "std": spread.get((row.kind, row.name)) if view.scores.complete else None, "n": row.n}
+        if row.kind == "total":
+            total = cell
+        else:
+            cols[row.kind][row.name] = cell
+    card = svc.reading.card(view)
+    out = {"run_id": run.id, "model": run.model_name, "judge": view.judge_text, "status": card["status"],
+           "complete": view.scores.complete, "total": total, "capabilities": cols["capability"],
+           "metric_note": view.metric_note, "official_equivalent": _official_equivalent(card)}
+    if integrations:
+        out["integrations"] = cols["integration"]
+    return out
+
+
+def comparison_of(svc: GradingService, tok: str, run_a: str, run_b: str) -> dict:
+    """`compare_runs`' answer: the paired difference B - A of two runs of the owner `tok` (refused alike when
+    either is not theirs)."""
+    try:
+        sets = sets_for_owner(svc.store, tok, [(run_a or "").strip(), (run_b or "").strip()], [])
+        cmp = compare_sets(benchmark_for(sets, svc.store, load_bundled_v1()), sets)
+    except CompareError as e:
+        msg = NOT_YOURS if "not one of your runs" in str(e) else f"Compare: {e}."
+        raise ServiceError(msg) from None
+    pair = cmp.pairs[0]
+    keep = [j for j, c in enumerate(cmp.columns) if c.kind in ("total", "capability")]
+    sides = {}
+    for key, s in zip(("a", "b"), cmp.sets):
+        t = s.columns[0]
+        sides[key] = {"name": s.name, "judge": s.judge, "total": _r(t.score), "ci": [_r(t.low), _r(t.high)]}
+    diff = {cmp.columns[j].name: {"diff": _r(pair.columns[j].diff), "ci": [_r(pair.columns[j].low),
+                                                                           _r(pair.columns[j].high)]}
+            for j in keep}
+    low, high = pair.columns[0].low, pair.columns[0].high
+    verdict = ("" if low is None or high is None else
+               "B is higher than A beyond sampling noise." if low > 0 else
+               "B is lower than A beyond sampling noise." if high < 0 else
+               "The difference is within sampling noise (the interval contains 0).")
+    return {"n_common": cmp.n_common, **sides, "difference": diff, "delta_bar": _r(pair.delta_bar, 4),
+            "verdict": verdict}
+
+
+# ---- the tools, by what they act on: each group returns its tools, `register_mcp_tools` wires them ----
+def file_tools(svc: GradingService, agent_judges_note: str) -> tuple:
+    """`validate_results` and `start_grading`: the tools that read an agent's file, each in a slot of the
+    server's (`FILE_WAIT`) and a private folder (`agent_file_folder`)."""
     hosting = svc.settings.hosting
-    agent_judges_note = describe_agent_judges(svc.settings.agent_judges, svc.settings.judge_model)
     slots = FetchSlots(hosting.file_slots, hosting.file_slots_per_visitor, FILE_WAIT)
-
-    @contextlib.contextmanager
-    def file_work(request: gr.Request | None):
-        """A slot for reading the agent's file (`FetchSlots`: a share per address) and a private folder for it,
-        removed after."""
-        with contextlib.ExitStack() as stack:
-            try:
-                stack.enter_context(slots.slot(visitor(svc, request)))
-            except RemoteFileError as e:
-                raise ServiceError(str(e)) from None
-            yield stack.enter_context(tempfile.TemporaryDirectory(prefix="agent-", dir=svc.work_dir))
 
     @api_errors
     @limited_tool
@@ -198,7 +254,7 @@ def register_mcp_tools(svc: GradingService) -> None:
         Returns:
             A JSON object: report: what the file holds against the benchmark (matched, missing, extra samples, format); estimate: judge calls, tokens and dollars grading would cost; model_name: the name taken from the file.
         """
-        with file_work(request) as work:
+        with agent_file_folder(svc, slots, request) as work:
             path = _fetched(svc, results_file, file_name, work)
             v = svc.inputs.validate(path, _bench(subset), int(judge_runs), _judge(judge, judge_model=judge_model))
         return _answer({"report": v.report, "estimate": v.estimate, "model_name": v.model_name})
@@ -234,7 +290,7 @@ def register_mcp_tools(svc: GradingService) -> None:
             A JSON object: run_id; owner_token (keep it); started (false when the same job was already running); share_url (a read-only page of the run for people).
         """
         tok = _token(owner_token, issue=True)
-        with file_work(request) as work:
+        with agent_file_folder(svc, slots, request) as work:
             path = _fetched(svc, results_file, file_name, work)
             try:
                 run_id, started = svc.runs.start(path, _bench(subset), int(judge_runs),
@@ -244,6 +300,14 @@ def register_mcp_tools(svc: GradingService) -> None:
                 raise ServiceError(e.message_for(**MCP_HINTS) + " " + agent_judges_note) from None
         return _answer({"run_id": run_id, "owner_token": tok, "started": started,
                         "share_url": svc.reading.share_url(run_id, page_base_url(request))})
+
+    for fn in (validate_results, start_grading):
+        fn.__doc__ = fn.__doc__.replace("{agent_judges}", agent_judges_note)
+    return validate_results, start_grading
+
+
+def run_tools(svc: GradingService) -> tuple:
+    """`poll_run`, `stop_run`, `run_scores`, `compare_runs`: the caller's runs (its owner token), free."""
 
     @api_errors
     @limited_tool
@@ -293,30 +357,7 @@ def register_mcp_tools(svc: GradingService) -> None:
         Returns:
             A JSON object: model, judge, status, complete; total {score, ci [low, high], official, std, n}; capabilities {name: same}; integrations when asked; metric_note (why the metric is not the official one, e.g. the baseline judge); official_equivalent (for a successor judge checked against the official one, its official-equivalent estimate, when this server computes one: the labelled line, official_equivalent_label "in-sample" (the run's answers are one of the check's references, left out of the correction) or "extrapolated" (outside the references' range, interval widened) or "", official_equivalent_check (the check it rests on: id, date, reference models and their range), official_equivalent_estimate (every column with its interval); else null).
         """
-        run = _own(svc, run_id, owner_token)
-        view = svc.reading.with_failure(load_run_view(svc.store, run.id))
-        eff = view.effective_scores()
-        spread = {("total", "total"): view.scores.total.std,
-                  **{("capability", c.name): c.std for c in view.scores.capabilities},
-                  **{("integration", c.name): c.std for c in view.scores.integrations}}
-        cols: dict[str, dict] = {"capability": {}, "integration": {}}
-        total = None
-        for row in score_intervals(view.benchmark, eff):
-            if row.kind == "integration" and not integrations:
-                continue
-            cell = {"score": _r(row.score), "ci": [_r(row.low), _r(row.high)], "official": row.official,
-                    "std": spread.get((row.kind, row.name)) if view.scores.complete else None, "n": row.n}
-            if row.kind == "total":
-                total = cell
-            else:
-                cols[row.kind][row.name] = cell
-        card = svc.reading.card(view)
-        out = {"run_id": run.id, "model": run.model_name, "judge": view.judge_text, "status": card["status"],
-               "complete": view.scores.complete, "total": total, "capabilities": cols["capability"],
-               "metric_note": view.metric_note, "official_equivalent": _official_equivalent(card)}
-        if integrations:
-            out["integrations"] = cols["integration"]
-        return _answer(out)
+        return _answer(scores_of(svc, _own(svc, run_id, owner_token), integrations))
 
     @api_errors
     @limited_tool
@@ -334,29 +375,13 @@ def register_mcp_tools(svc: GradingService) -> None:
         Returns:
             A JSON object: n_common samples; a and b {name, judge, total, ci}; difference {column: {diff, ci [low, high]}} for the total and the six capabilities; delta_bar (mean absolute per-sample difference); verdict.
         """
-        tok = _token(owner_token)
-        try:
-            sets = sets_for_owner(svc.store, tok, [(run_a or "").strip(), (run_b or "").strip()], [])
-            cmp = compare_sets(benchmark_for(sets, svc.store, load_bundled_v1()), sets)
-        except CompareError as e:
-            msg = NOT_YOURS if "not one of your runs" in str(e) else f"Compare: {e}."
-            raise ServiceError(msg) from None
-        pair = cmp.pairs[0]
-        keep = [j for j, c in enumerate(cmp.columns) if c.kind in ("total", "capability")]
-        sides = {}
-        for key, s in zip(("a", "b"), cmp.sets):
-            t = s.columns[0]
-            sides[key] = {"name": s.name, "judge": s.judge, "total": _r(t.score), "ci": [_r(t.low), _r(t.high)]}
-        diff = {cmp.columns[j].name: {"diff": _r(pair.columns[j].diff), "ci": [_r(pair.columns[j].low),
-                                                                               _r(pair.columns[j].high)]}
-                for j in keep}
-        low, high = pair.columns[0].low, pair.columns[0].high
-        verdict = ("" if low is None or high is None else
-                   "B is higher than A beyond sampling noise." if low > 0 else
-                   "B is lower than A beyond sampling noise." if high < 0 else
-                   "The difference is within sampling noise (the interval contains 0).")
-        return _answer({"n_common": cmp.n_common, **sides, "difference": diff,
-                        "delta_bar": _r(pair.delta_bar, 4), "verdict": verdict})
+        return _answer(comparison_of(svc, _token(owner_token), run_a, run_b))
+
+    return poll_run, stop_run, run_scores, compare_runs
+
+
+def board_tools(svc: GradingService) -> tuple:
+    """`read_leaderboard`: the server's public leaderboard."""
 
     @api_errors
     @limited_tool
@@ -386,6 +411,12 @@ def register_mcp_tools(svc: GradingService) -> None:
         n = max(1, min(int(limit or 50), 500))
         board["entries"] = [{k: v for k, v in row.items() if k != "integrations"} for row in board["entries"][:n]]
         return _answer(board)
+
+    return (read_leaderboard,)
+
+
+def judge_tools(svc: GradingService, agent_judges_note: str) -> tuple:
+    """`check_judge`: a judge's check against the official one, read or started."""
 
     @api_errors
     @limited_tool
@@ -423,12 +454,19 @@ def register_mcp_tools(svc: GradingService) -> None:
         return _answer({"report": report, "running": running, "message": message, "owner_token": tok})
 
     # the description gives this server's cost of a check (the reference sets are data) and its agent judges
-    check_judge.__doc__ = check_judge.__doc__.replace("{check_calls}", str(call_count()))
-    for fn in (validate_results, start_grading, check_judge):
-        fn.__doc__ = fn.__doc__.replace("{agent_judges}", agent_judges_note)
-    for fn in (validate_results, start_grading, poll_run, stop_run, run_scores, compare_runs, read_leaderboard,
-               check_judge):
-        assert fn.__name__ in MCP_TOOLS     # the tool's name is the function's
+    check_judge.__doc__ = check_judge.__doc__.replace("{check_calls}", str(call_count())).replace(
+        "{agent_judges}", agent_judges_note)
+    return (check_judge,)
+
+
+def register_mcp_tools(svc: GradingService) -> None:
+    """Register the agents' tools (`MCP_TOOLS`) as named API endpoints in the Blocks being built. They are not
+    queued: Gradio's MCP server then calls them in the MCP request itself, so the visitor (budget, run slots) is
+    the agent's own address, not the server's loopback."""
+    note = describe_agent_judges(svc.settings.agent_judges, svc.settings.judge_model)
+    tools = (*file_tools(svc, note), *run_tools(svc), *board_tools(svc), *judge_tools(svc, note))
+    assert tuple(fn.__name__ for fn in tools) == MCP_TOOLS      # the tool's name is the function's, in this order
+    for fn in tools:
         gr.api(fn, api_name=fn.__name__, queue=False)
 
 

@@ -3,6 +3,7 @@ composes the facets over them; it holds no rule of its own (each facet's module 
 from __future__ import annotations
 
 import logging
+import warnings
 
 from ..workers import make_jobs
 from ..store import Store
@@ -17,9 +18,10 @@ from .settings import ServiceSettings
 log = logging.getLogger("mmvet_grader")
 
 #: Where each method of the service before its split (one class) lives now: ``svc.start(...)`` is
-#: ``svc.runs.start(...)``. The old names still answer through this table, for callers written before the split
-#: (scripts, branches under way); new code names the facet, so a reader sees which one it uses. One name did not
-#: survive: ``svc.judges`` is now the judges facet, and its old method ``judges(choice)`` is ``judges.offered``.
+#: ``svc.runs.start(...)``. The old names still answer through this table, with a `DeprecationWarning` that names
+#: the new spelling, for scripts written before the split; the project's own code names the facet, so a reader
+#: sees which one it uses. One name did not survive: ``svc.judges`` is now the judges facet, and its old method
+#: ``judges(choice)`` is ``judges.offered``.
 MOVED = {
     **dict.fromkeys(("start", "owned", "permissions", "stop", "resume", "override", "clear_override", "rename",
                      "delete", "open_grade_file", "compare"), "runs"),
@@ -72,8 +74,10 @@ class GradingService:
         self.limits.keeper.expire(self.limits.running_ids())
 
     def __getattr__(self, name: str):
-        """An old (pre-split) method name, answered by its facet (`MOVED`)."""
+        """An old (pre-split) method name, answered by its facet (`MOVED`) with a `DeprecationWarning`."""
         facet = MOVED.get(name)
         if facet is None or facet not in self.__dict__:
             raise AttributeError(f"{type(self).__name__!s} has no attribute {name!r}")
+        warnings.warn(f"GradingService.{name} is deprecated: use svc.{facet}.{name}", DeprecationWarning,
+                      stacklevel=2)
         return getattr(self.__dict__[facet], name)
