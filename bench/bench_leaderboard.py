@@ -196,6 +196,9 @@ def http_figures(data_dir: Path) -> None:
                 break
             time.sleep(0.2)
         count = first["count"]
+        t, out = timed(lambda: page(0, 1), repeat=10)
+        print(f"HTTP /leaderboard, a page of 1 row (the cost of any call through Gradio's queue), median of 10: "
+              f"{t * 1000:.0f} ms")
         for limit in (100, 500):
             for where, offset in (("first page", 0), ("a middle page", (count // 2) // limit * limit)):
                 t, out = timed(lambda: page(offset, limit), repeat=10)

@@ -26,7 +26,8 @@ BOARD_RESAMPLES = 300
 #: The most rows one page of the API's or MCP's leaderboard holds (Gradio post-processes every value of an
 #: answer: the whole board of 1,600 entries took about a second; 100 rows, the default page, take milliseconds).
 MAX_PAGE = 500
-DEFAULT_PAGE = 100
+#: Filters whose sorted rows are kept (the most recent ones; a filter holds a visitor's text: bounded).
+FILTERS_KEPT = 32
 
 
 def page_bounds(offset: object = 0, limit: object = None) -> tuple[int, int | None]:
@@ -60,6 +61,8 @@ class Board:
         self._publish_lock = threading.Lock()      # name and copy checks, then the write: one publish at a time
         self._estimates: dict[str, tuple[tuple, dict | None]] = {}    # entry id -> (version, checks, estimate)
         self._with_estimates: tuple | None = None  # (the book's rows, checks stamp, rows with their estimates)
+        self._filtered: dict[tuple, tuple[list, list]] = {}   # filter -> (the board's rows, the rows it selects)
+        self._filtered_lock = threading.Lock()
 
     def _board_action(self, who: str) -> None:
         """Publishing, republishing, renaming, unpublishing, restoring and a host control with a wrong secret
@@ -233,8 +236,22 @@ class Board:
 
     def leaderboard(self, filters=None) -> list:
         """The board's rows (`leaderboard.BoardRow`) that `filters` (`leaderboard.BoardFilter`, a dict of its
-        fields, or a deep link's ``board`` text) selects, sorted as it says."""
-        return lb.filter_rows(self.board_rows(), self.board_filter(filters))
+        fields, or a deep link's ``board`` text) selects, sorted as it says (a new list: the caller's to change)."""
+        f = self.board_filter(filters)
+        rows = self.board_rows()
+        key = tuple(getattr(f, k) for k in lb.BoardFilter.__dataclass_fields__)
+        with self._filtered_lock:
+            hit = self._filtered.get(key)
+        if hit is None or hit[0] is not rows:
+            # sorted once per board and filter: a script paging through the board (or the view turning pages)
+            # does not sort its 1,600 rows again for every page
+            hit = (rows, lb.filter_rows(rows, f))
+            with self._filtered_lock:
+                self._filtered.pop(key, None)
+                while len(self._filtered) >= FILTERS_KEPT:
+                    self._filtered.pop(next(iter(self._filtered)))
+                self._filtered[key] = hit
+        return list(hit[1])
 
     @staticmethod
     def board_filter(filters=None):
