@@ -289,6 +289,8 @@ def test_api_leaderboard_pages_through_every_row_exactly_once(board_app, client)
     assert (beyond["entries"], beyond["next_offset"], beyond["count"]) == ([], None, len(whole))
     clamped = client.predict(board="sort=total&desc=1", limit=100_000, api_name="/leaderboard")
     assert clamped["limit"] == 500 and clamped["entries"] == whole[:500]
+    with pytest.raises(AppError, match="offset must be a whole number"):
+        client.predict(board="sort=total&desc=1", offset="1e999", api_name="/leaderboard")
 
 
 # --- issue 23: the official-equivalent estimate on the board and an extrapolated run's label -------------------
