@@ -18,7 +18,8 @@ copy checked by the board's schema and verified, then measures through `GradingS
   until they are ranked.
 
 With ``--http`` it also starts ``python app.py`` on that database and times ``/leaderboard`` through the HTTP API
-(gradio_client), the first call and the median of ten.
+(gradio_client): the first call, then (the board ranked) the median of ten calls for the first page and a middle
+page of 100 and of 500 rows, and the walk through the whole board with ``next_offset``.
 
 With ``--browser`` it also starts ``python app.py`` on that database (a subprocess, as a host runs it) and, in
 headless Chromium, times opening ``/?board=…`` until every row is in the table (the page's first load, the
@@ -181,17 +182,42 @@ def http_figures(data_dir: Path) -> None:
         url = f"http://127.0.0.1:{port}/"
         wait_http(url + "gradio_api/info", timeout=120)
         client = Client(url, verbose=False, download_files=False)
-        t, first = timed(lambda: client.predict(board="refs=0", api_name="/leaderboard"))
+
+        def page(offset: int = 0, limit: int = 100) -> dict:
+            return client.predict(board="refs=0", offset=offset, limit=limit, api_name="/leaderboard")
+
+        t, first = timed(page)
         ranked = sum(1 for e in first["entries"] if e["rank"])
-        print(f"HTTP /leaderboard, first call after the app started: {t:.2f} s ({len(first['entries'])} rows, "
-              f"{ranked} ranked)")
+        print(f"HTTP /leaderboard, first call after the app started: {t * 1000:.0f} ms (first page: "
+              f"{len(first['entries'])} of {first['count']} rows, {ranked} ranked)")
         for _ in range(600):
-            out = client.predict(board="refs=0", api_name="/leaderboard")
+            out = page(first["count"] - 1, 1)       # the last row is ranked once its group is
             if all(e["rank"] for e in out["entries"]):
                 break
             time.sleep(0.2)
-        t, out = timed(lambda: client.predict(board="refs=0", api_name="/leaderboard"), repeat=10)
-        print(f"HTTP /leaderboard, ranked board, median of 10: {t:.2f} s ({len(out['entries'])} rows)")
+        count = first["count"]
+        t, out = timed(lambda: page(0, 1), repeat=10)
+        print(f"HTTP /leaderboard, a page of 1 row (the cost of any call through Gradio's queue), median of 10: "
+              f"{t * 1000:.0f} ms")
+        for limit in (100, 500):
+            for where, offset in (("first page", 0), ("a middle page", (count // 2) // limit * limit)):
+                t, out = timed(lambda: page(offset, limit), repeat=10)
+                print(f"HTTP /leaderboard, ranked board, {where} (offset {offset}, limit {limit}), median of 10: "
+                      f"{t * 1000:.0f} ms ({len(out['entries'])} rows)")
+
+            def walk() -> list:
+                rows, offset = [], 0
+                while offset is not None:
+                    out = page(offset, limit)
+                    rows += out["entries"]
+                    offset = out["next_offset"]
+                return rows
+
+            t, rows = timed(walk, repeat=3)
+            ids = {e["entry"] for e in rows}
+            assert len(rows) == len(ids) == count, "the walk must give every row exactly once"
+            print(f"HTTP /leaderboard, the whole board through next_offset, limit {limit}: {t:.2f} s, median of 3 "
+                  f"({-(-count // limit)} calls, {len(rows)} rows, each once)")
     finally:
         app.terminate()
         app.wait(20)
@@ -233,7 +259,10 @@ def main() -> None:
         t, text = timed(lambda: lb.rows_csv(svc.board.leaderboard()), repeat=3)
         print(f"CSV download: {t * 1000:.1f} ms ({len(text) / 1e3:.0f} kB)")
         t, data = timed(lambda: svc.board.leaderboard_json(), repeat=3)
-        print(f"JSON (API) table: {t * 1000:.1f} ms ({len(data['entries'])} rows)")
+        print(f"JSON table, every row: {t * 1000:.1f} ms ({len(data['entries'])} rows)")
+        for offset in (0, data["count"] // 2):
+            t, out = timed(lambda: svc.board.leaderboard_json(offset=offset, limit=100), repeat=5)
+            print(f"JSON (API) page of 100 rows at offset {offset}: {t * 1000:.1f} ms ({len(out['entries'])} rows)")
 
         run = svc.runs.open_grade_file(str(GRADES), BenchmarkChoice(), "late")
         t_pub, row = timed(lambda: svc.board.publish(run, "one more", "", "late", visitor="late"))

@@ -176,7 +176,8 @@ class Traffic:
         while not self.stop.wait(random.uniform(0.5, 2.0)):
             try:
                 with self.client() as http:          # joins the queue, never reads the answer
-                    http.post("gradio_api/call/leaderboard", json={"data": ["", "", "", "", "rank", False, True]})
+                    http.post("gradio_api/call/leaderboard",
+                              json={"data": ["", "", "", "", "rank", False, True, 0, 100]})
                     self.count("vanished calls")
             except Exception:  # noqa: BLE001
                 self.count("errors")

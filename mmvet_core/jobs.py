@@ -79,10 +79,16 @@ class JobManager:
     def check_capacity(self, visitor: str | None = None) -> None:
         """Raise `TooManyRuns` when a new job of `visitor` would exceed a bound."""
         if self.max_active and self.running_count() >= self.max_active:
-            raise TooManyRuns("The server is grading as many runs as it can; try again in a minute.")
+            raise self.too_many("server")
         if visitor is not None and self.per_visitor and self.running_count(visitor) >= self.per_visitor:
-            raise TooManyRuns(f"You already have {self.per_visitor} run(s) grading, the most allowed at once "
-                              "here: stop one or wait until it ends.")
+            raise self.too_many("visitor")
+
+    def too_many(self, scope: str) -> TooManyRuns:
+        """The refusal when the server's slots (`scope` ``"server"``) or the visitor's are all taken."""
+        if scope == "server":
+            return TooManyRuns("The server is grading as many runs as it can; try again in a minute.")
+        return TooManyRuns(f"You already have {self.per_visitor} run(s) grading, the most allowed at once "
+                           "here: stop one or wait until it ends.")
 
     def start(self, run_id: str, benchmark: Benchmark, judge: Judge, *, concurrency: int = 16,
               budget: Callable[[str], object] | None = None, visitor: str | None = None, batch: bool = False,

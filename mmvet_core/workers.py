@@ -19,6 +19,9 @@ beside the app), each of them uses `LeasedJobs` instead:
   becomes ``stopped`` (`Store.reap_leases`) and its owner resumes it from any replica.
 - **A holder that lost its lease** (it stalled past it and another took over) ends its grading at its next
   renewal and writes no status over the new holder's (`Store.set_status_if_held`).
+- **Run slots hold across processes**: a run's row takes its slot in the transaction that counts the visitor's
+  (and the server's) live rows, under the database's lock for that visitor (`Store.enqueue_run` with `RunSlots`),
+  so replicas starting runs of one visitor at the same instant never pass `max_runs_per_visitor` together.
 - **One judge account, one limit**: the limiters of the processes' loops pace through the database
   (`ratelimit.share_limits`, `sharedlimit.SharedPace`); the host's daily budgets are charged in one transaction
   of the database (`budget.HostBudget`).
@@ -38,7 +41,7 @@ from .jobs import STOPPED, JobManager, TooManyRuns
 from .judge import Judge, JudgeSettings, make_judge
 from .ratelimit import share_limits
 from .sharedlimit import pace_source
-from .store import Store, StoreError
+from .store import RunSlots, SlotsTaken, Store, StoreError
 
 log = logging.getLogger("mmvet_grader")
 
@@ -175,19 +178,32 @@ class LeasedJobs(JobManager):
                 "batch_poll": batch_poll}
         claimable = bool(host) or settings.provider == "baseline"
         self._remote.pop(run_id, None)
+        # `start` checked the slots already; other processes may be starting runs of this visitor at this very
+        # instant, so the row takes its slot in one transaction with the count (the store's lock per visitor)
+        slots = self._slots(visitor)
         try:
             if self.external and claimable:
                 self.store.enqueue_run(run_id, work=work, endpoint=endpoint_of(settings), visitor=visitor or "",
-                                       claimable=True)
+                                       claimable=True, slots=slots)
                 self.store.set_status(run_id, "queued", QUEUED)
                 self.call(judge.aclose(), timeout=10)      # (never used: a worker builds its own)
                 return
             self.store.enqueue_run(run_id, work=work, endpoint=endpoint_of(settings), visitor=visitor or "",
-                                   claimable=False, holder=self.holder, lease=self.lease)
+                                   claimable=False, holder=self.holder, lease=self.lease, slots=slots)
+        except SlotsTaken as e:
+            raise self.too_many(e.scope) from None
         except StoreError as e:
             raise QueueUnavailable(f"The run could not be queued: {e}") from None
         self.adopt(run_id, benchmark, judge, concurrency=concurrency, budget=budget, visitor=visitor,
                    batch_poll=batch_poll)
+
+    def _slots(self, visitor: str | None) -> RunSlots:
+        """The bounds a run of `visitor` must fit in the database, with this process's other tasks (judge checks:
+        they hold slots but no row of the queue)."""
+        tasks = [j for key, j in list(self._jobs.items()) if key in self._tasks and not j.future.done()]
+        per_visitor = self.per_visitor if visitor is not None else 0
+        return RunSlots(per_visitor=per_visitor, max_active=self.max_active, besides=len(tasks),
+                        besides_visitor=sum(j.visitor == visitor for j in tasks))
 
     def adopt(self, run_id: str, benchmark: Benchmark, judge: Judge, *, concurrency: int, budget=None,
               visitor: str | None = None, batch_poll: float | None = None) -> None:

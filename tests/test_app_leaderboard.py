@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import re
+import threading
 from pathlib import Path
 from urllib.parse import quote
 
@@ -32,6 +33,42 @@ EVIL_NAME = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</scr
 PROVENANCE = 4          # the table's provenance column
 OWNER, INTRUDER = "api-owner-token-A", "api-intruder-token-B"
 
+
+
+class HeldCalls:
+    """Holds the first call of `obj.name` (a service method a handler calls) until the block ends; later calls go
+    through. `wait_entered(n)`: wait until `n` calls have begun (the event the test needs, not a time)."""
+
+    def __init__(self, obj, name: str):
+        self.obj, self.name, self.original = obj, name, getattr(obj, name)
+        self.own = name in vars(obj)                # an attribute of the object itself, not its class's method
+        self.entered = 0
+        self.changed = threading.Condition()
+        self.release = threading.Event()
+
+    def __enter__(self) -> "HeldCalls":
+        def held(*args, **kwargs):
+            with self.changed:
+                self.entered += 1
+                first = self.entered == 1
+                self.changed.notify_all()
+            if first:
+                self.release.wait(60)
+            return self.original(*args, **kwargs)
+        setattr(self.obj, self.name, held)
+        return self
+
+    def wait_entered(self, n: int, timeout: float = 30.0) -> None:
+        with self.changed:
+            assert self.changed.wait_for(lambda: self.entered >= n, timeout), \
+                f"{n} call(s) of {self.name} expected on the server, {self.entered} came"
+
+    def __exit__(self, *exc) -> None:
+        self.release.set()
+        if self.own:
+            setattr(self.obj, self.name, self.original)
+        else:
+            delattr(self.obj, self.name)
 
 
 @pytest.fixture(scope="module")
@@ -106,10 +143,14 @@ def test_publish_filter_and_overlay_two_radars(board_app, page):
         "imported, verified by the host")
     assert "board=" in page.locator("#board-link textarea").input_value()
 
-    page.locator('#board-table [data-testid="cell-0-1"]').click()
-    # the second pick reads the overlays the first one set: only once they are on the page
-    expect(page.locator("#board-card-name")).to_have_text("LLaVA-1.5 13B")
-    page.locator('#board-table [data-testid="cell-1-1"]').click()
+    # two quick clicks: the second is made while the first is still on the server (held there), and both rows
+    # are overlaid; the card is the second's (regression: the second click was dropped, or its answer, computed
+    # from the overlays the page showed when it was made, replaced the first row's)
+    with HeldCalls(board_app.svc.board, "board_entry") as held:
+        page.locator('#board-table [data-testid="cell-0-1"]').click()
+        held.wait_entered(1)
+        page.locator('#board-table [data-testid="cell-1-1"]').click()
+        held.wait_entered(2)                    # the second click reached the server before the first answered
     legend = page.locator("#board-radar-caps .legendtext")
     expect(legend).to_have_count(2)
     assert legend.nth(0).text_content() == "LLaVA-1.5 13B (gpt-4)"
@@ -226,9 +267,30 @@ def test_api_script_in_a_name_and_javascript_link(board_app, client):
 def test_api_leaderboard_is_the_table_of_the_view(board_app, client):
     table = client.predict(board="judge=official&benchmark=v1", api_name="/leaderboard")
     assert table["rank_note"].startswith("Rank “2–4” means")
-    assert table == board_app.svc.board.leaderboard_json("judge=official&benchmark=v1")
+    assert table == board_app.svc.board.leaderboard_json("judge=official&benchmark=v1", limit=100)
     refs = [e for e in table["entries"] if e["reference"]]
     assert refs and all(e["rank"] is None and e["judge"] == "gpt-4-0613 (paper)" for e in refs)
+
+
+def test_api_leaderboard_pages_through_every_row_exactly_once(board_app, client):
+    """The API answers a page (100 rows unless asked; Gradio post-processes every value of an answer: the whole
+    board of 1,600 entries took a second): a script passes `next_offset` back until it is null and gets every row
+    of the filter exactly once, in the board's order."""
+    whole = board_app.svc.board.leaderboard_json("sort=total&desc=1")["entries"]
+    assert len(whole) > 2 * 7                                # (the entries and the paper's rows)
+    pages, offset = [], 0
+    while offset is not None:
+        pages.append(client.predict(board="sort=total&desc=1", offset=offset, limit=7, api_name="/leaderboard"))
+        offset = pages[-1]["next_offset"]
+    assert [len(p["entries"]) for p in pages[:-1]] == [7] * (len(pages) - 1) and 1 <= len(pages[-1]["entries"]) <= 7
+    assert {p["count"] for p in pages} == {len(whole)}
+    assert [e for p in pages for e in p["entries"]] == whole
+    beyond = client.predict(board="sort=total&desc=1", offset=len(whole) + 5, api_name="/leaderboard")
+    assert (beyond["entries"], beyond["next_offset"], beyond["count"]) == ([], None, len(whole))
+    clamped = client.predict(board="sort=total&desc=1", limit=100_000, api_name="/leaderboard")
+    assert clamped["limit"] == 500 and clamped["entries"] == whole[:500]
+    with pytest.raises(AppError, match="offset must be a whole number"):
+        client.predict(board="sort=total&desc=1", offset="1e999", api_name="/leaderboard")
 
 
 # --- issue 23: the official-equivalent estimate on the board and an extrapolated run's label -------------------

@@ -178,9 +178,17 @@ def test_an_agent_reads_the_leaderboard(app, alice_runs):
 
     async def main():
         async with agent(app, BOB) as s:
-            return await ok(s, "read_leaderboard", query="Agent's", references=False)
-    board = asyncio.run(main())
-    assert board["rank_note"]
+            pages, offset = [], 0
+            while offset is not None:          # the whole board (the paper's rows too), 10 rows at a time
+                pages.append(await ok(s, "read_leaderboard", limit=10, offset=offset))
+                offset = pages[-1]["next_offset"]
+            return await ok(s, "read_leaderboard", query="Agent's", references=False), pages
+    board, pages = asyncio.run(main())
+    walked = [(e["entry"], e["name"], e["benchmark"]) for p in pages for e in p["entries"]]
+    assert len(pages) > 2 and all(len(p["entries"]) == 10 for p in pages[:-1])
+    assert len(walked) == len(set(walked)) == pages[0]["count"]
+    assert ("", "LLaVA-13B (paper)", "v1") in walked and any(name == "Agent's llava 13b" for _, name, _ in walked)
+    assert board["rank_note"] and board["count"] == 1 and board["next_offset"] is None
     [entry] = board["entries"]
     assert entry["name"] == "Agent's llava 13b"
     assert entry["total"] == pytest.approx(app.svc.reading.status(a["run_id"])["total_score"], abs=0.1)

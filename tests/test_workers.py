@@ -13,9 +13,10 @@ import pytest
 
 from mmvet_core.budget import BudgetLimits, HostBudget
 from mmvet_core.grading import BudgetExceeded
+from mmvet_core.jobs import TooManyRuns
 from mmvet_core.judge import JudgeSettings, make_judge
 from mmvet_core.service import ServiceSettings
-from mmvet_core.store import Store
+from mmvet_core.store import RunSlots, SlotsTaken, Store
 from mmvet_core.workers import EXTERNAL, LeasedJobs, Worker, endpoint_of, make_jobs
 from tests.call_gate import CallGate
 from tests.fake_judge import FakeJudgeServer, FakeState
@@ -131,6 +132,43 @@ def test_workers_claiming_at_once_never_take_the_same_run(db_location):
         s.close()
 
 
+def test_processes_starting_runs_at_once_never_pass_the_run_slots(db_location):
+    """Three processes (three stores on one database), eight threads each, start runs of one visitor at the same
+    instant with 2 slots per visitor and 5 for the server: exactly 2 of that visitor's rows are queued and the 22
+    others are refused with nothing written; then twelve threads start runs of twelve other visitors at once and
+    exactly the 3 slots left of the server's 5 are taken."""
+    stores = [Store(db_location) for _ in range(3)]
+    slots = RunSlots(per_visitor=2, max_active=5)
+
+    def race(starts: list[tuple[str, str]]) -> Counter:
+        outcome: Counter = Counter()
+        barrier = threading.Barrier(len(starts))
+
+        def start(store: Store, run_id: str, visitor: str) -> None:
+            barrier.wait()
+            try:
+                store.enqueue_run(run_id, work=WORK, endpoint=HOST, visitor=visitor, claimable=False,
+                                  holder=f"holder-{run_id}", lease=600, slots=slots)
+                outcome["queued"] += 1
+            except SlotsTaken as e:
+                outcome[e.scope] += 1
+
+        threads = [threading.Thread(target=start, args=(stores[i % 3], run_id, visitor))
+                   for i, (run_id, visitor) in enumerate(starts)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return outcome
+
+    assert race([(f"v{i}", "v") for i in range(24)]) == Counter(queued=2, visitor=22)
+    assert len(stores[1].queued_runs("v")) == 2
+    assert race([(f"w{i}", f"w{i}") for i in range(12)]) == Counter(queued=3, server=9)
+    assert len(stores[2].queued_runs()) == 5
+    for s in stores:
+        s.close()
+
+
 def test_processes_charging_one_day_at_once_never_pass_its_budget(db_location):
     """Two processes (two stores on one database) charge 30 calls each against a global budget of 40: exactly 40
     are counted, the others refused."""
@@ -242,6 +280,51 @@ def test_a_grader_that_lost_its_lease_ends_and_writes_nothing_over_its_successor
         second.jobs.shutdown()
         first_store.close()
         second_store.close()
+
+
+def test_two_replicas_starting_runs_of_one_visitor_at_once_give_them_one_slot(pg_url, judge):
+    """Two app replicas, each with 1 run slot per visitor, start four runs each for one visitor at once. Each
+    replica's first start is held at its write to the queue (the test holds the queue's table), after both have
+    counted the visitor's runs: the database lets exactly one of them through (the count and the row are one
+    transaction under the visitor's lock); every other start is refused as the visitor's slots being taken."""
+    import psycopg
+
+    stores = [Store(pg_url) for _ in range(2)]
+    replicas = [LeasedJobs(s, lease=600, per_visitor=1) for s in stores]
+    settings = JudgeSettings(base_url=judge.url)
+    bench = tiny(1)
+    judge.state.gate = CallGate()                   # the runs that start grade until the test lets them end
+    outcome: Counter = Counter()
+
+    def start(jobs: LeasedJobs, run_id: str) -> None:
+        try:
+            jobs.start(run_id, bench, make_judge(settings, "sk-test"), visitor="visitor-v")
+            outcome["started"] += 1
+        except TooManyRuns as e:
+            outcome["refused: slots taken" if "run(s) grading" in str(e) else str(e)] += 1
+
+    runs = [new_run(stores[0], bench, settings) for _ in range(8)]
+    threads = [threading.Thread(target=start, args=(replicas[i % 2], run_id)) for i, run_id in enumerate(runs)]
+    try:
+        with psycopg.connect(pg_url) as holder:         # reads pass; writes to the queue wait until it commits
+            holder.execute("LOCK TABLE grading_queue IN EXCLUSIVE MODE")
+            for t in threads:
+                t.start()
+            with psycopg.connect(pg_url, autocommit=True) as watcher:
+                waiting = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() " \
+                          "AND wait_event_type = 'Lock'"
+                wait_until(lambda: watcher.execute(waiting).fetchone()[0] >= 2,
+                           what="both replicas' first start to wait at the queue")
+        for t in threads:
+            t.join(60)
+        assert outcome == Counter({"started": 1, "refused: slots taken": 7})
+        assert len(stores[0].queued_runs("visitor-v")) == 1
+    finally:
+        judge.state.gate.open()
+        for jobs in replicas:
+            jobs.shutdown()
+        for s in stores:
+            s.close()
 
 
 def test_processes_sharing_a_judge_account_keep_to_its_limit_together(pg_url):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import html
+import threading
 from dataclasses import dataclass
 
 import gradio as gr
@@ -44,6 +45,7 @@ class LeaderboardView:
     count: gr.Markdown
     link: gr.Textbox
     overlays: gr.Dropdown
+    picked: gr.State
     radar_caps: gr.Plot
     radar_ints: gr.Plot
     card: gr.HTML
@@ -181,14 +183,17 @@ def register_leaderboard_api(svc: GradingService) -> None:
 
     @api_errors
     def leaderboard(board: str = "", judge: str = "", benchmark: str = "", query: str = "", sort: str = "rank",
-                    descending: bool = False, references: bool = True) -> dict:
-        """The leaderboard as the view shows it: {filter, rank_note, entries: [{entry, name, judge, judge_kind,
-        provenance ("imported, judge not verified", "graded here (api.openai.com)", ...), verified, rank_note,
-        benchmark, runs, total, ci [lo, hi], rank [best, worst], capabilities, integrations, date, ...}]}.
-        `board` is a deep link's filter text (``judge=official&benchmark=v1``); else the named filters."""
+                    descending: bool = False, references: bool = True, offset: int = 0, limit: int = 100) -> dict:
+        """One page of the leaderboard as the view shows it: {filter, rank_note, count, offset, limit,
+        next_offset, entries: [{entry, name, judge, judge_kind, provenance ("imported, judge not verified",
+        "graded here (api.openai.com)", ...), verified, rank_note, benchmark, runs, total, ci [lo, hi],
+        rank [best, worst], capabilities, integrations, date, ...}]}. `board` is a deep link's filter text
+        (``judge=official&benchmark=v1``); else the named filters. `count` rows match; `entries` are rows
+        `offset`.. of them, at most `limit` (1 to 500); pass `next_offset` back as `offset` for the next page
+        (null after the last)."""
         filters = board if board else {"judge": judge, "benchmark": benchmark, "query": query, "sort": sort,
                                        "descending": descending, "references": references}
-        return svc.board.leaderboard_json(filters)
+        return svc.board.leaderboard_json(filters, offset=offset, limit=limit)
 
     @api_errors
     def leaderboard_entry(entry_id: str) -> dict:
@@ -267,6 +272,10 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
                             elem_id="board-downloads")
         overlays = gr.Dropdown(choices=[], value=[], multiselect=True, max_choices=MAX_OVERLAYS,
                                label="Radars of (click rows to add)", elem_id="board-overlays")
+        # the rows whose radars are overlaid, kept on the server: a click adds its row to what every earlier click
+        # left (read when the click is handled, not when it was made), so quick clicks are all kept
+        picked = gr.State([])
+        clicks = gr.State({"made": 0, "shown": 0})     # the card shows the last click, whichever answers last
         with gr.Row():
             radar_caps = gr.Plot(show_label=False, elem_id="board-radar-caps")
             radar_ints = gr.Plot(show_label=False, elem_id="board-radar-ints")
@@ -284,7 +293,12 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
                     verify_btn = gr.Button("Verify judge", size="sm", elem_id="board-verify")
                     unverify_btn = gr.Button("Withdraw verification", size="sm", elem_id="board-unverify")
     view = LeaderboardView(section, judge, bench, query, sort, desc, refs, table, page_no, count, link, overlays,
-                           radar_caps, radar_ints, card, samples, downloads)
+                           picked, radar_caps, radar_ints, card, samples, downloads)
+    pick_locks = [threading.Lock() for _ in range(64)]   # one session's picks change its list one at a time
+
+    def lock_of(request: gr.Request | None) -> threading.Lock:
+        key = getattr(request, "session_hash", None) or ""
+        return pick_locks[int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % len(pick_locks)]
     filters = [judge, bench, query, sort, desc, refs]
 
     def refresh(judge_v, bench_v, query_v, sort_v, desc_v, refs_v, chosen, page, request: gr.Request):
@@ -294,7 +308,9 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
         judges, benches = filter_choices(every)
         keys = {overlay_key(r): r for r in every}
         choices = [(overlay_label(r), overlay_key(r)) for r in rows]
-        kept = [c for c in (chosen or []) if c in keys]
+        with lock_of(request):                     # rows taken off the board leave the overlays
+            chosen[:] = [c for c in chosen if c in keys]
+            kept = list(chosen)
         choices += [(overlay_label(keys[c]), c) for c in kept if c not in {k for _, k in choices}]
         return (table_cells(rows), board_link(svc, f, base_url(request)),
                 gr.Dropdown(choices=judges), gr.Dropdown(choices=benches),
@@ -311,9 +327,9 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
     refresh_outputs = [table, link, judge, bench, overlays, page_no, count]
     # .input (a visitor's change), not .change: values set by the load handler must not re-run it
     gr.on([judge.input, bench.input, sort.input, desc.input, refs.input, query.submit], first_page,
-          [*filters, overlays], refresh_outputs, api_visibility="private", show_progress="minimal")
+          [*filters, picked], refresh_outputs, api_visibility="private", show_progress="minimal")
     for btn, step in ((prev_btn, -1), (next_btn, 1)):
-        btn.click(turn(step), [*filters, overlays, page_no], refresh_outputs, api_visibility="private",
+        btn.click(turn(step), [*filters, picked, page_no], refresh_outputs, api_visibility="private",
                   show_progress="minimal")
 
     def on_load(request: gr.Request):
@@ -322,12 +338,12 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
             return tuple(gr.skip() for _ in range(1 + len(filters) + len(refresh_outputs)))
         f = lb.filter_from_query(params.get("board"))
         out = refresh(f.judge or ALL, f.benchmark or ALL, f.query, f.sort, f.descending, f.references, [], 1,
-                      request)
+                      request)      # (a page just opened has picked nothing)
         return (gr.Accordion(open=True), gr.Dropdown(value=f.judge or ALL), gr.Dropdown(value=f.benchmark or ALL),
                 f.query, f.sort, f.descending, f.references, *out)
 
     demo.load(on_load, None, [section, *filters, *refresh_outputs], api_visibility="private")
-    section.expand(refresh, [*filters, overlays, page_no], refresh_outputs, api_visibility="private",
+    section.expand(refresh, [*filters, picked, page_no], refresh_outputs, api_visibility="private",
                    show_progress="minimal")
 
     def overlay_radars(chosen):
@@ -337,8 +353,11 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
     overlays.change(overlay_radars, overlays, [radar_caps, radar_ints], api_visibility="private",
                     show_progress="hidden")
 
-    @toasts(3)
-    def pick(chosen, evt: gr.SelectData):
+    @toasts(2)
+    def pick(chosen, seen, evt: gr.SelectData, request: gr.Request):
+        """A clicked row joins the session's overlays (`picked`, changed in place: a click handled while an
+        earlier one is still running adds to it rather than to what the page showed when it was made) and opens
+        its card, unless a later click's card is shown already."""
         row = evt.row_value or []
         entry_id = row[-1] if row else ""
         keys = {overlay_key(r): r for r in svc.board.board_rows()}
@@ -346,16 +365,34 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
                       if (entry_id and r.entry == entry_id) or (not entry_id and r.reference
                                                                 and len(row) > BENCH_COL and r.name == row[1]
                                                                 and r.benchmark_label == row[BENCH_COL])), None)
-        chosen = list(chosen or [])
-        if match and match not in chosen and len(chosen) < MAX_OVERLAYS:
-            chosen.append(match)
-        if not entry_id:
-            return gr.Dropdown(value=chosen), gr.HTML(""), gr.Dataframe(visible=False)
-        entry = svc.board.board_entry(entry_id)
-        return (gr.Dropdown(value=chosen), card_html(entry),
-                gr.Dataframe(value=sample_cells(entry), visible=True))
+        with lock_of(request):
+            if match and match not in chosen and len(chosen) < MAX_OVERLAYS:
+                chosen.append(match)
+            seen["made"] = mine = seen["made"] + 1
+        entry = svc.board.board_entry(entry_id) if entry_id else None
+        with lock_of(request):
+            if mine < seen["shown"]:
+                return gr.skip(), gr.skip()
+            seen["shown"] = mine
+        if entry is None:
+            return gr.HTML(""), gr.Dataframe(visible=False)
+        return card_html(entry), gr.Dataframe(value=sample_cells(entry), visible=True)
 
-    table.select(pick, overlays, [overlays, card, samples], api_visibility="private")
+    def show_picks(chosen, request: gr.Request):
+        with lock_of(request):
+            return gr.Dropdown(value=list(chosen))
+
+    def edit_picks(value, chosen, request: gr.Request):
+        """The visitor removed (or chose) overlays in the dropdown itself: that is the session's list now."""
+        with lock_of(request):
+            chosen[:] = [v for v in value or [] if isinstance(v, str)][:MAX_OVERLAYS]
+
+    # every click is handled ("multiple": none is dropped while another runs); after each, the dropdown shows the
+    # list as it is then ("always_last": a show asked while one runs waits and reads the list afresh)
+    table.select(pick, [picked, clicks], [card, samples], api_visibility="private", trigger_mode="multiple") \
+        .then(show_picks, picked, overlays, api_visibility="private", show_progress="hidden",
+              trigger_mode="always_last")
+    overlays.input(edit_picks, [overlays, picked], None, api_visibility="private", show_progress="hidden")
 
     def download(*args):
         f = _filter(*args)
@@ -384,7 +421,7 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
                         (verify_btn, host_action(svc.board.verify_entry, True)),
                         (unverify_btn, host_action(svc.board.verify_entry, False))):
             btn.click(fn, [host_entry, host_secret], None, api_visibility="private") \
-                .then(refresh, [*filters, overlays, page_no], refresh_outputs, api_visibility="private")
+                .then(refresh, [*filters, picked, page_no], refresh_outputs, api_visibility="private")
     return view
 
 

@@ -386,7 +386,8 @@ def board_tools(svc: GradingService) -> tuple:
     @api_errors
     @limited_tool
     def read_leaderboard(judge: str = "", benchmark: str = "", query: str = "", sort: str = "rank",
-                         descending: bool = False, references: bool = True, limit: int = 50, request: gr.Request = None) -> str:
+                         descending: bool = False, references: bool = True, limit: int = 50, offset: int = 0,
+                         request: gr.Request = None) -> str:
         """Read this server's MM-Vet leaderboard: published runs with their total, 95% interval and honest rank
         (entries whose difference is not significant in a paired test share a rank range), plus the paper's
         reference rows. Entries judged by different judges are never ranked against each other; only entries
@@ -401,15 +402,15 @@ def board_tools(svc: GradingService) -> tuple:
             descending: Sort in descending order.
             references: Include the paper's reference rows.
             limit: At most this many rows (1 to 500).
+            offset: Skip this many rows first (0: the top); pass the answer's next_offset to read the next page.
 
         Returns:
-            A JSON object: filter (as applied); rank_note (how to read the ranks); entries, each {entry, name, link, judge, judge_kind, provenance, verified, rank_note, benchmark, runs, total, ci [low, high], rank [best, worst] or null, capabilities, date, reference, official_equivalent ([estimate, low, high] for a successor judge with a check on this server, else null), official_equivalent_label, official_equivalent_check}.
+            A JSON object: filter (as applied); rank_note (how to read the ranks); count (rows matching); next_offset (the offset of the next page, null after the last); entries, each {entry, name, link, judge, judge_kind, provenance, verified, rank_note, benchmark, runs, total, ci [low, high], rank [best, worst] or null, capabilities, date, reference, official_equivalent ([estimate, low, high] for a successor judge with a check on this server, else null), official_equivalent_label, official_equivalent_check}.
         """
         board = svc.board.leaderboard_json({"judge": judge or "", "benchmark": benchmark or "", "query": query or "",
                                            "sort": sort or "rank", "descending": bool(descending),
-                                           "references": bool(references)})
-        n = max(1, min(int(limit or 50), 500))
-        board["entries"] = [{k: v for k, v in row.items() if k != "integrations"} for row in board["entries"][:n]]
+                                           "references": bool(references)}, offset=offset, limit=limit or 50)
+        board["entries"] = [{k: v for k, v in row.items() if k != "integrations"} for row in board["entries"]]
         return _answer(board)
 
     return (read_leaderboard,)

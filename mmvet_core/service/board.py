@@ -23,6 +23,33 @@ from .settings import ServiceSettings
 BOARD_RESAMPLES = 300
 
 
+#: The most rows one page of the API's or MCP's leaderboard holds (Gradio post-processes every value of an
+#: answer: the whole board of 1,600 entries took about a second; 100 rows, the default page, take milliseconds).
+MAX_PAGE = 500
+#: Filters whose sorted rows are kept (the most recent ones; a filter holds a visitor's text: bounded).
+FILTERS_KEPT = 32
+
+
+def page_bounds(offset: object = 0, limit: object = None) -> tuple[int, int | None]:
+    """(`offset`, `limit`) as a page's bounds: offset at least 0, limit clamped to 1..`MAX_PAGE` (None stays
+    None: every row). Whole numbers only (a visitor's value): `ServiceError` otherwise.
+
+    >>> page_bounds(-5, 0), page_bounds("200", 10**9), page_bounds(3.0, None)
+    ((0, 1), (200, 500), (3, None))
+    """
+    def whole(value: object, name: str) -> int:
+        try:
+            number = float(value)
+            if not number.is_integer():
+                raise ValueError
+            return int(number)
+        except (TypeError, ValueError, OverflowError):
+            raise ServiceError(f"{name} must be a whole number, not {str(value)[:20]!r}.") from None
+
+    start = max(0, whole(offset or 0, "offset"))
+    return start, None if limit is None else min(max(1, whole(limit, "limit")), MAX_PAGE)
+
+
 class Board:
     """Published runs and their honest ranks; every refusal a `ServiceError`."""
 
@@ -34,6 +61,8 @@ class Board:
         self._publish_lock = threading.Lock()      # name and copy checks, then the write: one publish at a time
         self._estimates: dict[str, tuple[tuple, dict | None]] = {}    # entry id -> (version, checks, estimate)
         self._with_estimates: tuple | None = None  # (the book's rows, checks stamp, rows with their estimates)
+        self._filtered: dict[tuple, tuple[list, list]] = {}   # filter -> (the board's rows, the rows it selects)
+        self._filtered_lock = threading.Lock()
 
     def _board_action(self, who: str) -> None:
         """Publishing, republishing, renaming, unpublishing, restoring and a host control with a wrong secret
@@ -207,8 +236,22 @@ class Board:
 
     def leaderboard(self, filters=None) -> list:
         """The board's rows (`leaderboard.BoardRow`) that `filters` (`leaderboard.BoardFilter`, a dict of its
-        fields, or a deep link's ``board`` text) selects, sorted as it says."""
-        return lb.filter_rows(self.board_rows(), self.board_filter(filters))
+        fields, or a deep link's ``board`` text) selects, sorted as it says (a new list: the caller's to change)."""
+        f = self.board_filter(filters)
+        rows = self.board_rows()
+        key = tuple(getattr(f, k) for k in lb.BoardFilter.__dataclass_fields__)
+        with self._filtered_lock:
+            hit = self._filtered.get(key)
+        if hit is None or hit[0] is not rows:
+            # sorted once per board and filter: a script paging through the board (or the view turning pages)
+            # does not sort its 1,600 rows again for every page
+            hit = (rows, lb.filter_rows(rows, f))
+            with self._filtered_lock:
+                self._filtered.pop(key, None)
+                while len(self._filtered) >= FILTERS_KEPT:
+                    self._filtered.pop(next(iter(self._filtered)))
+                self._filtered[key] = hit
+        return list(hit[1])
 
     @staticmethod
     def board_filter(filters=None):
@@ -223,11 +266,22 @@ class Board:
             return lb.BoardFilter(**known).normalised()
         raise ServiceError("Filters are a dict with judge, benchmark, query, sort, descending, references.")
 
-    def leaderboard_json(self, filters=None) -> dict:
-        """What the API and the JSON download return: the filter, the note on ranks and one dict per row."""
+    def leaderboard_json(self, filters=None, *, offset: object = 0, limit: object = None) -> dict:
+        """What the API (`leaderboard`) and MCP (`read_leaderboard`) return: the filter, the note on ranks, `count`
+        (the rows the filter selects) and one dict per row (``BoardRow.to_json``) of the page that starts at row
+        `offset` (0-based) and holds `limit` rows (clamped to 1..`MAX_PAGE`; None: every row, up to
+        `leaderboard.MAX_ROWS`), with `next_offset` (the next page's `offset`, None after the last page): a client
+        pages through the whole board by passing `next_offset` back until it is None. The downloads hold every
+        row (`leaderboard.rows_json`). A bad `offset` or `limit` is a `ServiceError`."""
         f = self.board_filter(filters)
+        start, size = page_bounds(offset, limit)
+        rows = self.leaderboard(f)
+        count = min(len(rows), lb.MAX_ROWS)
+        end = count if size is None else min(count, start + size)
         return {"filter": {k: getattr(f, k) for k in lb.BoardFilter.__dataclass_fields__},
-                "rank_note": lb.RANK_NOTE, "entries": [r.to_json() for r in self.leaderboard(f)[:lb.MAX_ROWS]]}
+                "rank_note": lb.RANK_NOTE, "count": count, "offset": start, "limit": size,
+                "next_offset": end if end < count else None,
+                "entries": [r.to_json() for r in rows[start:end]]}
 
     def _entry_row(self, entry) -> dict:
         for row in self.board_rows():

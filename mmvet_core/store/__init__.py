@@ -22,13 +22,13 @@ from ._checks import ChecksFacet
 from ._database import Database
 from ._keeping import KeepingFacet
 from ._pace import PaceFacet
-from ._queue import QueueFacet
+from ._queue import QueueFacet, RunSlots, SlotsTaken
 from ._records import GradeRow, RunRecord, StoreError, new_run_id
 from ._runs import RunsFacet
 from ._usage import UsageFacet
 
-__all__ = ["DATABASE_URL_VAR", "GradeRow", "RunRecord", "Store", "StoreError", "create_backend", "new_run_id",
-           "store_exists"]
+__all__ = ["DATABASE_URL_VAR", "GradeRow", "RunRecord", "RunSlots", "SlotsTaken", "Store", "StoreError",
+           "create_backend", "new_run_id", "store_exists"]
 
 
 class Store(RunsFacet, AnswersFacet, ChecksFacet, UsageFacet, KeepingFacet, BoardFacet, QueueFacet, PaceFacet,

@@ -54,10 +54,12 @@ class Backend(Protocol):
     def identity_warnings(self, db_id: str, existed: bool) -> list[str]:
         """Warnings when the database is not the one of the last start (SQLite: a marker file beside it)."""
 
-    def begin(self, conn: Connection, *, lock: str | None = None, single: bool = False) -> RootTransaction:
-        """Begin a transaction on `conn`; with `lock` (a name) it holds the database's write lock for that name
-        until it ends, so that read-then-write sequences of several processes do not interleave. `single`: only
-        one statement will run (it may commit on its own, without a transaction around it)."""
+    def begin(self, conn: Connection, *, lock: str | tuple[str, ...] | None = None,
+              single: bool = False) -> RootTransaction:
+        """Begin a transaction on `conn`; with `lock` (a name, or several taken in their order) it holds the
+        database's write lock for each name until it ends, so that read-then-write sequences of several processes
+        do not interleave. `single`: only one statement will run (it may commit on its own, without a transaction
+        around it)."""
 
     def describe(self, error: BaseException) -> str:
         """A fault of the database in words (disk full, read-only, unreachable...), without a server path."""

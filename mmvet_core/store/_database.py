@@ -77,7 +77,8 @@ class Database:
             self._engine.dispose()
 
     @contextmanager
-    def _tx(self, *, lock: str | None = None, write: bool = True, single: bool = False) -> Iterator[Connection]:
+    def _tx(self, *, lock: str | tuple[str, ...] | None = None, write: bool = True,
+            single: bool = False) -> Iterator[Connection]:
         """A connection in a transaction that commits when the block ends (rolls back on an exception). `lock`
         names what a read-then-write sequence protects (see `Backend.begin`); `single`: the block runs one
         statement (no transaction needed: it commits on its own). A database fault raises `StoreError`."""

@@ -81,13 +81,14 @@ class PostgresBackend:
     def identity_warnings(self, db_id: str, existed: bool) -> list[str]:
         return []       # the server keeps its databases: no file beside the app to vanish or be swapped
 
-    def begin(self, conn: Connection, *, lock: str | None = None, single: bool = False) -> RootTransaction:
+    def begin(self, conn: Connection, *, lock: str | tuple[str, ...] | None = None,
+              single: bool = False) -> RootTransaction:
         if single and lock is None:
             # one statement is atomic by itself: no BEGIN / COMMIT round trips around it
             conn.execution_options(isolation_level="AUTOCOMMIT")
         tx = conn.begin()
-        if lock is not None:
-            conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_lock_key(lock))))
+        for name in (lock,) if isinstance(lock, str) else lock or ():
+            conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_lock_key(name))))
         return tx
 
     def describe(self, error: BaseException) -> str:

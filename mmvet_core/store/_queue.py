@@ -12,10 +12,31 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 
 import sqlalchemy as sa
 
 from . import _schema as t
+
+@dataclass(frozen=True)
+class RunSlots:
+    """The bounds a run being queued must fit (0: no bound): live rows of its visitor (`per_visitor`) and of
+    everyone (`max_active`); `besides_visitor` / `besides` count the caller's other work under the same slots that
+    has no row (a process's judge checks)."""
+
+    per_visitor: int = 0
+    max_active: int = 0
+    besides_visitor: int = 0
+    besides: int = 0
+
+
+class SlotsTaken(Exception):
+    """No run slot is free: `scope` is ``"visitor"`` (the visitor's bound) or ``"server"`` (every run's)."""
+
+    def __init__(self, scope: str):
+        super().__init__(f"no free run slot ({scope})")
+        self.scope = scope
+
 
 INTERRUPTED = "interrupted: the process grading it stopped; Resume continues without paying again"
 
@@ -24,10 +45,15 @@ class QueueFacet:
     """Leases on grading work, on the database's clock."""
 
     def enqueue_run(self, run_id: str, *, work: dict, endpoint: str, visitor: str = "", claimable: bool,
-                    holder: str | None = None, lease: float = 0.0) -> None:
+                    holder: str | None = None, lease: float = 0.0, slots: RunSlots | None = None) -> None:
         """Put a run in the queue: held by `holder` for `lease` seconds (a process grading it itself), or waiting
         for a worker (`holder` None). A row left by an earlier grading of the run is replaced. `work` (JSON) says
-        how to grade it and must hold no key."""
+        how to grade it and must hold no key.
+
+        With `slots`, the run takes a run slot: the live rows (see `queued_run`) of `visitor`, and of everyone,
+        are counted and the row inserted in one transaction under the database's lock for that visitor's slots
+        (and the server's, when it bounds every run), so processes starting runs at the same instant never pass a
+        bound together. `SlotsTaken` when no slot is free (nothing is written)."""
         q = t.grading_queue
         assert "api_key" not in json.dumps(work), "keys are never stored"
         values = dict(run_id=run_id, endpoint=endpoint, claimable=int(claimable), holder=holder,
@@ -35,8 +61,26 @@ class QueueFacet:
                       work=json.dumps(work), stop=0, claims=1 if holder else 0, waiting_until=None,
                       enqueued_at=time.time(), claimed_at=time.time() if holder else None)
         insert = self._backend.insert(q).values(**values)
-        self._exec(insert.on_conflict_do_update(
-            index_elements=["run_id"], set_={k: insert.excluded[k] for k in values if k != "run_id"}))
+        upsert = insert.on_conflict_do_update(
+            index_elements=["run_id"], set_={k: insert.excluded[k] for k in values if k != "run_id"})
+        if slots is None or not (slots.per_visitor or slots.max_active):
+            self._exec(upsert)
+            return
+        # the server's lock first, then the visitor's: every process takes them in this order (no deadlock)
+        locks = (("run-slots",) if slots.max_active else ()) + \
+            ((f"run-slots:{visitor}",) if slots.per_visitor else ())
+        live = sa.and_(q.c.run_id != run_id, sa.or_(q.c.claimable == 1, q.c.lease_until >= self._backend.clock()))
+        with self._tx(lock=locks) as conn:
+            if slots.max_active:
+                taken = conn.execute(sa.select(sa.func.count()).select_from(q).where(live)).scalar_one()
+                if taken + slots.besides >= slots.max_active:
+                    raise SlotsTaken("server")
+            if slots.per_visitor:
+                taken = conn.execute(sa.select(sa.func.count()).select_from(q)
+                                     .where(live, q.c.visitor == visitor)).scalar_one()
+                if taken + slots.besides_visitor >= slots.per_visitor:
+                    raise SlotsTaken("visitor")
+            conn.execute(upsert)
 
     def claim_run(self, holder: str, lease: float, endpoints: list[str]) -> dict | None:
         """Take the oldest claimable run of one of `endpoints` that nobody holds (waiting, or its holder's lease

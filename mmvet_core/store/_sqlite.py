@@ -120,7 +120,8 @@ class SQLiteBackend:
                 warnings.append(f"the marker file {marker.name} cannot be written ({e})")
         return warnings
 
-    def begin(self, conn: Connection, *, lock: str | None = None, single: bool = False) -> RootTransaction:
+    def begin(self, conn: Connection, *, lock: str | tuple[str, ...] | None = None,
+              single: bool = False) -> RootTransaction:
         # SQLite has one write lock for the whole file: any `lock` name takes it. Without one, each statement
         # commits on its own (autocommit), as it always did.
         conn.execution_options(sqlite_write_lock=lock is not None)
