@@ -27,6 +27,20 @@ def pytest_xdist_auto_num_workers(config) -> int | None:
     return max(1, min(MAX_WORKERS, WORKERS_PER_CORE * cores))
 
 
+#: The longest modules (minutes on 2 cores: a browser, an app, full runs), handed out to the workers first: with
+#: ``--dist loadfile`` a worker takes whole modules in collection order, and a long module taken last would run
+#: alone while the other workers sit idle. Only the order between modules changes, never within one.
+LONG_MODULES = ("test_app_ux", "test_app_leaderboard", "test_app_hosting", "test_app_api", "test_app_judgecheck",
+                "test_app_browser", "test_app_grade_files", "test_many_machines", "test_ratelimit")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    def rank(item) -> int:
+        name = item.path.stem
+        return LONG_MODULES.index(name) if name in LONG_MODULES else len(LONG_MODULES)
+    items.sort(key=rank)          # stable: the order within a module and among the others is kept
+
+
 def cli_env(**extra: str) -> dict[str, str]:
     """Environment for ``python -m mmvet_core`` in a subprocess: the package importable from any working directory,
     no judge variables inherited from the developer's shell, plus `extra`."""
