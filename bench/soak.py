@@ -166,7 +166,7 @@ class Traffic:
                     if runs and random.random() < 0.6:
                         self.call(http, "status", [random.choice(runs)])
                     else:
-                        self.call(http, "leaderboard", ["", "", "", "", "rank", False, True])
+                        self.call(http, "leaderboard", ["", "", "", "", "rank", False, True, 0, 100])
                     self.count("script calls")
             except Exception as e:  # noqa: BLE001
                 self.count("errors")
