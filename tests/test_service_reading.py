@@ -2,6 +2,7 @@
 was started with; a real store, a real judge over HTTP (the fake one)."""
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
@@ -98,6 +99,38 @@ def test_a_stalled_run_shows_every_grade_it_stored(svc, fake_judge, tmp_path):
         svc.runs.stop(run_id, "me")
         gate.open()
         wait_done(svc, run_id)
+
+
+def test_a_resumed_run_never_reads_as_stopped(svc, fake_judge, tmp_path, monkeypatch):
+    """Resume, then the page reads the status at once: the resumed job writes "running" when it begins, which on a
+    busy machine comes after that read (here its beginning waits until the status has been read). Before, the
+    page read the stored "stopped" of before the resume (a suite run under load saw it)."""
+    import threading
+
+    import mmvet_core.jobs as jobs
+
+    gate = fake_judge.state.gate = CallGate()       # 5 answers, then held until Stop
+    gate.release(5)
+    run_id, _ = svc.runs.start(tagged(tmp_path, "resumed"), ALL, 1, JudgeChoice(JUDGE_HOST), owner="me",
+                               visitor="v")
+    gate.wait_held(1)
+    svc.runs.stop(run_id, "me")
+    gate.open()
+    assert wait_done(svc, run_id)["status"] == "stopped"
+    read, real_grade_run = threading.Event(), jobs.grade_run
+
+    async def late_grade_run(*args, **kwargs):
+        while not read.is_set():             # a busy machine: the job begins after the page's first read
+            await asyncio.sleep(0.01)
+        return await real_grade_run(*args, **kwargs)
+
+    monkeypatch.setattr(jobs, "grade_run", late_grade_run)
+    try:
+        svc.runs.resume(run_id, "me", "v", JudgeChoice(JUDGE_HOST))
+        assert svc.reading.status(run_id)["status"] == "running"
+    finally:
+        read.set()
+    assert wait_done(svc, run_id)["status"] == "done"
 
 
 def test_after_overrides_status_and_run_json_name_the_count_and_keep_the_judge_only_total(svc, tmp_path):

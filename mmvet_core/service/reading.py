@@ -212,7 +212,12 @@ class RunReading:
         view = self.with_failure(view)
         p = views.progress_of(view)
         self.remember_total(view)
-        return {"run_id": run_id, "status": view.run.status, "message": view.run.message, "done": p.done,
+        status, message = view.run.status, view.run.message
+        if status not in ("running", "queued") and self.jobs.is_running(run_id):
+            # started or resumed a moment ago: its job writes "running" when it begins, on a busy machine after
+            # the page has read the stored "stopped" of before the resume
+            status, message = "running", ""
+        return {"run_id": run_id, "status": status, "message": message, "done": p.done,
                 "errored": p.errored, "total": p.total, "total_score": view.scores.total.mean,
                 "total_std": view.scores.total.std if view.scores.complete else None,
                 "complete": view.scores.complete, "scores": view.scores.to_dict(), "flags": view.flag_counts(),
