@@ -57,6 +57,17 @@ def fake_judge():
 
 
 @pytest.fixture
+def svc(tmp_path, fake_judge):
+    """A `GradingService` over a store in `tmp_path` whose host judge is `fake_judge` (tests/service_helpers.py);
+    a module with a service of other settings defines its own `svc`."""
+    from tests.service_helpers import close, make_service
+
+    s = make_service(tmp_path, fake_judge.url)
+    yield s
+    close(s)
+
+
+@pytest.fixture
 def store(tmp_path):
     s = Store(tmp_path / "grader.db")
     yield s

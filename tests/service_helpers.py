@@ -6,10 +6,11 @@ import json
 import time
 from pathlib import Path
 
-from mmvet_core.service import GradingService, ServiceSettings
+from mmvet_core.service import BENCH_BUNDLED, BenchmarkChoice, GradingService, ServiceSettings
 
 RESULTS = Path(__file__).resolve().parent / "data" / "results" / "llava-v1.5-13b.json"
 HOST_KEY, VISITOR_KEY = "sk-host", "sk-visitor"
+ALL, BARD = BenchmarkChoice(BENCH_BUNDLED), BenchmarkChoice(BENCH_BUNDLED, subset="Bard set (168)")
 
 
 def make_service(tmp_path: Path, judge_url: str, **settings) -> GradingService:

@@ -5,20 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
+from mmvet_core.service import JUDGE_BASELINE, JUDGE_HOST, JudgeChoice
+from tests.service_helpers import ALL, BARD, RESULTS, tagged, wait_done
 
-from mmvet_core.service import BENCH_BUNDLED, JUDGE_BASELINE, JUDGE_HOST, BenchmarkChoice, JudgeChoice
-from tests.service_helpers import RESULTS, close, make_service, tagged, wait_done
-
-ALL, BARD = BenchmarkChoice(BENCH_BUNDLED), BenchmarkChoice(BENCH_BUNDLED, subset="Bard set (168)")
-
-
-
-@pytest.fixture
-def svc(tmp_path, fake_judge):
-    s = make_service(tmp_path, fake_judge.url)
-    yield s
-    close(s)
 
 
 def test_bard_subset_validation_names_the_other_ids_for_what_they_are(svc):

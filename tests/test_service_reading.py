@@ -7,21 +7,10 @@ import json
 import time
 from pathlib import Path
 
-from mmvet_core.service import (BENCH_BUNDLED, JUDGE_BASELINE, JUDGE_HOST, JUDGE_OWN, BenchmarkChoice, JudgeChoice)
+from mmvet_core.service import (BENCH_BUNDLED, JUDGE_BASELINE, JUDGE_HOST, JUDGE_OWN, JudgeChoice)
 from tests.call_gate import CallGate
-from tests.service_helpers import RESULTS, VISITOR_KEY, close, make_service, tagged, wait_done
+from tests.service_helpers import ALL, BARD, RESULTS, VISITOR_KEY, tagged, wait_done
 
-import pytest
-
-ALL, BARD = BenchmarkChoice(BENCH_BUNDLED), BenchmarkChoice(BENCH_BUNDLED, subset="Bard set (168)")
-
-
-
-@pytest.fixture
-def svc(tmp_path, fake_judge):
-    s = make_service(tmp_path, fake_judge.url)
-    yield s
-    close(s)
 
 
 def test_status_has_no_spread_until_the_runs_are_complete(svc, fake_judge, tmp_path):

@@ -10,21 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from mmvet_core.service import (BENCH_BUNDLED, JUDGE_BASELINE, JUDGE_HOST, JUDGE_OWN, MODE_BATCH, BenchmarkChoice,
+from mmvet_core.service import (JUDGE_BASELINE, JUDGE_HOST, JUDGE_OWN, MODE_BATCH,
                                 JudgeChoice, ServiceError)
 from tests.call_gate import CallGate
 from tests.fake_judge import RETRY_MARK
-from tests.service_helpers import RESULTS, VISITOR_KEY, close, make_service, tagged, wait_done
+from tests.service_helpers import ALL, BARD, RESULTS, VISITOR_KEY, tagged, wait_done
 
-ALL, BARD = BenchmarkChoice(BENCH_BUNDLED), BenchmarkChoice(BENCH_BUNDLED, subset="Bard set (168)")
-
-
-
-@pytest.fixture
-def svc(tmp_path, fake_judge):
-    s = make_service(tmp_path, fake_judge.url)
-    yield s
-    close(s)
 
 
 def test_the_same_job_started_twice_at_once_is_one_run_paid_once(svc, fake_judge, tmp_path):
