@@ -31,10 +31,13 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -100,15 +103,12 @@ def wait_ranked(svc: GradingService, timeout: float = 600) -> tuple[float, float
         time.sleep(0.05)
 
 
-def browser_figures(data_dir: Path, n_rows: int) -> None:
-    import os
-    import subprocess
-
-    from playwright.sync_api import expect, sync_playwright
-
-    from tests.app_fixtures import CHROMIUM, CHROMIUM_ARGS, wait_http
+@contextmanager
+def running_app(data_dir: Path) -> Iterator[str]:
+    """``python app.py`` on the database in `data_dir` (a subprocess, as a host runs it, no judge variables):
+    its URL once it answers; stopped when the block ends."""
+    from tests.app_fixtures import wait_http
     from tests.fake_judge import free_port
-    from ui.leaderboard import PAGE_ROWS
 
     port = free_port()
     env = {**os.environ, "MMVET_DATA_DIR": str(data_dir), "GRADIO_SERVER_NAME": "127.0.0.1",
@@ -119,6 +119,19 @@ def browser_figures(data_dir: Path, n_rows: int) -> None:
     try:
         url = f"http://127.0.0.1:{port}/"
         wait_http(url + "gradio_api/info", timeout=120)
+        yield url
+    finally:
+        app.terminate()
+        app.wait(20)
+
+
+def browser_figures(data_dir: Path, n_rows: int) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    from tests.app_fixtures import CHROMIUM, CHROMIUM_ARGS
+    from ui.leaderboard import PAGE_ROWS
+
+    with running_app(data_dir) as url:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -158,29 +171,12 @@ def browser_figures(data_dir: Path, n_rows: int) -> None:
             print(f"browser: Next page (server round trip) until the first row changes: "
                   f"{time.perf_counter() - t0:.2f} s; {page.locator('#board-count').inner_text()}")
             browser.close()
-    finally:
-        app.terminate()
-        app.wait(20)
 
 
 def http_figures(data_dir: Path) -> None:
-    import os
-    import subprocess
-
     from gradio_client import Client
 
-    from tests.app_fixtures import wait_http
-    from tests.fake_judge import free_port
-
-    port = free_port()
-    env = {**os.environ, "MMVET_DATA_DIR": str(data_dir), "GRADIO_SERVER_NAME": "127.0.0.1",
-           "GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
-    env = {k: v for k, v in env.items() if not k.startswith(("OPENAI_", "AZURE_OPENAI_"))}
-    app = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-    try:
-        url = f"http://127.0.0.1:{port}/"
-        wait_http(url + "gradio_api/info", timeout=120)
+    with running_app(data_dir) as url:
         client = Client(url, verbose=False, download_files=False)
 
         def page(offset: int = 0, limit: int = 100) -> dict:
@@ -218,9 +214,6 @@ def http_figures(data_dir: Path) -> None:
             assert len(rows) == len(ids) == count, "the walk must give every row exactly once"
             print(f"HTTP /leaderboard, the whole board through next_offset, limit {limit}: {t:.2f} s, median of 3 "
                   f"({-(-count // limit)} calls, {len(rows)} rows, each once)")
-    finally:
-        app.terminate()
-        app.wait(20)
 
 
 def main() -> None:
