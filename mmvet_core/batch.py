@@ -22,7 +22,7 @@ from typing import Callable
 
 from .benchmark import Benchmark, Sample
 from .grading import GRADED, BudgetExceeded, CallStats, RunOutcome, grade_sample, prompt_sha
-from .judge import JudgeError, JudgeReply, describe_judge_error, reply_from_body
+from .judge import JudgeError, JudgeReply, answer_fingerprint, describe_judge_error, reply_from_body
 from .store import GradeRow, Store
 
 #: A request that failed this many times inside batches leaves its grade ``error``.
@@ -66,7 +66,7 @@ class StoredAnswers:
     def __init__(self, judge, store: Store, fresh: set[str], failed: dict[str, JudgeError],
                  reused: set[str] | None = None):
         self.judge, self.store = judge, store
-        self.fingerprint = judge.settings.fingerprint()
+        self.fingerprint = answer_fingerprint(judge)
         self.fresh, self.failed = fresh, failed
         self.reused = set() if reused is None else reused     # stored answers used that no batch of ours made
         self.stats = CallStats()
@@ -279,7 +279,7 @@ class BatchGrader:
 
     def _store_lines(self, content: bytes, requests: dict) -> None:
         """Store every answer of a batch output (or error) file in the answer cache, as live answers are."""
-        fingerprint = self.judge.settings.fingerprint()
+        fingerprint = answer_fingerprint(self.judge)
         for raw in content.decode("utf-8", "replace").splitlines():
             if not raw.strip():
                 continue

@@ -18,16 +18,20 @@ Two labels say what an estimate stands on:
   widened by the drift the leave-one-model-out predictions of the outermost references show.
 
 No estimate is given for imported grades, a run of the official judge itself, another prompt than the official
-one, another benchmark than MM-Vet v1, the keyword baseline, a judge without a check at this endpoint, or when the
-check does not allow one (`JudgeCheckResult.correctable`: incomplete, fewer than three reference models, or no
+one, another benchmark than MM-Vet v1, the keyword baseline, a run graded with a visitor's own key, a judge without
+a check of this server's at this endpoint (`judgecheck.run_check`: a visitor's own check never makes one), or when
+the check does not allow one (`JudgeCheckResult.correctable`: incomplete, fewer than three reference models, or no
 closer to the official grades than keyword matching even corrected).
 
-Everything here is pure: the caller finds the run's scores and the stored check.
+Everything here is pure but `stored_equivalent` (and its callers given a store), which keeps the one estimate per
+check and graded answers that every surface reads.
 """
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
+import json
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -101,6 +105,15 @@ class Equivalence:
     def to_dict(self) -> dict:
         return {"label_text": LABEL, "disclaimer": DISCLAIMER, **asdict(self), "check": self.check_text}
 
+    @classmethod
+    def from_dict(cls, data: dict) -> "Equivalence":
+        """Read a stored estimate (`to_dict`; the derived keys are left out)."""
+        known = {f for f in cls.__dataclass_fields__}
+        out = cls(**{k: v for k, v in data.items() if k in known and k != "columns"})
+        col = set(EquivalentColumn.__dataclass_fields__)
+        out.columns = [EquivalentColumn(**{k: v for k, v in c.items() if k in col}) for c in data.get("columns") or []]
+        return out
+
     def short(self) -> dict | None:
         """What a table cell or an API field shows: estimate, interval, label, check id (None without an estimate)."""
         t = self.total
@@ -124,6 +137,9 @@ def unavailable_reason(run_judge: dict, benchmark_version: str, check: JudgeChec
         return f"the judge check measures MM-Vet v1; this run is on {benchmark_version}"
     if provider == "baseline":
         return "the keyword baseline reads no judgement: its grades are not corrected into an estimate"
+    if run_judge.get("credential") == "visitor":
+        return ("graded with a visitor's own key: nothing this server verified stands behind that judge's answers "
+                "(a check of a visitor's endpoint is seen by that visitor only and makes no estimate)")
     if check is None:
         return (f"no judge check of {model} at this endpoint is stored: run `python -m mmvet_core judge-check "
                 f"--judge-model {model}` (or Check this judge in the app)")
@@ -206,23 +222,63 @@ def estimate_equivalent(benchmark, scores: dict[str, list[float | None]], check:
     return eq
 
 
-def estimate_run(view, check: JudgeCheckResult | None, *, resamples: int | None = None) -> Equivalence:
+def estimate_run(view, check: JudgeCheckResult | None, *, resamples: int | None = None,
+                 store=None) -> Equivalence:
     """The official-equivalent estimate of a run (`runs.RunView`: its judge, benchmark, effective scores and
-    answers) from its judge's check (`judgecheck.run_check`), or the reason there is none. Pure: the caller reads
-    the check; a view is taken as it is (finished or not)."""
+    answers) from its judge's check (`judgecheck.run_check`), or the reason there is none. The caller reads the
+    check; a view is taken as it is (finished or not). With `store`, the one stored estimate of these grades under
+    this check (`stored_equivalent`): every surface reads the same one."""
     judge = view.run.judge
     reason = unavailable_reason(judge, view.benchmark.version, check)
     if reason is not None:          # said before any bootstrap is computed
         return Equivalence(False, reason, str(judge.get("model", "?")))
-    return estimate_equivalent(view.benchmark, view.effective_scores(), check, run_judge=judge,
-                               predictions=view.run.predictions, benchmark_version=view.benchmark.version,
-                               resamples=resamples)
+    return stored_equivalent(store, view.benchmark, view.effective_scores(), check, run_judge=judge,
+                             predictions=view.run.predictions, benchmark_version=view.benchmark.version,
+                             resamples=resamples)
+
+
+def estimate_inputs(check: JudgeCheckResult, benchmark, scores: dict, *, run_judge: dict, benchmark_version: str,
+                    prediction_hashes: dict, resamples: int | None, seed: int) -> str:
+    """What an estimate is computed from, as a digest (the key of its stored copy beside its check's id): the
+    grades per sample of the benchmark's samples, the answers' hashes, the judge's name, the benchmark version and
+    the bootstrap's size and seed. A run and its leaderboard entry with the same grades have the same inputs."""
+    rows = [[sid, [None if g is None else round(float(g), 6) for g in (scores.get(sid) or [])]]
+            for sid in sorted(benchmark.samples)]
+    ident = json.dumps([check.check_id, benchmark_version, str(run_judge.get("model", "?")), rows,
+                        sorted((prediction_hashes or {}).items()), resamples or 0, seed], ensure_ascii=False)
+    return hashlib.sha256(ident.encode("utf-8")).hexdigest()
+
+
+def stored_equivalent(store, benchmark, scores: dict[str, list[float | None]], check: JudgeCheckResult | None, *,
+                      run_judge: dict, predictions: dict | None = None, benchmark_version: str = "v1",
+                      resamples: int | None = None, seed: int = 0,
+                      prediction_hashes: dict | None = None) -> Equivalence:
+    """`estimate_equivalent`, stored once per (check, `estimate_inputs`) in `store` (`Store.put_estimate`: the
+    first stored wins, so racing processes agree): the card, ``/status``, the leaderboard and MCP read this one
+    estimate, never one each. Without a store (or a stored check id) it is computed as is."""
+    if prediction_hashes is None and predictions:
+        prediction_hashes = {sid: prediction_hash(p) for sid, p in predictions.items()}
+    reason = unavailable_reason(run_judge, benchmark_version, check)
+    if store is None or reason is not None or not check.check_id:
+        return estimate_equivalent(benchmark, scores, check, run_judge=run_judge, benchmark_version=benchmark_version,
+                                   resamples=resamples, seed=seed, prediction_hashes=prediction_hashes)
+    inputs = estimate_inputs(check, benchmark, scores, run_judge=run_judge, benchmark_version=benchmark_version,
+                             prediction_hashes=prediction_hashes or {}, resamples=resamples, seed=seed)
+    stored = store.get_estimate(check.check_id, inputs)
+    if stored is None:
+        eq = estimate_equivalent(benchmark, scores, check, run_judge=run_judge, benchmark_version=benchmark_version,
+                                 resamples=resamples, seed=seed, prediction_hashes=prediction_hashes)
+        if not eq.available:
+            return eq                    # "nothing graded yet": not worth a row
+        stored = store.put_estimate(check.check_id, inputs, eq.to_dict())
+    return Equivalence.from_dict(stored)
 
 
 def entry_equivalence(store, entry, *, resamples: int | None = None) -> Equivalence:
     """The official-equivalent estimate of a leaderboard entry (`leaderboard.BoardEntry`, a successor judge's):
-    from its frozen scores and the current check of its judge (`leaderboard.estimate_keys`; an entry published
-    before those keys were kept finds them from its run while the run is stored)."""
+    from its frozen scores and the server's current check of its judge (`leaderboard.estimate_keys`; an entry
+    published before those keys were kept finds them from its run while the run is stored): the stored estimate
+    its run's card shows too when the grades are the same (`stored_equivalent`)."""
     from .benchmark import load_bundled_v1
     from .judgecheck import check_of_fingerprint
 
@@ -243,9 +299,9 @@ def entry_equivalence(store, entry, *, resamples: int | None = None) -> Equivale
         return Equivalence(False, reason, judge["model"])
     bench = load_bundled_v1()
     ids = [sid for sid in meta.get("sample_ids") or bench.ids if sid in bench.samples]
-    return estimate_equivalent(bench.subset(ids, meta.get("subset") or "entry"), entry.scores, check,
-                               run_judge=judge, benchmark_version=version, resamples=resamples,
-                               prediction_hashes=hashes or {})
+    return stored_equivalent(store, bench.subset(ids, meta.get("subset") or "entry"), entry.scores, check,
+                             run_judge=judge, benchmark_version=version, resamples=resamples,
+                             prediction_hashes=hashes or {})
 
 
 def format_equivalent_line(eq: Equivalence) -> str:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .benchmark import Benchmark, Sample
-from .judge import Judge, JudgeError, JudgeReply, describe_judge_error
+from .judge import Judge, JudgeError, JudgeReply, answer_fingerprint, describe_judge_error
 from .prompt import RETRY_TEMPERATURES, parse_score, render_prompt
 from .steering import detect_steering
 from .store import GradeRow, Store, StoreError
@@ -67,7 +67,7 @@ class CachedCaller:
     def __init__(self, judge: Judge, store: Store, *, budget: Callable[[str], object] | None = None,
                  on_retry: Callable[[str], None] | None = None):
         self.judge, self.store, self.budget = judge, store, budget
-        self.fingerprint = judge.settings.fingerprint()
+        self.fingerprint = answer_fingerprint(judge)
         self.stats = CallStats()
         self.on_retry = on_retry        # told the sample id when a grade starts the official re-asks
 

@@ -557,11 +557,37 @@ class BaselineJudge:
         return None
 
 
-def make_judge(settings: JudgeSettings, api_key: str | None = None, *, policy=None, redact: bool = False) -> Judge:
+def make_judge(settings: JudgeSettings, api_key: str | None = None, *, policy=None, redact: bool = False,
+               cache_scope: str = "") -> Judge:
     """Build the judge `settings` describe. The key is used by the client only and never stored.
 
     `policy` (a `transport.EndpointPolicy`) bounds what the endpoint can do to us (body cap, private destinations);
-    `redact` replaces the endpoint's own error text by a generic one (see `OpenAIJudge`)."""
+    `redact` replaces the endpoint's own error text by a generic one (see `OpenAIJudge`); `cache_scope`: whose
+    stored answers it reads and adds to (`answer_scope`: "" for the host's key, else the visitor's key's)."""
     if settings.provider == "baseline":
         return BaselineJudge(settings)
-    return OpenAIJudge(settings, api_key, policy=policy, redact=redact)
+    judge = OpenAIJudge(settings, api_key, policy=policy, redact=redact)
+    judge.cache_scope = cache_scope
+    return judge
+
+
+def answer_scope(api_key: str | None) -> str:
+    """The answer-cache scope of a visitor's own key (issue 33): answers are paid by a credential, so they are
+    reused only under it. The host's key (and the CLI's) has the scope "" (the plain judge fingerprint, as
+    before); a visitor's key a hash of the key, so the host's answers are never served to a visitor's key, and
+    a visitor's answers never reach the server's runs and checks, even at the server's own endpoint.
+
+    >>> answer_scope("sk-a") == answer_scope("sk-a") != answer_scope("sk-b"), answer_scope(None).startswith("key:")
+    (True, True)
+    """
+    return "key:" + hashlib.sha256(f"mmvet-answers:{api_key or ''}".encode("utf-8")).hexdigest()[:32]
+
+
+def answer_fingerprint(judge) -> str:
+    """The answer-cache identity of `judge`: its settings' fingerprint, scoped by its key's `answer_scope`
+    (a judge without one is the host's)."""
+    fp = judge.settings.fingerprint()
+    scope = getattr(judge, "cache_scope", "") or ""
+    if not scope:
+        return fp
+    return hashlib.sha256(f"{fp}\n{scope}".encode("utf-8")).hexdigest()[:16]

@@ -30,6 +30,14 @@ later check with fewer sets grades those (answers already stored are reused) and
 
 `assess_judge` is pure; `run_judge_check` grades through the store (answers are cached: a second check of the same
 judge costs nothing) and is the only part that calls the judge.
+
+**Nobody else's grades enter a check** (issue 33). A check is made only of the judge's own answers to the reference
+prompts: its grading runs are its own (no owner, a fingerprint in a namespace no visitor's run can have: never a
+run found by name), a human override is never read, and a grade file never enters. Every check records who made
+it (`CheckScope`): this server with its own key (``host``: the check every estimate and the successor board rest
+on), or a visitor with their own key (``visitor``: a check of its own, under another fingerprint, seen by that
+visitor only; their answers are cached under their key, `judge.answer_scope`, so they never reach the server's
+check and the server's answers never reach them). A check stored before scopes existed is trusted by nothing.
 """
 from __future__ import annotations
 
@@ -70,6 +78,49 @@ FEW_REFERENCES = 5
 #: An official-equivalent estimate needs at least this many reference models in the check (its interval uses
 #: their leave-one-model-out errors).
 MIN_MODELS = 3
+#: Who made a check: this server with its own key, or a visitor with theirs (see `CheckScope`).
+HOST, VISITOR = "host", "visitor"
+#: The owner of a check's grading runs: none (no visitor session has an empty owner, so none can act on them).
+CHECK_RUN_OWNER = ""
+
+
+@dataclass(frozen=True)
+class CheckScope:
+    """Who makes a check, and so where it is stored and who sees it: ``host`` (this server's own key, or the
+    host's CLI: the server's check of the judge) or ``visitor`` (a visitor's own key: `owner_hash` names the
+    visitor who alone sees it, `answers` the cache scope of their key, `judge.answer_scope`)."""
+
+    kind: str = HOST
+    owner_hash: str = ""
+    answers: str = ""
+
+    @property
+    def verified(self) -> bool:
+        return self.kind == HOST
+
+
+HOST_SCOPE = CheckScope()
+
+
+def visitor_scope(owner: str, answers: str) -> CheckScope:
+    """The scope of a visitor's check with their own key (`answers`: `judge.answer_scope` of that key)."""
+    return CheckScope(VISITOR, check_owner_hash(owner), answers)
+
+
+def check_owner_hash(owner: str) -> str:
+    """What a visitor's check keeps of its owner: a hash of the owner token (never the token)."""
+    return hashlib.sha256(f"mmvet-check-owner:{owner or ''}".encode("utf-8")).hexdigest()
+
+
+def check_fingerprint(settings: JudgeSettings, scope: CheckScope = HOST_SCOPE) -> str:
+    """The stored identity of a check: the judge's check settings' fingerprint for the server's check (what
+    runs and leaderboard entries name), else that fingerprint scoped by the visitor and their key (no visitor's
+    check can share the server's identity, nor another visitor's)."""
+    fp = check_settings(settings).fingerprint()
+    if scope.kind == HOST:
+        return fp
+    ident = "\n".join([fp, scope.kind, scope.owner_hash, scope.answers])
+    return hashlib.sha256(ident.encode("utf-8")).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -620,22 +671,24 @@ def check_prompt_id() -> str:
     return "mmvet-v1-official:" + hashlib.sha256(prompt_template("v1", None).encode("utf-8")).hexdigest()[:12]
 
 
-def current_check(store, settings: JudgeSettings) -> JudgeCheckResult | None:
-    """The check of the judge `settings` describe (endpoint, model, token limit; the official prompt): the stored
-    check with the most reference models, the latest of those (a check grows, so that is the latest one; checks
-    stored before checks grew may be smaller than an earlier one). Its `check_id` and `created_at` name it. None
-    when there is none."""
+def current_check(store, settings: JudgeSettings, scope: CheckScope = HOST_SCOPE) -> JudgeCheckResult | None:
+    """The check of the judge `settings` describe (endpoint, model, token limit; the official prompt) made in
+    `scope` (the server's, unless told): the stored check with the most reference models, the latest of those (a
+    check grows, so that is the latest one; checks stored before checks grew may be smaller than an earlier one).
+    Its `check_id` and `created_at` name it. None when there is none."""
     if settings.provider == "imported":
         return None
-    return check_of_fingerprint(store, check_settings(settings).fingerprint())
+    return check_of_fingerprint(store, check_fingerprint(settings, scope))
 
 
 def check_of_fingerprint(store, fingerprint: str) -> JudgeCheckResult | None:
-    """`current_check` of the judge whose check settings have this fingerprint."""
+    """`current_check` of the check stored under this fingerprint (`check_fingerprint`). A check stored before
+    checks recorded who made them is never one (anybody could have made it)."""
     prompt = check_prompt_id()
     best = None
     for entry in store.judge_checks():
-        if entry.get("fingerprint") != fingerprint or entry.get("prompt", "") not in (prompt, ""):
+        if entry.get("fingerprint") != fingerprint or entry.get("prompt", "") not in (prompt, "") \
+                or not entry.get("scope"):
             continue
         try:
             result = JudgeCheckResult.from_dict(entry["result"])
@@ -649,30 +702,33 @@ def check_of_fingerprint(store, fingerprint: str) -> JudgeCheckResult | None:
     return None if best is None else best[1]
 
 
-def stored_check(store, settings: JudgeSettings, refs: list[Reference] | None = None) -> JudgeCheckResult | None:
-    """The stored check of the judge `settings` describe: `current_check`, or the latest check of exactly these
-    reference sets when `refs` is given."""
+def stored_check(store, settings: JudgeSettings, refs: list[Reference] | None = None,
+                 scope: CheckScope = HOST_SCOPE) -> JudgeCheckResult | None:
+    """The stored check of the judge `settings` describe in `scope`: `current_check`, or the latest check of
+    exactly these reference sets when `refs` is given."""
     if refs is None:
-        return current_check(store, settings)
+        return current_check(store, settings, scope)
     if settings.provider == "imported":
         return None
-    data = store.latest_judge_check(check_settings(settings).fingerprint(), refs=references_key(refs))
+    data = store.latest_judge_check(check_fingerprint(settings, scope), refs=references_key(refs))
     return None if data is None else JudgeCheckResult.from_dict(data)
 
 
 def run_check(store, run_judge: dict) -> JudgeCheckResult | None:
-    """The check of the judge a run was graded by (the settings stored with the run: `current_check`), or None
-    (imported grades and the keyword baseline: no judge to correct)."""
-    if run_judge.get("provider") in ("imported", "baseline"):
+    """The server's check of the judge a run was graded by (the settings stored with the run: `current_check`),
+    or None: imported grades and the keyword baseline (no judge to correct), and a run graded with a visitor's
+    own key (``credential: visitor``: its answers are not the server's judge's, whatever its endpoint)."""
+    if run_judge.get("provider") in ("imported", "baseline") or run_judge.get("credential") == VISITOR:
         return None
     settings = JudgeSettings(**{k: v for k, v in run_judge.items() if k in JudgeSettings.__dataclass_fields__})
     return current_check(store, settings)
 
 
-def grown_references(store, settings: JudgeSettings, refs: list[Reference]) -> list[Reference]:
-    """`refs` and every other reference set of the manifest the judge's current check holds (a check grows: a
-    later check with fewer sets keeps the others), in manifest order."""
-    previous = current_check(store, settings)
+def grown_references(store, settings: JudgeSettings, refs: list[Reference],
+                     scope: CheckScope = HOST_SCOPE) -> list[Reference]:
+    """`refs` and every other reference set of the manifest the judge's current check (in `scope`) holds (a check
+    grows: a later check with fewer sets keeps the others), in manifest order."""
+    previous = current_check(store, settings, scope)
     held = set(previous.models) if previous is not None else set()
     wanted = {r.model for r in refs} | held
     if wanted == {r.model for r in refs}:
@@ -687,14 +743,53 @@ def _same_pairs(a: dict, b: dict) -> bool:
     return set(a) == set(b) and all(a[m] == b[m] for m in a)
 
 
+def check_run_fingerprint(check_fp: str, ref: Reference) -> str:
+    """The fingerprint of a check's grading run of one reference set: in a namespace of its own (``judge-check:``;
+    a visitor's run has a plain sha256, `runs.run_fingerprint`), so no run a visitor starts is ever found as a
+    check's, whatever its name, answers and judge."""
+    ident = json.dumps([check_fp, ref.model, sorted(ref.predictions.items())], ensure_ascii=False)
+    return "judge-check:" + hashlib.sha256(ident.encode("utf-8")).hexdigest()
+
+
+def check_grading_run(store, benchmark: Benchmark, settings: JudgeSettings, check_fp: str, ref: Reference) -> str:
+    """The id of the check's own grading run of `ref` (made on first use, found again by its fingerprint and
+    owner: `check_run_fingerprint`)."""
+    from .runs import benchmark_to_stored
+
+    fp = check_run_fingerprint(check_fp, ref)
+    existing = store.find_run(fp)
+    if existing is not None and existing.owner == CHECK_RUN_OWNER and existing.fingerprint == fp:
+        return existing.id
+    return store.create_run(model_name=f"judge-check {ref.model}", benchmark=benchmark_to_stored(benchmark, "mmvet-v1"),
+                            n_runs=1, judge=settings.to_dict(), predictions=dict(ref.predictions),
+                            results_format="reference", owner=CHECK_RUN_OWNER, fingerprint=fp)
+
+
+def judge_grades(view) -> dict[str, list[float | None]]:
+    """The judge's own grades of a run (`runs.RunView`), sample id -> per-run scores: never an override (a human
+    score is not the judge's answer) and never an imported grade."""
+    from .grading import GRADED
+
+    out: dict[str, list[float | None]] = {}
+    for sid in view.benchmark.ids:
+        row = []
+        for r in range(view.run.n_runs):
+            g = view.grades.get((sid, r))
+            imported = g is not None and any(isinstance(a, dict) and a.get("imported") for a in g.attempts or [])
+            row.append(g.score if g is not None and g.status in GRADED and not imported else None)
+        out[sid] = row
+    return out
+
+
 async def run_judge_check(store, settings: JudgeSettings, api_key: str | None, *, concurrency: int = 16,
                           on_grade: Callable | None = None, stop=None, budget=None,
-                          refs: list[Reference] | None = None, judge=None,
+                          refs: list[Reference] | None = None, judge=None, scope: CheckScope = HOST_SCOPE,
                           resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> JudgeCheckResult:
-    """Grade every reference with the candidate judge (runs are stored and cached like any run: a repeated check
-    costs nothing), assess it, store the result (`Store.put_judge_check`, under the judge, the official prompt
-    and the reference sets) and return it. `judge`: the judge to call (the app's, with its endpoint policy), else
-    one made from `settings` and `api_key`.
+    """Grade every reference with the candidate judge (in the check's own runs, `check_grading_run`; answers are
+    cached: a repeated check costs nothing), assess the judge's own grades (`judge_grades`), store the result
+    (`Store.put_judge_check`, under `check_fingerprint` in `scope`, the official prompt and the reference sets)
+    and return it. `judge`: the judge to call (the app's, with its endpoint policy and its key's answer scope),
+    else one made from `settings` and `api_key`; `scope`: who makes the check (the server, unless told).
 
     The check grows: the sets the judge's current check already holds are graded too (their answers are stored:
     no call) and assessed with `refs`. When that changes nothing (same sets, same grades), nothing new is stored:
@@ -702,20 +797,19 @@ async def run_judge_check(store, settings: JudgeSettings, api_key: str | None, *
     calls made, `cached` the grades that needed none (already in the check's runs, or answered from the store)."""
     from .grading import GRADED, grade_run
     from .judge import make_judge
-    from .runs import create_run, load_run_view
+    from .runs import load_run_view
 
     settings = check_settings(settings)
     benchmark = load_bundled_v1()
     refs = refs if refs is not None else load_references()
-    previous = current_check(store, settings)
-    refs = grown_references(store, settings, refs)
-    judge = judge if judge is not None else make_judge(settings, api_key)
+    previous = current_check(store, settings, scope)
+    refs = grown_references(store, settings, refs, scope)
+    judge = judge if judge is not None else make_judge(settings, api_key, cache_scope=scope.answers)
+    fingerprint = check_fingerprint(settings, scope)
     run_ids, calls, cached, message = {}, 0, 0, ""
     try:
         for ref in refs:
-            run_id = create_run(store, benchmark=benchmark, spec="mmvet-v1", predictions=ref.predictions, n_runs=1,
-                                settings=settings, model_name=f"judge-check {ref.model}",
-                                results_format="reference", reuse=True)
+            run_id = check_grading_run(store, benchmark, settings, fingerprint, ref)
             run_ids[ref.model] = run_id
             cached += sum(n for status, n in store.count_grades(run_id).items() if status in GRADED)
             outcome = await grade_run(store, run_id, benchmark, judge, concurrency=concurrency, on_grade=on_grade,
@@ -729,8 +823,7 @@ async def run_judge_check(store, settings: JudgeSettings, api_key: str | None, *
         await judge.aclose()
     candidate = {}
     for model, run_id in run_ids.items():
-        view = load_run_view(store, run_id, evidence_for=None)
-        candidate[model] = view.effective_scores()
+        candidate[model] = judge_grades(load_run_view(store, run_id, evidence_for=None))
     try:
         result = assess_judge(benchmark, refs, candidate, settings.to_dict(), resamples=resamples, seed=seed)
     except ValueError as e:          # nothing graded: say why grading stopped
@@ -740,6 +833,7 @@ async def run_judge_check(store, settings: JudgeSettings, api_key: str | None, *
         previous.run_ids = run_ids
         return previous
     result.run_ids, result.calls, result.cached, result.message = run_ids, calls, cached, message
-    result.check_id = store.put_judge_check(settings.fingerprint(), settings.to_dict(), result.to_dict(),
-                                            prompt=check_prompt_id(), refs=result.references)
+    result.check_id = store.put_judge_check(fingerprint, settings.to_dict(), result.to_dict(),
+                                            prompt=check_prompt_id(), refs=result.references, scope=scope.kind,
+                                            owner_hash=scope.owner_hash)
     return result

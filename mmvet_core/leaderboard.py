@@ -289,8 +289,8 @@ def estimate_keys(run, kind: str) -> dict:
     """What a successor entry keeps to find its official-equivalent estimate later (never the endpoint's address):
     the fingerprint of its judge's check and its answers' hashes (the in-sample test)."""
     if kind != "successor" or run.judge.get("provider") in ("imported", "baseline") \
-            or run.judge.get("prompt_examples") is not None:
-        return {}
+            or run.judge.get("prompt_examples") is not None or run.judge.get("credential") == prov.VISITOR_CREDENTIAL:
+        return {}                # (a visitor's own key: no check of the server's stands behind its answers)
     from .judge import JudgeSettings
     from .judgecheck import check_settings, prediction_hash
 

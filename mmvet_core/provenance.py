@@ -39,6 +39,8 @@ VERIFIERS = ("", BY_SERVER, BY_HOST)
 KNOWN_PROVIDERS = frozenset({"api.openai.com"})
 OPENAI_PUBLIC_URL = "https://api.openai.com/v1"
 OFFLINE = "offline"
+#: A run's judge record holds ``"credential": VISITOR_CREDENTIAL`` when a visitor's own key graded (some of) it.
+VISITOR_CREDENTIAL = "visitor"
 #: The label of the paper's reference rows (their numbers are the official metric, as published).
 PAPER_LABEL = "paper: official metric (gpt-4-0613, 5 runs)"
 
@@ -83,6 +85,14 @@ def note_endpoint(store, run_id: str, base_url: str | None) -> None:
     store.update_run_judge(run_id, {**run.judge, "graded_on": [*(run.judge.get("graded_on") or []), netloc]})
 
 
+def note_visitor_credential(store, run_id: str) -> None:
+    """Record that `run_id` is (also) graded with a visitor's own key (a resume with it): its answers are then not
+    all the server's judge's, whatever endpoint answered (`run_provenance`, `judgecheck.run_check`)."""
+    run = store.get_run(run_id)
+    if run is not None and run.judge.get("credential") != VISITOR_CREDENTIAL:
+        store.update_run_judge(run_id, {**run.judge, "credential": VISITOR_CREDENTIAL})
+
+
 def run_provenance(view, *, trusted: Collection[str] | None) -> dict:
     """The provenance record (module docstring) of a finished run (`runs.RunView`). `trusted` holds the endpoints
     (``host[:port]``) this server trusts besides `KNOWN_PROVIDERS`; None trusts every endpoint (the host's own CLI
@@ -99,7 +109,11 @@ def run_provenance(view, *, trusted: Collection[str] | None) -> dict:
         record["judge"] = str(view.judge_text)
         record["imported_from"] = str(judge.get("imported_from") or "a grade file")
         return record
-    if trusted is None or all(e == OFFLINE or e in KNOWN_PROVIDERS or e in trusted for e in record["endpoints"]):
+    # the server's own endpoint is trusted for answers the server's key got; a visitor's key at the same address
+    # may reach another deployment behind it (a gateway routes by key), so it proves nothing there
+    own_key = judge.get("credential") == VISITOR_CREDENTIAL
+    if trusted is None or all(e == OFFLINE or e in KNOWN_PROVIDERS or (e in trusted and not own_key)
+                              for e in record["endpoints"]):
         record["verified_by"] = BY_SERVER
     return record
 

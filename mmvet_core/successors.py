@@ -1,5 +1,8 @@
-"""The successor board: every judge checked on this server, side by side, to choose a successor to the shut-down
-official judge (``gpt-4-0613``).
+"""The successor board: every judge this server checked with its own key, side by side, to choose a successor to
+the shut-down official judge (``gpt-4-0613``). A visitor's check of their own endpoint is theirs alone: listed
+for them only, after the board, unranked and marked unverified (`board_rows` with ``visitor=True``); no endpoint
+is ever shown by its address (`endpoint_label`: this server's judge, a known provider, or a visitor's endpoint by
+its kind).
 
 One row per checked judge (its current check: a check grows with every reference set the judge grades, so the
 largest and latest of each judge and prompt; `current_checks`): the
@@ -50,6 +53,7 @@ class BoardRow:
     shutdown: str | None            # YYYY-MM-DD
     references: list[str]
     checked: float                  # unix time
+    verified: bool = True           # this server's check (its own key); False: a visitor's own, unranked
 
     def shift_text(self) -> str:
         return format_shift(self.shift, (self.shift_low, self.shift_high) if self.shift_low is not None else None)
@@ -58,19 +62,54 @@ class BoardRow:
         return asdict(self)
 
 
-def endpoint_label(judge: dict, host_base_url: str | None = None) -> str:
-    """Where the judge was reached, as a visitor may see it: the host name only (never a path or a key); this
-    server's own judge endpoint as "this server's judge"; the offline baseline as "offline".
+def endpoint_label(judge: dict, host_base_url: str | None = None, *, visitor: bool = False) -> str:
+    """Where the judge was reached, as anyone may see it: never an address of this server's gateway or of a
+    visitor's endpoint. This server's own check: "this server's judge"; the offline baseline: "offline"; a known
+    provider (`provenance.KNOWN_PROVIDERS`) by name; any other endpoint by its kind only.
 
     >>> endpoint_label({"base_url": "https://api.example.com/v1/x?key=1"}), endpoint_label({"provider": "baseline"})
-    ('api.example.com', 'offline')
+    ("visitor's endpoint (public host)", 'offline')
+    >>> endpoint_label({"base_url": "http://gpu-judge-07.corp.internal:8000/v1"}, visitor=True)
+    'your endpoint (private host), unverified'
+    >>> endpoint_label({"base_url": "http://10.0.0.7/v1"}, "http://10.0.0.7/v1")
+    "this server's judge"
     """
+    from .provenance import KNOWN_PROVIDERS, endpoint_netloc
+
     if judge.get("provider") == "baseline":
         return "offline"
     url = (judge.get("base_url") or "").rstrip("/")
-    if host_base_url is not None and url == (host_base_url or "").rstrip("/"):
+    if not visitor and host_base_url is not None and url == (host_base_url or "").rstrip("/"):
         return "this server's judge"
-    return urlsplit(url).hostname or "api.openai.com" if url else "api.openai.com"
+    netloc = endpoint_netloc(url or None)
+    if netloc in KNOWN_PROVIDERS:
+        return f"{netloc} (your key), unverified" if visitor else netloc
+    kind = "private host" if is_private_host(urlsplit(url).hostname or "") else "public host"
+    return f"your endpoint ({kind}), unverified" if visitor else f"visitor's endpoint ({kind})"
+
+
+#: Name endings of hosts only a private network resolves.
+PRIVATE_SUFFIXES = (".internal", ".local", ".lan", ".corp", ".home", ".intranet", ".localdomain", ".private",
+                    ".localhost", ".home.arpa")
+
+
+def is_private_host(host: str) -> bool:
+    """Whether a host name or address is one of a private network (an address in a private, loopback or
+    link-local range; a name without a dot, or ending in one of `PRIVATE_SUFFIXES`). Read from the name alone:
+    nothing is resolved.
+
+    >>> [is_private_host(h) for h in ("gpu-judge-07.corp.internal", "10.1.2.3", "localhost", "api.example.com")]
+    [True, True, True, False]
+    """
+    import ipaddress
+
+    host = (host or "").strip("[]").lower().rstrip(".")
+    try:
+        ip = ipaddress.ip_address(host)
+        return not ip.is_global
+    except ValueError:
+        pass
+    return "." not in host or host.endswith(PRIVATE_SUFFIXES)
 
 
 def current_checks(checks: list[dict]) -> list[dict]:
@@ -95,10 +134,11 @@ def current_checks(checks: list[dict]) -> list[dict]:
 
 
 def board_rows(checks: list[dict], *, host_base_url: str | None = None,
-               shutdowns: dict[str, date] | None = None) -> list[BoardRow]:
+               shutdowns: dict[str, date] | None = None, visitor: bool = False) -> list[BoardRow]:
     """Rows from `Store.judge_checks` entries, one per judge (`current_checks`). The shutdown date is the one the
     endpoint announced when the judge was checked (recorded with the judge), else a known retirement from
-    `shutdowns` (model -> date)."""
+    `shutdowns` (model -> date). `visitor`: these are a visitor's own checks (shown to that visitor only):
+    unverified, and no estimates."""
     rows = []
     for c in current_checks(checks):
         try:
@@ -110,11 +150,12 @@ def board_rows(checks: list[dict], *, host_base_url: str | None = None,
         total = result.total
         low, high = total.shift_interval or (None, None)
         shutdown = judge.get("shutdown_date") or (shutdowns or {}).get(model)
-        rows.append(BoardRow(c.get("id", ""), model, endpoint_label(judge, host_base_url), float(total.delta_bar),
-                             float(total.shift), low, high, result.tau, result.verdict_kind or
-                             ("close" if result.close else "drifts"), bool(result.correctable),
+        rows.append(BoardRow(c.get("id", ""), model, endpoint_label(judge, host_base_url, visitor=visitor),
+                             float(total.delta_bar), float(total.shift), low, high, result.tau, result.verdict_kind or
+                             ("close" if result.close else "drifts"), bool(result.correctable) and not visitor,
                              shutdown.isoformat() if isinstance(shutdown, date) else shutdown,
-                             list(result.models), float(c.get("created_at") or result.created_at or 0.0)))
+                             list(result.models), float(c.get("created_at") or result.created_at or 0.0),
+                             verified=not visitor))
     return rows
 
 

@@ -94,16 +94,18 @@ def register_api(svc: GradingService) -> None:
         return svc.runs.delete(run_id, owner_tok)
 
     @api_errors
-    def judge_board(sort: str = "delta_bar") -> list:
-        """The successor board: every judge checked on this server (Δ̄, total shift with its 95 % interval,
-        Kendall τ, verdict, estimates available, shutdown date, reference sets, check id), sorted by `sort`
-        (delta_bar, abs_shift, tau, shutdown or checked)."""
-        return [r.to_dict() for r in svc.judges.judge_board(sort)]
+    def judge_board(sort: str = "delta_bar", owner_tok: str = "") -> list:
+        """The successor board: every judge this server checked with its own key (Δ̄, total shift with its 95 %
+        interval, Kendall τ, verdict, estimates available, shutdown date, reference sets, check id, verified),
+        sorted by `sort` (delta_bar, abs_shift, tau, shutdown or checked); then the checks the owner of
+        `owner_tok` made with their own key (theirs alone: unranked, ``verified`` false)."""
+        return [r.to_dict() for r in svc.judges.judge_board(sort, owner_tok or "")]
 
     @api_errors
-    def judge_check_report(check_id: str) -> str:
-        """The full report of one stored judge check (a board row's check_id); "" when there is none."""
-        return svc.judges.check_report(check_id)
+    def judge_check_report(check_id: str, owner_tok: str = "") -> str:
+        """The full report of one stored judge check (a board row's check_id); "" when there is none (a
+        visitor's own check: for its owner's token only)."""
+        return svc.judges.check_report(check_id, owner_tok or "")
 
     for fn in (validate, grade, stop, resume, override, clear_override, view_grades, status, sample, my_runs,
                rename, delete, judge_board, judge_check_report):

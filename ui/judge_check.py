@@ -13,11 +13,12 @@ from mmvet_core.service import JUDGE_BASELINE
 
 from .common import Page, base_url, esc, judge_of, toasts, visitor
 
-BOARD_HELP = ("Every judge checked on this server: Δ̄ to the official grades (GPT-4-0613 against itself: about "
+BOARD_HELP = ("Every judge this server checked with its own key (then, for you alone and unranked, the checks "
+              "you made with your own key: unverified): Δ̄ to the official grades (GPT-4-0613 against itself: about "
               "0.01; the keyword baseline: 0.15), the total shift with its 95 % interval, Kendall τ across the "
               "reference models, the verdict, whether official-equivalent estimates are available and the "
               "shutdown date its endpoint announced. A good successor has a small Δ̄, a narrow shift interval, "
-              "τ = +1 and no near shutdown. Endpoints appear by host name only.")
+              "τ = +1 and no near shutdown. Endpoints appear by kind only, never by address.")
 
 
 @dataclass
@@ -50,7 +51,7 @@ def build_judge_check(page: Page) -> JudgeCheckView:
 def build_judge_board(page: Page, jc: JudgeCheckView) -> JudgeCheckView:
     """Lay out the (collapsed) successor board where it is called (the page's full width); returns `jc` with
     it."""
-    with gr.Accordion("Successor board: every judge checked on this server", open=False,
+    with gr.Accordion("Successor board: every judge this server checked with its own key", open=False,
                       elem_id="judge-board-section") as board_section:
         gr.Markdown(BOARD_HELP)
         with gr.Row():
@@ -70,9 +71,10 @@ def wire_judge_check(page: Page, jc: JudgeCheckView, judge_choice: gr.Radio, bas
     svc, judges = page.svc, page.svc.judges          # this view reads the judges facet only (and who asks)
     check_timer = gr.Timer(1.0, active=False)
 
-    def board(sort_label, request: gr.Request | None = None):
+    def board(sort_label, owner_tok="", request: gr.Request | None = None):
+        # this server's checks, then the visitor's own (theirs alone, unranked); the CSV holds the server's only
         key = SORT_KEYS.get(sort_label, "delta_bar")
-        return board_table(judges.judge_board(key)), judges.judge_board_csv(key, base_url(request))
+        return board_table(judges.judge_board(key, owner_tok or "")), judges.judge_board_csv(key, base_url(request))
 
     @toasts(4)
     def check_judge(judge_c, url, model, key, owner_tok, sort_label, request: gr.Request):
@@ -84,7 +86,7 @@ def wire_judge_check(page: Page, jc: JudgeCheckView, judge_choice: gr.Radio, bas
         text, running = judges.judge_check_text(judge_of(judge_c, url, model, key), owner_tok)
         if running:                  # the board changes when the check ends, not on every tick
             return text, gr.Timer(active=True), gr.skip(), gr.skip()
-        return (text, gr.Timer(active=False), *board(sort_label, request))
+        return (text, gr.Timer(active=False), *board(sort_label, owner_tok, request))
 
     def on_load(request: gr.Request):
         """``?check=<id>``: open the section with that check's report (a board row's link)."""
@@ -92,13 +94,13 @@ def wire_judge_check(page: Page, jc: JudgeCheckView, judge_choice: gr.Radio, bas
         params = dict(request.query_params) if request else {}
         check_id = params.get("check", "")
         if not check_id:
-            return gr.skip(), gr.skip(), gr.skip(), *board(sort_label, request)
+            return gr.skip(), gr.skip(), gr.skip(), *board(sort_label, "", request)
         text = judges.check_report(check_id)
         if not text:
             gr.Warning("This link's judge check does not exist.")
-            return gr.skip(), gr.skip(), gr.skip(), *board(sort_label, request)
+            return gr.skip(), gr.skip(), gr.skip(), *board(sort_label, "", request)
         return (text, gr.Accordion(open=True, visible=True), gr.Accordion(open=True),
-                *board(sort_label, request))
+                *board(sort_label, "", request))
 
     inputs = [judge_choice, base_url_box, judge_model, api_key, page.owner, jc.sort]
     outputs = [jc.report, check_timer, jc.board, jc.export]
@@ -108,7 +110,7 @@ def wire_judge_check(page: Page, jc: JudgeCheckView, judge_choice: gr.Radio, bas
     for box in (base_url_box, judge_model, api_key):     # (on blur: a base URL is checked when it is used)
         box.blur(check_text, inputs, outputs, api_visibility="private")
     board_outputs = [jc.board, jc.export]
-    jc.sort.change(board, [jc.sort], board_outputs, api_visibility="private")
-    jc.refresh.click(board, [jc.sort], board_outputs, api_visibility="private")
+    jc.sort.change(board, [jc.sort, page.owner], board_outputs, api_visibility="private")
+    jc.refresh.click(board, [jc.sort, page.owner], board_outputs, api_visibility="private")
     gr.on(None, on_load, None, [jc.report, jc.section, jc.board_section, jc.board, jc.export],  # on page load
           api_visibility="private")

@@ -77,7 +77,7 @@ def cmd_grade(args) -> int:
               "again (it resumes this run).")
         return 1
     print_scores(view)
-    equivalence = estimate_run(view, run_check(store, view.run.judge))
+    equivalence = estimate_run(view, run_check(store, view.run.judge), store=store)
     print(format_equivalent_line(equivalence))
     if equivalence.available:
         print(f"  per capability (estimates): {format_capability_line(equivalence)}")

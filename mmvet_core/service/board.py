@@ -19,10 +19,6 @@ from .records import ServiceError
 from .runs import Runs
 from .settings import ServiceSettings
 
-#: Bootstrap draws of a leaderboard entry's official-equivalent estimate (a run's card uses the default 1000).
-BOARD_RESAMPLES = 300
-
-
 #: The most rows one page of the API's or MCP's leaderboard holds (Gradio post-processes every value of an
 #: answer: the whole board of 1,600 entries took about a second; 100 rows, the default page, take milliseconds).
 MAX_PAGE = 500
@@ -223,15 +219,15 @@ class Board:
         return out
 
     def _entry_estimate(self, entry) -> dict | None:
-        """A successor entry's official-equivalent estimate on the board (`equivalence.entry_equivalence`),
-        computed once per entry version and stored check."""
+        """A successor entry's official-equivalent estimate on the board (`equivalence.entry_equivalence`): the
+        one stored estimate of its grades under the server's current check of its judge (its run's card reads the
+        same one), kept here once per entry version and stored check."""
         from ..equivalence import entry_equivalence
 
         key = (entry.version, self.store.judge_checks_stamp())
         hit = self._estimates.get(entry.id)
         if hit is None or hit[0] != key:
-            hit = self._estimates[entry.id] = (key, entry_equivalence(self.store, entry,
-                                                                      resamples=BOARD_RESAMPLES).short())
+            hit = self._estimates[entry.id] = (key, entry_equivalence(self.store, entry).short())
         return hit[1]
 
     def leaderboard(self, filters=None) -> list:

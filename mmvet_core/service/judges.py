@@ -5,6 +5,7 @@ estimate (`equivalence`, from the stored check and the run's scores)."""
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from dataclasses import replace
@@ -14,12 +15,13 @@ from ..endpoints import LIST_TIMEOUT, JudgeRow, ModelList, judge_facts, judge_ro
     today_utc
 from ..jobs import JobManager, TooManyRuns
 from ..judge import JudgeSettings
+from ..judgecheck import HOST, VISITOR, check_owner_hash
 from ..ratelimit import account_key
 from ..runs import RunView
 from ..store import Store
 from .inputs import Inputs
 from .limits import HostLimits
-from .records import JudgeChoice, JudgeUnavailable, ServiceError, endpoint_host, shutdown_note
+from .records import JudgeChoice, JudgeUnavailable, ServiceError, shutdown_note
 from .settings import ServiceSettings
 
 log = logging.getLogger("mmvet_grader")
@@ -34,6 +36,29 @@ PAGE_CHECK_HINTS = {"check_hint": "pick one in the judge field and click Check t
 MODEL_LIST_TTL = 60.0
 #: How many finished runs' estimates are kept.
 EQUIVALENCE_CACHE_SIZE = 256
+#: Under a visitor's own check: whose it is and what it is not.
+VISITOR_CHECK_NOTE = ("This is your check of your own endpoint, made with your key and seen by you only. This "
+                      "server cannot verify what an endpoint it does not reach with its own key answers to other "
+                      "prompts, so this check is not on the public successor board and makes no "
+                      "official-equivalent estimate.")
+#: A visitor's judge name as a check takes it: a model id (letters, digits and ``._:/@+-``), so that no name can
+#: read as a claim ("gpt-4o (this server's judge)").
+MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+\-]{0,127}")
+
+
+def model_id_refusal(model: str, host_model: str = "") -> str | None:
+    """Why a visitor's judge name cannot be checked (None when it can): a check's judge is a model id, never a
+    phrase that could claim to be this server's judge.
+
+    >>> model_id_refusal("gpt-4o-2024-08-06"), model_id_refusal("meta-llama/Llama-3.1-70B-Instruct") is None
+    (None, True)
+    >>> "not a model id" in model_id_refusal("gpt-4o (this server's judge)")
+    True
+    """
+    if MODEL_ID.fullmatch(model or ""):
+        return None
+    return (f'The judge name "{(model or "")[:60]}" is not a model id (letters, digits and . _ : / @ + - only): a '
+            "check names the model an endpoint serves, and never claims to be this server's judge.")
 
 
 class Judges:
@@ -46,6 +71,7 @@ class Judges:
         self._checks: dict[str, dict] = {}       # judge-check task -> {"done", "total"}
         self._model_lists: dict[str, tuple[float, ModelList]] = {}   # account -> (when read, list)
         self._equivalence_cache: dict[str, tuple[tuple, object]] = {}   # run id -> (stamp, Equivalence)
+        self._checks_version: tuple[float, tuple] | None = None       # (when read, judge_checks_stamp)
 
     # ---- what the endpoint serves ----
     def model_list(self, jset: JudgeSettings, key: str | None, host: bool) -> ModelList:
@@ -110,8 +136,17 @@ class Judges:
         return shutdown_note(run.judge) if run is not None else None
 
     # ---- judge check ----
-    def _check_key(self, jset: JudgeSettings, owner: str) -> str:
-        return f"judge-check:{owner}:{jset.fingerprint()}"
+    def _check_key(self, jset: JudgeSettings, owner: str, scope) -> str:
+        from ..judgecheck import check_fingerprint
+        return f"judge-check:{owner}:{check_fingerprint(jset, scope)}"
+
+    @staticmethod
+    def _scope(key: str | None, host: bool, owner: str):
+        """Who makes a check of this judge: the server (its own key) or this visitor (their own key: a check of
+        their own, `judgecheck.visitor_scope`)."""
+        from ..judge import answer_scope
+        from ..judgecheck import HOST_SCOPE, visitor_scope
+        return HOST_SCOPE if host else visitor_scope(owner, answer_scope(key))
 
     def check_cost(self, references: str | None = None) -> str:
         """What a check costs, said before it starts: the reference sets and the judge calls."""
@@ -148,8 +183,13 @@ class Judges:
             raise ServiceError("The offline baseline is what the check compares a judge against: pick the server's "
                                "judge or your own to check it.")
         jset = check_settings(jset)
+        if not host:
+            refusal = model_id_refusal(jset.model, self.settings.judge_model)
+            if refusal:
+                raise ServiceError(refusal)
         refs = self._check_refs(references)
-        task = self._check_key(jset, owner)
+        scope = self._scope(key, host, owner)
+        task = self._check_key(jset, owner, scope)
         if self.jobs.is_running(task):
             return "This judge is being checked already."
         progress = self._checks[task] = {"done": 0, "total": call_count(refs=refs)}
@@ -168,19 +208,28 @@ class Judges:
                 await judge.aclose()
                 raise RuntimeError(pre.message(**(hints or PAGE_CHECK_HINTS)))
             checked = replace(jset, shutdown_date=pre.shutdown_date.isoformat()) if pre.shutdown_date else jset
-            return await run_judge_check(self.store, checked, key, judge=judge,
-                                         concurrency=self.settings.run_concurrency, on_grade=counted, stop=stop,
-                                         budget=budget, refs=refs)
+            try:
+                return await run_judge_check(self.store, checked, key, judge=judge,
+                                             concurrency=self.settings.run_concurrency, on_grade=counted,
+                                             stop=stop, budget=budget, refs=refs, scope=scope)
+            finally:
+                self._checks_version = None        # a card read next sees the check this stored
         try:
             self.jobs.start_task(task, check, visitor=visitor)
         except TooManyRuns as e:
             raise ServiceError(str(e)) from None
         return (f"Checking {jset.model}: it grades {progress['total']} reference answers whose official GPT-4-0613 "
-                "grades are known (answers already stored are reused for free).")
+                "grades are known (answers already stored are reused for free)."
+                + ("" if host else " With your own key this is your check, seen by you only: it is not this "
+                   "server's check of the judge and makes no estimate."))
 
-    def _shown_check(self, result, host: bool):
-        """A check as a visitor may see it: the host's endpoint by its host name only."""
-        result.judge = {**result.judge, "base_url": endpoint_host(result.judge)} if host else result.judge
+    def _shown_check(self, result, visitor_check: bool):
+        """A check as a visitor may see it: the endpoint by its kind, never its address (the server's own gateway
+        as "this server's endpoint", a visitor's as "a visitor's endpoint (private host)" or the like)."""
+        from ..successors import endpoint_label
+
+        label = endpoint_label(result.judge, self.settings.host_base_url or "", visitor=visitor_check)
+        result.judge = {**result.judge, "base_url": label}
         return result
 
     def judge_check_text(self, choice: JudgeChoice, owner: str) -> tuple[str, bool]:
@@ -188,38 +237,50 @@ class Judges:
         from ..judgecheck import check_settings, format_check, stored_check
 
         try:
-            jset, _, host = self.inputs.judge_for(choice)
+            jset, key, host = self.inputs.judge_for(choice)
         except ServiceError:
             return "", False
         if jset.provider == "baseline":
             return "", False
         jset = check_settings(jset)
-        task = self._check_key(jset, owner)
+        scope = self._scope(key, host, owner)
+        task = self._check_key(jset, owner, scope)
         if self.jobs.is_running(task):
             p = self._checks.get(task, {"done": 0, "total": 0})
             return f"checking: {p['done']} / {p['total']} reference grades", True
         failure = self.jobs.failure(task)
         if failure:
             return f"The check stopped: {failure}", False
-        result = stored_check(self.store, jset)
+        result = stored_check(self.store, jset, scope=scope)
         if result is None:
             return "", False
-        return format_check(self._shown_check(result, host)), False
+        text = format_check(self._shown_check(result, not host))
+        return (text if host else text + "\n" + VISITOR_CHECK_NOTE), False
 
     # ---- the successor board ----
-    def judge_board(self, sort: str = "delta_bar") -> list:
-        """Every judge checked on this server (`board.BoardRow`), sorted by `sort` (a value of
-        `board.SORT_KEYS`)."""
+    def judge_board(self, sort: str = "delta_bar", owner: str = "") -> list:
+        """The successor board (`successors.BoardRow`): every judge this server checked with its own key, sorted
+        by `sort` (a value of `successors.SORT_KEYS`) and ranked; then, for `owner` alone, the checks they made
+        with their own key, unranked and marked "your endpoint, unverified". Checks stored before checks recorded
+        who made them are not shown (the host runs them again, at no cost)."""
         from ..endpoints import load_retirements
         from ..successors import board_rows, sort_rows
 
         shutdowns = {name: r.shutdown_date for name, r in load_retirements().items()}
-        rows = board_rows(self.store.judge_checks(), host_base_url=self.settings.host_base_url or "",
-                          shutdowns=shutdowns)
-        return sort_rows(rows, sort)
+        checks = self.store.judge_checks()
+        host_url = self.settings.host_base_url or ""
+        rows = sort_rows(board_rows([c for c in checks if c.get("scope") == HOST], host_base_url=host_url,
+                                    shutdowns=shutdowns), sort)
+        if owner:
+            mine = check_owner_hash(owner)
+            rows += sort_rows(board_rows([c for c in checks if c.get("scope") == VISITOR
+                                          and c.get("owner_hash") == mine], host_base_url=host_url,
+                                         shutdowns=shutdowns, visitor=True), sort)
+        return rows
 
     def judge_board_csv(self, sort: str = "delta_bar", base: str | None = None) -> str:
-        """Write the board as CSV (in the exports folder) and return its path."""
+        """Write the board (this server's checks only: the file is shared) as CSV in the exports folder and
+        return its path."""
         from ..successors import SORT_KEYS, make_board_csv_text
 
         out = self.exports_dir / "board"
@@ -232,22 +293,35 @@ class Judges:
         tmp.replace(path)
         return str(path)
 
-    def check_report(self, check_id: str) -> str:
-        """The full report of one stored check (a board row's link), endpoints by host name only; "" when there
-        is no such check."""
+    def check_report(self, check_id: str, owner: str = "") -> str:
+        """The full report of one stored check (a board row's link), the endpoint by its kind only; "" when there
+        is no such check for this visitor (a visitor's own check is its owner's alone; a check stored before
+        checks recorded who made them is nobody's)."""
         from ..judgecheck import JudgeCheckResult, format_check
 
         entry = next((c for c in self.store.judge_checks() if c["id"] == (check_id or "")), None)
-        if entry is None:
+        if entry is None or entry.get("scope") not in (HOST, VISITOR):
             return ""
-        result = JudgeCheckResult.from_dict(entry["result"])
-        result.judge = {**result.judge, "base_url": endpoint_host(result.judge)}
-        return format_check(result)
+        visitor_check = entry.get("scope") == VISITOR
+        if visitor_check and (not owner or entry.get("owner_hash") != check_owner_hash(owner)):
+            return ""
+        result = self._shown_check(JudgeCheckResult.from_dict(entry["result"]), visitor_check)
+        return format_check(result) + ("\n" + VISITOR_CHECK_NOTE if visitor_check else "")
 
     # ---- official-equivalent estimate ----
+    def checks_version(self, max_age: float = 0.5) -> tuple:
+        """`Store.judge_checks_stamp`, read at most every `max_age` seconds (every status poll asks it)."""
+        now = time.monotonic()
+        hit = self._checks_version
+        if hit is None or now - hit[0] >= max_age:
+            hit = self._checks_version = (now, self.store.judge_checks_stamp())
+        return hit[1]
+
     def equivalence(self, view: RunView):
-        """The run's official-equivalent estimate (`equivalence.Equivalence`), or why there is none; computed for
-        finished runs only (a running run's scores move)."""
+        """The run's official-equivalent estimate (`equivalence.Equivalence`), or why there is none; for finished
+        runs only (a running run's scores move). The one stored estimate of its grades under the server's current
+        check of its judge (`equivalence.stored_equivalent`): the card, ``/status``, MCP and the leaderboard read
+        the same one."""
         from ..equivalence import Equivalence, estimate_run
         from ..judgecheck import run_check
 
@@ -257,7 +331,7 @@ class Judges:
         hit = self._equivalence_cache.get(view.run.id)
         if hit is not None and hit[0] == key:
             return hit[1]
-        eq = estimate_run(view, run_check(self.store, view.run.judge))
+        eq = estimate_run(view, run_check(self.store, view.run.judge), store=self.store)
         if len(self._equivalence_cache) >= EQUIVALENCE_CACHE_SIZE:
             self._equivalence_cache.pop(next(iter(self._equivalence_cache)))
         self._equivalence_cache[view.run.id] = (key, eq)

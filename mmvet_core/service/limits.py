@@ -11,7 +11,7 @@ from typing import Callable
 from ..budget import HostBudget, client_address, private_salt, visitor_id
 from ..hosting import UploadGate
 from ..jobs import JobManager
-from ..judge import JudgeSettings, make_judge
+from ..judge import JudgeSettings, answer_scope, make_judge
 from ..keeping import RunKeeper, StorageRefused
 from ..store import Store, StoreError
 from ..transport import BlockedDestination, EndpointPolicy, check_endpoint_url
@@ -65,8 +65,10 @@ class HostLimits:
 
     def make_judge(self, jset: JudgeSettings, key: str | None, host: bool):
         """The judge of a run: errors redacted (an upstream body may echo a key or an internal page); a visitor's
-        endpoint may not reach private addresses unless the host allows it."""
-        return make_judge(jset, key, policy=self.endpoint_policy(host), redact=True)
+        endpoint may not reach private addresses unless the host allows it; a visitor's key reads and adds to the
+        answers of that key only (`judge.answer_scope`), never the host's, even at the host's endpoint."""
+        return make_judge(jset, key, policy=self.endpoint_policy(host), redact=True,
+                          cache_scope="" if host else answer_scope(key))
 
     def endpoint_policy(self, host: bool) -> EndpointPolicy:
         """Where a judge's connections may go: a visitor's endpoint not to private addresses, unless the host

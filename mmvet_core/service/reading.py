@@ -185,7 +185,9 @@ class RunReading:
             raise ServiceError("No such run.")
         self.limits.keeper.opened(run_id)
         running = self.jobs.is_running(run_id)
-        key = (stamp, running, self.jobs.failure(run_id))
+        # a new or grown check changes the card's estimate: the card, the board and MCP read one stored estimate
+        # of the current check, so a status computed before that check is stale too
+        key = (stamp, running, self.jobs.failure(run_id), self.judges.checks_version())
         now = time.monotonic()
         hit = self._status_cache.get(run_id)
         if hit is not None and hit[0] == key:

@@ -14,7 +14,7 @@ from ..export import GradeFileError
 from ..jobs import JobManager, TooManyRuns
 from ..judge import JudgeSettings
 from ..keeping import cap_predictions
-from ..provenance import note_endpoint
+from ..provenance import VISITOR_CREDENTIAL, note_endpoint, note_visitor_credential
 from ..results import ResultsError, select_predictions
 from ..runs import benchmark_to_stored, create_run, load_run_view, run_fingerprint
 from ..store import RunRecord, Store, StoreError
@@ -76,7 +76,10 @@ class Runs:
                 self.jobs.check_capacity(visitor)
             except TooManyRuns as e:
                 raise ServiceError(str(e)) from None
-            info = {**({"mode": mode} if mode == MODE_BATCH else {}), **({"predictions_cut": cut} if cut else {})}
+            info = {**({"mode": mode} if mode == MODE_BATCH else {}), **({"predictions_cut": cut} if cut else {}),
+                    # a visitor's own key: its answers are not the server's judge's, whatever the endpoint (no
+                    # check of the server's stands behind them: `judgecheck.run_check`, `provenance`)
+                    **({"credential": VISITOR_CREDENTIAL} if not host and jset.provider != "baseline" else {})}
             try:
                 run_id = create_run(self.store, benchmark=benchmark, spec=spec, predictions=preds, n_runs=n_runs,
                                     settings=jset, model_name=name, results_format=rf.format, owner=owner,
@@ -177,6 +180,8 @@ class Runs:
             if host:
                 self.limits.keeper.stored(run_id, visitor, host=True)
             note_endpoint(self.store, run_id, jset.base_url)     # provenance: every endpoint that graded it
+            if not host and jset.provider != "baseline":          # and whose key: a visitor's, from now on
+                note_visitor_credential(self.store, run_id)
         except StoreError as e:
             raise ServiceError(f"The run could not be resumed: {e}.") from None
         self._launch(run_id, view.benchmark, jset, key, host, visitor, mode)

@@ -120,7 +120,19 @@ judge_checks = sa.Table(
     sa.Column("judge_model", Text, nullable=False, server_default=""),
     sa.Column("prompt", Text, nullable=False, server_default=""),
     sa.Column("refs", Text, nullable=False, server_default=""),
+    # who made the check (`judgecheck.HOST` / `judgecheck.VISITOR`; "" before 0003: unverified) and, for a
+    # visitor's check, the visitor's owner hash (only that visitor sees it)
+    sa.Column("scope", Text, nullable=False, server_default=""),
+    sa.Column("owner_hash", Text, nullable=False, server_default=""),
     sa.Index("judge_checks_by_judge", "fingerprint", "created_at"),
+)
+
+estimates = sa.Table(                                      # the one stored estimate per check and graded answers
+    "estimates", metadata,
+    sa.Column("check_id", Text, primary_key=True),
+    sa.Column("inputs", Text, primary_key=True),          # `equivalence.estimate_inputs`: a digest of the grades
+    sa.Column("result", Text, nullable=False),             # JSON equivalence.Equivalence
+    sa.Column("created_at", REAL, nullable=False),
 )
 
 board_entries = sa.Table(
