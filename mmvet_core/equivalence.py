@@ -18,9 +18,10 @@ Two labels say what an estimate stands on:
   widened by the drift the leave-one-model-out predictions of the outermost references show.
 
 No estimate is given for imported grades, a run of the official judge itself, another prompt than the official
-one, another benchmark than MM-Vet v1, the keyword baseline, a run graded with a visitor's own key, a judge without
-a check of this server's at this endpoint (`judgecheck.run_check`: a visitor's own check never makes one), or when
-the check does not allow one (`JudgeCheckResult.correctable`: incomplete, fewer than three reference models, or no
+one, another benchmark than MM-Vet v1, the keyword baseline, a judge without a check of this server's at this
+endpoint (made with its own key, or by the host's CLI: `judgecheck.run_check`; a visitor's own check never makes
+one), a run graded with a visitor's key at the server's own endpoint (`VISITOR_KEY_AT_SERVER`), or when the check
+does not allow one (`JudgeCheckResult.correctable`: incomplete, fewer than three reference models, or no
 closer to the official grades than keyword matching even corrected).
 
 Everything here is pure but `stored_equivalent` (and its callers given a store), which keeps the one estimate per
@@ -123,6 +124,11 @@ class Equivalence:
                 "label": self.label, "check": self.check_id, "check_text": self.check_text}
 
 
+#: Why a run graded with a visitor's own key at this server's own endpoint gets no estimate.
+VISITOR_KEY_AT_SERVER = ("graded with a visitor's own key at this server's endpoint: the server's check rests on "
+                         "what its own key gets there, which another key need not get (a gateway routes by key)")
+
+
 def unavailable_reason(run_judge: dict, benchmark_version: str, check: JudgeCheckResult | None) -> str | None:
     """Why a run gets no estimate (None when it may have one). `run_judge`: the run's stored JudgeSettings dict."""
     provider = run_judge.get("provider")
@@ -137,12 +143,10 @@ def unavailable_reason(run_judge: dict, benchmark_version: str, check: JudgeChec
         return f"the judge check measures MM-Vet v1; this run is on {benchmark_version}"
     if provider == "baseline":
         return "the keyword baseline reads no judgement: its grades are not corrected into an estimate"
-    if run_judge.get("credential") == "visitor":
-        return ("graded with a visitor's own key: nothing this server verified stands behind that judge's answers "
-                "(a check of a visitor's endpoint is seen by that visitor only and makes no estimate)")
     if check is None:
-        return (f"no judge check of {model} at this endpoint is stored: run `python -m mmvet_core judge-check "
-                f"--judge-model {model}` (or Check this judge in the app)")
+        return (f"no check of {model} at this endpoint made by this server is stored (a visitor's own check makes "
+                f"no estimate): the host runs `python -m mmvet_core judge-check --judge-model {model}` (or Check "
+                "this judge in the app with the server's judge)")
     if not check.correctable:
         return check.correction_note or "the judge check does not allow a correction"
     return None

@@ -715,10 +715,11 @@ def stored_check(store, settings: JudgeSettings, refs: list[Reference] | None = 
 
 
 def run_check(store, run_judge: dict) -> JudgeCheckResult | None:
-    """The server's check of the judge a run was graded by (the settings stored with the run: `current_check`),
-    or None: imported grades and the keyword baseline (no judge to correct), and a run graded with a visitor's
-    own key (``credential: visitor``: its answers are not the server's judge's, whatever its endpoint)."""
-    if run_judge.get("provider") in ("imported", "baseline") or run_judge.get("credential") == VISITOR:
+    """The server's check of the judge a run was graded by (the settings stored with the run: `current_check`:
+    a check this server made with its own key, or the host with the CLI), or None: imported grades and the
+    keyword baseline (no judge to correct). A visitor's own check is never one. (A run graded with a visitor's
+    key at the server's own endpoint gets none either: `service.judges.Judges.equivalence`.)"""
+    if run_judge.get("provider") in ("imported", "baseline"):
         return None
     settings = JudgeSettings(**{k: v for k, v in run_judge.items() if k in JudgeSettings.__dataclass_fields__})
     return current_check(store, settings)

@@ -281,16 +281,19 @@ def make_snapshot(view, *, tool_version: str = "", trusted=None) -> tuple[dict, 
         "provenance": prov.run_provenance(view, trusted=trusted),
     }
     meta["grades_sha"] = grades_digest(meta["sample_ids"], sample_means(meta["sample_ids"], scores))
-    meta.update(estimate_keys(run, kind))
+    meta.update(estimate_keys(run, kind, trusted))
     return meta, scores
 
 
-def estimate_keys(run, kind: str) -> dict:
+def estimate_keys(run, kind: str, trusted=None) -> dict:
     """What a successor entry keeps to find its official-equivalent estimate later (never the endpoint's address):
-    the fingerprint of its judge's check and its answers' hashes (the in-sample test)."""
+    the fingerprint of its judge's check and its answers' hashes (the in-sample test); nothing for a run graded
+    with a visitor's key at one of the `trusted` endpoints (the server's own: its check rests on its own key)."""
     if kind != "successor" or run.judge.get("provider") in ("imported", "baseline") \
-            or run.judge.get("prompt_examples") is not None or run.judge.get("credential") == prov.VISITOR_CREDENTIAL:
-        return {}                # (a visitor's own key: no check of the server's stands behind its answers)
+            or run.judge.get("prompt_examples") is not None:
+        return {}
+    if run.judge.get("credential") == prov.VISITOR_CREDENTIAL and set(prov.run_endpoints(run.judge)) & set(trusted or ()):
+        return {}                # a visitor's key at the server's own endpoint: the server's check is not theirs
     from .judge import JudgeSettings
     from .judgecheck import check_settings, prediction_hash
 
@@ -357,7 +360,7 @@ class BoardEntry:
             integrations={c: _num(v) for c, v in (m.get("integrations") or {}).items()},
             date=str(m.get("date", "")), version=self.version, metric_note=m.get("metric_note"),
             provenance=prov.label(record), verified=prov.is_verified(record), rank_note=unranked_reason(self),
-            provenance_detail=dict(record))
+            provenance_detail=prov.public_record(record))
 
 
 def rank_key(entry: BoardEntry) -> tuple | None:

@@ -123,8 +123,35 @@ def is_verified(prov: dict | None) -> bool:
     return bool(prov) and prov.get("verified_by") in (BY_SERVER, BY_HOST)
 
 
-def _hosts(endpoints: Iterable[str]) -> str:
-    return ", ".join(e.split(":")[0] if e.count(":") == 1 else e for e in endpoints) or "?"
+def _hosts(endpoints: Iterable[str], verified_by: str = "", other: str = "a visitor's endpoint") -> str:
+    shown = []
+    for e in endpoints:
+        name = shown_endpoint(e, verified_by, other)
+        if name not in shown:
+            shown.append(name)
+    return ", ".join(shown) or "?"
+
+
+def shown_endpoint(netloc: str, verified_by: str = "", other: str = "a visitor's endpoint") -> str:
+    """An endpoint as anyone may read it (issue 33): the offline baseline and a known provider by name; any other
+    address never (a visitor's host names are theirs, the server's gateway is the host's): this server's own
+    judge when the server's grading vouches for it, else `other` ("a visitor's endpoint").
+
+    >>> shown_endpoint("api.openai.com"), shown_endpoint("10.0.0.7:8000", "server"), shown_endpoint("evil.example")
+    ('api.openai.com', "this server's judge", "a visitor's endpoint")
+    """
+    host = netloc.split(":")[0] if netloc.count(":") == 1 else netloc
+    if netloc == OFFLINE or host in KNOWN_PROVIDERS or netloc in KNOWN_PROVIDERS:
+        return host
+    return "this server's judge" if verified_by == BY_SERVER else other
+
+
+def public_record(prov: dict | None) -> dict:
+    """The provenance record as the API, MCP and the downloads show it: its endpoints by `shown_endpoint`."""
+    out = dict(prov or {"source": UNKNOWN})
+    if isinstance(out.get("endpoints"), list):
+        out["endpoints"] = [shown_endpoint(str(e), str(out.get("verified_by") or "")) for e in out["endpoints"]]
+    return out
 
 
 def label(prov: dict | None) -> str:
@@ -135,7 +162,9 @@ def label(prov: dict | None) -> str:
     >>> label({"source": "graded", "endpoints": ["api.openai.com"], "verified_by": "server"})
     'graded here (api.openai.com)'
     >>> label({"source": "graded", "endpoints": ["evil.example"], "verified_by": ""})
-    'graded on evil.example, judge not verified'
+    "graded on a visitor's endpoint, judge not verified"
+    >>> label({"source": "graded", "endpoints": ["gateway.corp:8443"], "verified_by": "server"})
+    "graded here (this server's judge)"
     """
     prov = prov or {}
     source, verified = prov.get("source", UNKNOWN), is_verified(prov)
@@ -143,12 +172,13 @@ def label(prov: dict | None) -> str:
     if source == IMPORTED:
         return f"imported{by_host}" if verified else "imported, judge not verified"
     if source == GRADED:
-        where = _hosts(prov.get("endpoints") or [])
+        where = _hosts(prov.get("endpoints") or [], str(prov.get("verified_by") or ""))
         if where == OFFLINE:
             return "graded here (offline baseline)" + by_host
         if verified:
             return f"graded here ({where}){by_host}"
         if prov.get("restored"):
+            where = _hosts(prov.get("endpoints") or [], "", other="another server's endpoint")
             return f"restored from a backup (graded on {where}), judge not verified"
         return f"graded on {where}, judge not verified"
     return f"provenance unknown{by_host}" if verified else "provenance unknown, judge not verified"

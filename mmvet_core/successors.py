@@ -64,11 +64,12 @@ class BoardRow:
 
 def endpoint_label(judge: dict, host_base_url: str | None = None, *, visitor: bool = False) -> str:
     """Where the judge was reached, as anyone may see it: never an address of this server's gateway or of a
-    visitor's endpoint. This server's own check: "this server's judge"; the offline baseline: "offline"; a known
-    provider (`provenance.KNOWN_PROVIDERS`) by name; any other endpoint by its kind only.
+    visitor's endpoint. This server's own endpoint: "this server's judge"; the offline baseline: "offline"; a
+    known provider (`provenance.KNOWN_PROVIDERS`) by name; any other endpoint by its kind only: one the host
+    checked (the CLI's check of another endpoint), or, with `visitor`, the visitor's own (shown to them only).
 
     >>> endpoint_label({"base_url": "https://api.example.com/v1/x?key=1"}), endpoint_label({"provider": "baseline"})
-    ("visitor's endpoint (public host)", 'offline')
+    ('an endpoint the host checked (public host)', 'offline')
     >>> endpoint_label({"base_url": "http://gpu-judge-07.corp.internal:8000/v1"}, visitor=True)
     'your endpoint (private host), unverified'
     >>> endpoint_label({"base_url": "http://10.0.0.7/v1"}, "http://10.0.0.7/v1")
@@ -85,7 +86,7 @@ def endpoint_label(judge: dict, host_base_url: str | None = None, *, visitor: bo
     if netloc in KNOWN_PROVIDERS:
         return f"{netloc} (your key), unverified" if visitor else netloc
     kind = "private host" if is_private_host(urlsplit(url).hostname or "") else "public host"
-    return f"your endpoint ({kind}), unverified" if visitor else f"visitor's endpoint ({kind})"
+    return f"your endpoint ({kind}), unverified" if visitor else f"an endpoint the host checked ({kind})"
 
 
 #: Name endings of hosts only a private network resolves.
@@ -190,7 +191,8 @@ def _checked_text(t: float) -> str:
 def board_table(rows: list[BoardRow]) -> list[list]:
     """The app's table: one list per row (the link cell is Markdown; every visitor-made text is escaped by the
     caller's Markdown sanitiser and by `_cell`)."""
-    return [[_cell(r.judge), _cell(r.endpoint), f"{r.delta_bar:.3f}", r.shift_text(),
+    # (the endpoint cell is `endpoint_label`'s own words, never a visitor's text: its parentheses are kept)
+    return [[_cell(r.judge), r.endpoint, f"{r.delta_bar:.3f}", r.shift_text(),
              "" if r.tau is None else f"{r.tau:+.2f}", r.verdict, "yes" if r.estimates else "no",
              r.shutdown or "—", len(r.references), _checked_text(r.checked),
              f"[report]({check_link(r.check_id)})"] for r in rows]

@@ -245,8 +245,11 @@ def test_the_successor_board_and_a_check_report_through_the_api(client, app_serv
     app_server.store.put_judge_check("fp-api-judge", result.judge, result.to_dict(), refs=result.references)
     rows = client.predict("abs_shift", api_name="/judge_board")
     [row] = [r for r in rows if r["judge"] == "api-judge"]
-    assert row["endpoint"] == "judge.example" and row["shift_low"] <= row["shift"] <= row["shift_high"]
+    # an endpoint by its kind, never its address (issue 33)
+    assert row["endpoint"] == "an endpoint the host checked (public host)" and row["verified"]
+    assert row["shift_low"] <= row["shift"] <= row["shift_high"]
     assert row["references"] == result.models and row["verdict"] == "drifts"
     report = client.predict(row["check_id"], api_name="/judge_check_report")
-    assert report.startswith("Judge check of api-judge at judge.example (official prompt)")
+    assert report.startswith("Judge check of api-judge at an endpoint the host checked (public host) (official prompt)")
+    assert "judge.example" not in report
     assert client.predict("no-such-check", api_name="/judge_check_report") == ""

@@ -31,14 +31,14 @@ def test_check_the_servers_judge_then_again_for_free(page, fake_server):
         page.locator("#judge-check-button").click()
         report = page.locator("#judge-check-report textarea")
         expect(report).to_have_value(re.compile(r"^checking: \d+ / 1308 reference grades"))
-        expect(report).to_have_value(re.compile(r"^Judge check of gpt-4-0613 at 127\.0\.0\.1 \(official prompt\) on "
+        expect(report).to_have_value(re.compile(r"^Judge check of gpt-4-0613 at this server's endpoint \(official prompt\) on "
                                                 r"llava-v1\.5-13b, llava-v1\.5-7b, .*: 1308 of 1308 reference grades"),
                                      timeout=180_000)
     finally:
         fake_server.state.answer_fn = None
     text = report.input_value()
     assert "Δ̄ GPT-4 self" in text and re.search(r"(Close to|Drifts from) the official judge", text)
-    assert "/v1" not in text                      # the server's endpoint is named by its host only
+    assert "/v1" not in text and "127.0.0.1" not in text     # the server's endpoint is never named by its address
     assert re.search(r"^  Check [\w-]+ of \d{4}-\d\d-\d\d", text, re.M) and "Leave-one-model-out" in text
     made = len(fake_server.state.calls) - n0
     assert made >= 1243                          # 1308 grades, 1243 distinct prompts
@@ -115,10 +115,14 @@ def test_the_judge_picker_and_the_retired_judge_message_in_place(page, app_serve
         app_server.wait_idle()
 def test_a_checked_judge_gives_an_estimate_on_the_card_the_radar_and_the_share_view_and_a_board_row(
         page, app_server, browser):
-    """Issue 17 parts 4-5 in the browser: a visitor's own judge-b answers each reference sample's official grade
-    + 0.1. After its check, a run of llava-v1.5-7b graded by it (every answer already stored by the check) shows
-    the labelled estimate on the run card (its interval holds the official 31.1), in the radar's hover and on the
-    read-only share page; the board lists judge-b with its interval and a link that opens its report."""
+    """Issue 17 parts 4-5 in the browser, under issue 33's rules: a visitor's own judge-b answers each reference
+    sample's official grade + 0.1. The visitor's check is theirs alone (its report says so; their board lists it
+    unranked as their own, unverified endpoint). Once the host has checked that endpoint too (the host vouches for
+    it), a run of llava-v1.5-7b graded by it (every answer already stored by the visitor's check) shows the
+    labelled estimate on the run card (its interval holds the official 31.1), in the radar's hover and on the
+    read-only share page; another reader opens the host's check by its link, never the visitor's."""
+    from mmvet_core.judgecheck import HOST, check_prompt_id
+
     with FakeJudgeServer(FakeState(answer_fn=official_grades_answer(0.1), model_reported="judge-b")) as own:
         page.locator("#judge-choice").get_by_text("My own key / endpoint", exact=True).click()
         page.locator("#base-url textarea, #base-url input").first.fill(own.url)
@@ -131,16 +135,23 @@ def test_a_checked_judge_gives_an_estimate_on_the_card_the_radar_and_the_share_v
         expect(report).to_have_value(re.compile(r"^Judge check of judge-b .*1308 of 1308 reference grades"),
                                      timeout=180_000)
         assert re.search(r"total +1308 .* \+7\.\d \[\+\d\.\d, \+\d\.\d\]", report.input_value())
+        assert "seen by you only" in report.input_value() and "127.0.0.1" not in report.input_value()
         checked = len(own.state.calls)
 
-        # the board: judge-b's row with its interval and a link to its report
+        # the visitor's board: their own check, after the server's, unverified and without estimates
         page.locator("#judge-board-section").get_by_text("Successor board").first.click()
         row = page.locator("#judge-board [role=row]").filter(has_text="judge-b")
         expect(row).to_have_count(1)
         expect(row).to_contain_text(re.compile(r"\+7\.\d \[\+\d\.\d, \+\d\.\d\]"))
-        link = row.locator("a", has_text="report").get_attribute("href")
-        assert re.fullmatch(r"\?check=[\w-]{24}", link)
+        expect(row).to_contain_text("your endpoint (private host), unverified")
+        own_link = row.locator("a", has_text="report").get_attribute("href")
+        assert re.fullmatch(r"\?check=[\w-]{24}", own_link)
         expect(page.locator("#board-csv")).to_be_visible()
+
+        # the host checks that endpoint too (as its CLI's `judge-check --base-url` stores it): it vouches for it
+        [mine] = [c for c in app_server.store.judge_checks() if c["id"] == own_link.split("=")[1]]
+        vouched = app_server.store.put_judge_check(_host_fingerprint(mine["judge"]), mine["judge"], mine["result"],
+                                                   prompt=check_prompt_id(), refs=mine["refs"], scope=HOST)
 
         # grade llava-v1.5-7b with the checked judge: every answer is already stored
         upload_results(page, LLAVA_7B)
@@ -153,6 +164,7 @@ def test_a_checked_judge_gives_an_estimate_on_the_card_the_radar_and_the_share_v
     text = card.inner_text()
     low, high = map(float, re.search(r"\[(\d+\.\d), (\d+\.\d)\]", text).groups())
     assert low <= 31.1 <= high and "not the official MM-Vet metric" in text
+    assert f"check {vouched[:8]}" in text                  # the host's check, never the visitor's own
     # llava-v1.5-7b is one of the check's references (issue 23): said, and left out of its own correction
     expect(page.locator("#card-equivalent-label")).to_have_text("in-sample")
     assert "IN-SAMPLE: these answers are the check's reference llava-v1.5-7b" in text
@@ -168,13 +180,20 @@ def test_a_checked_judge_gives_an_estimate_on_the_card_the_radar_and_the_share_v
         expect(visitor.locator("#card-equivalent-label")).to_have_text("in-sample")   # the share view says it too
     finally:
         visitor.context.close()
-    reader = new_page(browser, app_server.url + link)     # the board row's link (relative): the check's report
+    reader = new_page(browser, app_server.url + f"?check={vouched}")    # the host's check: anyone reads it
     try:
         expect(reader.locator("#judge-check-report textarea")).to_have_value(
-            re.compile(r"^Judge check of judge-b at 127\.0\.0\.1 \(official prompt\)"))
-        assert own.url not in reader.locator("#judge-check-report textarea").input_value()   # host name only
-        reader.goto(app_server.url + "?check=no-such-check")                                 # a stale link
+            re.compile(r"^Judge check of judge-b at an endpoint the host checked \(private host\) \(official prompt\)"))
+        assert own.url not in reader.locator("#judge-check-report textarea").input_value()   # never the address
+        reader.goto(app_server.url + own_link)            # the visitor's own check: theirs alone
         expect(reader.locator('[data-testid="toast-text"]').filter(
             has_text="This link's judge check does not exist")).to_have_count(1)
     finally:
         reader.context.close()
+
+
+def _host_fingerprint(judge: dict) -> str:
+    """The fingerprint the server's check of this judge is stored under (`judgecheck.check_fingerprint`)."""
+    from mmvet_core.judge import JudgeSettings
+    from mmvet_core.judgecheck import check_fingerprint
+    return check_fingerprint(JudgeSettings(**{k: v for k, v in judge.items() if k in JudgeSettings.__dataclass_fields__}))

@@ -96,7 +96,7 @@ def test_hide_export_import(board):
     before = json.loads(run_cli("leaderboard", "show", "--json", "--db", db).stdout)
     after = json.loads(run_cli("leaderboard", "show", "--json", "--db", restored).stdout)
     assert after == before
-    assert {e["provenance"] for e in after["entries"]} == {"graded here (127.0.0.1)"}
+    assert {e["provenance"] for e in after["entries"]} == {"graded here (this server's judge)"}   # not its address
     assert run_cli("leaderboard", "hide", entries["weak model"], "--show", "--db", db).returncode == 0
 
     # a backup from elsewhere: restored, listed, unranked until the host verifies an entry
@@ -106,7 +106,8 @@ def test_hide_export_import(board):
     shown = {e["name"]: e for e in json.loads(run_cli("leaderboard", "show", "--json", "--db", elsewhere).stdout)
              ["entries"]}
     assert {(e["rank"], e["verified"]) for e in shown.values()} == {(None, False)}
-    assert shown["llava-v1.5-7b"]["provenance"] == "restored from a backup (graded on 127.0.0.1), judge not verified"
+    assert shown["llava-v1.5-7b"]["provenance"] == \
+        "restored from a backup (graded on another server's endpoint), judge not verified"
     verified = run_cli("leaderboard", "verify", entries["llava-v1.5-7b"], "--db", elsewhere)
     assert verified.returncode == 0 and "verified by the host" in verified.stdout
     table = run_cli("leaderboard", "show", "--db", elsewhere).stdout

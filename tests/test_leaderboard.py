@@ -99,7 +99,7 @@ def test_one_model_name_on_two_endpoints_is_two_judges():
 UNRANKED = [
     ("imported-file", dict(provenance=IMPORTED), "not ranked: imported, judge not verified"),
     ("visitors-own-endpoint", dict(provenance={**GRADED_HERE, "endpoints": ["evil.example"], "verified_by": ""}),
-     "not ranked: graded on evil.example, judge not verified"),
+     "not ranked: graded on a visitor's endpoint, judge not verified"),     # never its host name (issue 33)
     ("stored-before-provenance", dict(provenance=None), "not ranked: provenance unknown, judge not verified"),
     ("human-overrides", dict(overrides=218), "not ranked: human overrides (the owner's corrected score)"),
 ]
@@ -530,8 +530,10 @@ def test_grades_made_here_are_verified_and_a_visitors_own_endpoint_is_not(tmp_pa
         theirs = s.board.publish(graded(s, own, "mallory", REFERENCE / "llava-v1.5-7b.json"), "7b on my own judge", "",
                            "mallory", visitor="vm")
         assert (theirs["provenance"], theirs["verified"], theirs["rank"]) == \
-            ("graded on localhost, judge not verified", False, None)
-        assert theirs["provenance_detail"]["endpoints"] == [f"localhost:{fake_judge.url.split(':')[2].split('/')[0]}"]
+            ("graded on a visitor's endpoint, judge not verified", False, None)
+        # the visitor's host name is shown to nobody (issue 33), not even in the record
+        assert theirs["provenance_detail"]["endpoints"] == ["a visitor's endpoint"]
+        assert "localhost" not in json.dumps(theirs)
         assert theirs["judge_kind"] == "official" and theirs["total"] == 100.0     # its claim, beside the mark
         s.board.verify_entry(theirs["entry"], SECRET, visitor="host")
         ranked = {e["name"]: e["rank"] for e in s.board.leaderboard_json({"references": False})["entries"]}

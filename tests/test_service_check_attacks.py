@@ -139,7 +139,9 @@ def test_a_visitors_key_at_the_servers_url_pays_for_its_own_check_and_never_touc
 
         # and the other way round: answers the visitor's key paid for never reach the host's runs
         fresh = tagged(tmp_path, "visitor-first")
-        _grade(svc, fresh, own, "attacker", "attacker-visitor")
+        theirs = _grade(svc, fresh, own, "attacker", "attacker-visitor")
+        # (and the server's check makes no estimate of answers another key got at the server's endpoint)
+        assert "visitor's own key at this server's endpoint" in _estimate(svc, theirs)["reason"]
         host_calls = len([c for c in fake_judge.state.chat_calls() if c["auth"] == f"Bearer {HOST_KEY}"])
         _grade(svc, fresh, HOST, "victim", "victim-visitor")
         assert len([c for c in fake_judge.state.chat_calls() if c["auth"] == f"Bearer {HOST_KEY}"]) >= host_calls + 218
@@ -222,7 +224,7 @@ def test_a_visitors_endpoint_is_never_a_ranked_successor_nor_makes_estimates(tmp
 
         run_id = _grade(svc, RESULTS, own, "visitor", "evil")
         estimate = _estimate(svc, run_id)
-        assert not estimate["available"] and "visitor's own key" in estimate["reason"]
+        assert not estimate["available"] and "made by this server" in estimate["reason"]
         entry = svc.board.publish(run_id, "evil model", "", "visitor", visitor="evil")
         assert entry["official_equivalent"] is None and not entry["verified"]
     finally:
@@ -260,7 +262,7 @@ def test_no_endpoint_address_is_shown_on_the_board_or_in_a_report(tmp_path, fake
         kinds = {r.check_id: r.endpoint for r in svc.judges.judge_board(owner="visitor")}
         assert kinds[host.check_id] == "this server's judge"
         assert kinds[corp] == "your endpoint (private host), unverified"
-        assert "this server's judge" in svc.judges.check_report(host.check_id)
+        assert "Judge check of judge-b at this server's endpoint" in svc.judges.check_report(host.check_id)
         assert {c["scope"] for c in svc.store.judge_checks()} == {HOST_KIND, VISITOR}
     finally:
         close(svc)

@@ -16,6 +16,7 @@ from ..endpoints import LIST_TIMEOUT, JudgeRow, ModelList, judge_facts, judge_ro
 from ..jobs import JobManager, TooManyRuns
 from ..judge import JudgeSettings
 from ..judgecheck import HOST, VISITOR, check_owner_hash
+from ..provenance import run_endpoints as run_endpoints_of
 from ..ratelimit import account_key
 from ..runs import RunView
 from ..store import Store
@@ -229,7 +230,8 @@ class Judges:
         from ..successors import endpoint_label
 
         label = endpoint_label(result.judge, self.settings.host_base_url or "", visitor=visitor_check)
-        result.judge = {**result.judge, "base_url": label}
+        result.judge = {**result.judge, "base_url": "this server's endpoint" if label == "this server's judge"
+                        else label}
         return result
 
     def judge_check_text(self, choice: JudgeChoice, owner: str) -> tuple[str, bool]:
@@ -309,6 +311,13 @@ class Judges:
         return format_check(result) + ("\n" + VISITOR_CHECK_NOTE if visitor_check else "")
 
     # ---- official-equivalent estimate ----
+    def visitor_key_at_server(self, run_judge: dict) -> bool:
+        """Whether a run was graded (partly) with a visitor's own key at this server's own endpoint: the server's
+        check of its judge does not stand behind those answers."""
+        from ..provenance import VISITOR_CREDENTIAL, endpoint_netloc
+        return run_judge.get("credential") == VISITOR_CREDENTIAL and run_judge.get("provider") != "baseline" \
+            and endpoint_netloc(self.settings.host_base_url) in run_endpoints_of(run_judge)
+
     def checks_version(self, max_age: float = 0.5) -> tuple:
         """`Store.judge_checks_stamp`, read at most every `max_age` seconds (every status poll asks it)."""
         now = time.monotonic()
@@ -322,7 +331,7 @@ class Judges:
         runs only (a running run's scores move). The one stored estimate of its grades under the server's current
         check of its judge (`equivalence.stored_equivalent`): the card, ``/status``, MCP and the leaderboard read
         the same one."""
-        from ..equivalence import Equivalence, estimate_run
+        from ..equivalence import VISITOR_KEY_AT_SERVER, Equivalence, estimate_run
         from ..judgecheck import run_check
 
         if not view.scores.complete:
@@ -331,7 +340,10 @@ class Judges:
         hit = self._equivalence_cache.get(view.run.id)
         if hit is not None and hit[0] == key:
             return hit[1]
-        eq = estimate_run(view, run_check(self.store, view.run.judge), store=self.store)
+        if self.visitor_key_at_server(view.run.judge):
+            eq = Equivalence(False, VISITOR_KEY_AT_SERVER, str(view.run.judge.get("model", "?")))
+        else:
+            eq = estimate_run(view, run_check(self.store, view.run.judge), store=self.store)
         if len(self._equivalence_cache) >= EQUIVALENCE_CACHE_SIZE:
             self._equivalence_cache.pop(next(iter(self._equivalence_cache)))
         self._equivalence_cache[view.run.id] = (key, eq)
