@@ -682,13 +682,14 @@ def current_check(store, settings: JudgeSettings, scope: CheckScope = HOST_SCOPE
 
 
 def check_of_fingerprint(store, fingerprint: str) -> JudgeCheckResult | None:
-    """`current_check` of the check stored under this fingerprint (`check_fingerprint`). A check stored before
-    checks recorded who made them is never one (anybody could have made it)."""
+    """`current_check` of the check stored under this fingerprint (`check_fingerprint`), made by the server
+    (``host``) or, under a visitor's own fingerprint, by that visitor. A check stored before checks recorded who
+    made them (scope "") is never one (anybody could have made it), nor one of any other scope."""
     prompt = check_prompt_id()
     best = None
     for entry in store.judge_checks():
         if entry.get("fingerprint") != fingerprint or entry.get("prompt", "") not in (prompt, "") \
-                or not entry.get("scope"):
+                or entry.get("scope") not in (HOST, VISITOR):
             continue
         try:
             result = JudgeCheckResult.from_dict(entry["result"])

@@ -266,3 +266,23 @@ def test_no_endpoint_address_is_shown_on_the_board_or_in_a_report(tmp_path, fake
         assert {c["scope"] for c in svc.store.judge_checks()} == {HOST_KIND, VISITOR}
     finally:
         close(svc)
+
+
+def test_a_check_stored_before_checks_said_who_made_them_is_trusted_by_nothing(tmp_path, fake_judge):
+    """A check stored by an earlier release (scope "") may be a poisoned one: no estimate, no board row, no
+    report rests on it (the host's `judge-check` makes it again at no cost: its answers are stored)."""
+    from mmvet_core.judgecheck import assess_judge, check_fingerprint, check_prompt_id, check_settings
+
+    svc = _service(tmp_path, fake_judge)
+    try:
+        settings = check_settings(svc.settings.host_settings())
+        bench, refs = load_bundled_v1(), load_references()
+        result = assess_judge(bench, refs, {r.model: {sid: [0.5] for sid in bench.ids} for r in refs},
+                              settings.to_dict(), resamples=200)
+        old = svc.store.put_judge_check(check_fingerprint(settings), settings.to_dict(), result.to_dict(),
+                                        prompt=check_prompt_id(), refs=result.references, scope="")
+        assert current_check(svc.store, settings) is None
+        assert svc.judges.judge_board() == [] and svc.judges.check_report(old) == ""
+        assert svc.judges.judge_check_text(HOST, "host-owner") == ("", False)
+    finally:
+        close(svc)

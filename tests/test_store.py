@@ -346,6 +346,21 @@ def test_judge_checks_are_listed_per_judge_prompt_and_reference_sets(any_store):
     assert store.judge_checks_stamp()[0] == 3
 
 
+def test_a_check_records_who_made_it_and_one_estimate_is_stored_per_check_and_inputs(any_store):
+    """Issue 33: a check keeps its scope (the server's, a visitor's with their owner hash; "" for one stored
+    before: trusted by nothing), and the first estimate stored for (check, inputs) is the one everyone reads."""
+    store = any_store
+    store.put_judge_check("fp-v", {"model": "v"}, {"n_graded": 1}, scope="visitor", owner_hash="h1")
+    store.put_judge_check("fp-old", {"model": "o"}, {"n_graded": 1}, scope="")
+    assert {(c["fingerprint"], c["scope"], c["owner_hash"]) for c in store.judge_checks()} == \
+        {("fp-v", "visitor", "h1"), ("fp-old", "", "")}
+    assert store.latest_judge_check("fp-v") == {"n_graded": 1} and store.latest_judge_check("fp-old") is None
+    assert store.get_estimate("c1", "in") is None
+    assert store.put_estimate("c1", "in", {"estimate": 30.0}) == {"estimate": 30.0}
+    assert store.put_estimate("c1", "in", {"estimate": 51.5}) == {"estimate": 30.0}    # the first stored wins
+    assert store.get_estimate("c1", "in") == {"estimate": 30.0} and store.get_estimate("c2", "in") is None
+
+
 def test_batches_are_recorded_before_submission_and_followed(any_store):
     store = any_store
     first = store.add_batch("run", 0, {"c1": ["sha", 0.0, 0]})
