@@ -348,9 +348,11 @@ class BoardEntry:
     def row(self) -> "BoardRow":
         """The entry's row without a rank (`board_rows` adds it): built once per decoded entry."""
         m, record = self.meta, self.provenance
+        judge, kind = claimed_judge(str(m.get("judge", "?")), str(m.get("judge_kind", "?")),
+                                    prov.is_verified(record))
         return BoardRow(
-            entry=self.id, name=self.name, link=self.link, judge=str(m.get("judge", "?")),
-            kind=str(m.get("judge_kind", "?")), benchmark=str(m.get("benchmark", "?")),
+            entry=self.id, name=self.name, link=self.link, judge=judge, kind=kind,
+            benchmark=str(m.get("benchmark", "?")),
             benchmark_label=str(m.get("benchmark_label", "?")), runs=int(m.get("runs", 0)),
             total=_num(m.get("total")), ci=_ci(m), rank=None, group_size=0,
             capabilities={c: _num(v) for c, v in (m.get("capabilities") or {}).items()},
@@ -358,6 +360,24 @@ class BoardEntry:
             date=str(m.get("date", "")), version=self.version, metric_note=m.get("metric_note"),
             provenance=prov.label(record), verified=prov.is_verified(record), rank_note=unranked_reason(self),
             provenance_detail=dict(record))
+
+
+#: The kind of an entry whose file claims the official judge that nobody verified (never "official").
+CLAIMED_KIND = "claimed, not verified"
+
+
+def claimed_judge(judge: str, kind: str, verified: bool) -> tuple[str, str]:
+    """(judge, kind) as a row shows them: an official claim nobody verified (an imported file naming gpt-4-0613)
+    reads as a claim, never as the official judge or the official metric.
+
+    >>> claimed_judge("gpt-4-0613", "official", False)
+    ('claims gpt-4-0613 (not verified)', 'claimed, not verified')
+    >>> claimed_judge("gpt-4-0613", "official", True), claimed_judge("gpt-4o", "successor", False)
+    (('gpt-4-0613', 'official'), ('gpt-4o', 'successor'))
+    """
+    if kind == "official" and not verified:
+        return f"claims {judge} (not verified)", CLAIMED_KIND
+    return judge, kind
 
 
 def rank_key(entry: BoardEntry) -> tuple | None:
@@ -541,6 +561,8 @@ class BoardRow:
         if self.kind == "official":
             # an unverified claim (an imported file that names gpt-4-0613) is not presented as the official metric
             return OFFICIAL_METRIC if (self.reference or self.verified) else "official judge claimed, not verified"
+        if self.kind == CLAIMED_KIND:
+            return "official judge claimed, not verified"
         if not self.official_equivalent:
             return ""
         est, low, high = self.official_equivalent
