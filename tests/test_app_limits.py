@@ -150,8 +150,14 @@ class DripServer(ThreadingHTTPServer):
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):
-                server.arrived.release()
                 body = RESULTS_7B.read_bytes()
+                if self.path.startswith("/fast/"):          # an honest agent's server: the file at once
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                server.arrived.release()
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -200,3 +206,38 @@ def test_a_drip_fed_url_holds_one_slot_of_its_address_and_another_agent_is_serve
         assert err and "Your address is already reading 1 file here" in text, text
     assert not mine[0] and "218" in json.loads(mine[1])["report"], mine
     assert still_dripping
+
+
+def test_slow_urls_from_four_addresses_leave_the_file_slots_to_an_honest_agent(app):
+    """Issue 33: slow file URLs from 4 addresses held all 4 file slots; an honest agent was told "busy" after
+    10.1 s. A URL now waits on the network in a download slot of its own (one per address): with 4 addresses
+    dripping, an honest agent's data URI and another's fast URL are both read while the drips go on."""
+    server = DripServer()
+    attackers = [f"203.0.113.{81 + i}" for i in range(4)]
+
+    async def main():
+        async with contextlib.AsyncExitStack() as stack:
+            sessions = [await stack.enter_async_context(agent(app, ip)) for ip in attackers]
+            drips = [asyncio.create_task(call(s, "validate_results", results_file=server.url, judge="baseline"))
+                     for s in sessions]
+            for _ in attackers:                                     # every drip has started downloading
+                assert await asyncio.to_thread(server.arrived.acquire, True, 30)
+            honest = await stack.enter_async_context(agent(app, "203.0.113.91"))
+            mine = await call(honest, "validate_results", results_file=data_uri(RESULTS_7B),
+                              file_name="llava-v1.5-7b.json", judge="baseline")
+            other = await stack.enter_async_context(agent(app, "203.0.113.92"))
+            theirs = await call(other, "validate_results", results_file=server.url.replace("/llava", "/fast/llava"),
+                                judge="baseline")
+            still_dripping = not any(d.done() for d in drips)
+            server.release.set()
+            await asyncio.gather(*drips)
+            return mine, theirs, still_dripping
+    try:
+        mine, theirs, still_dripping = asyncio.run(main())
+    finally:
+        server.release.set()
+        server.shutdown()
+        server.server_close()
+    assert still_dripping
+    for err, text in (mine, theirs):
+        assert not err and "218" in json.loads(text)["report"], text
