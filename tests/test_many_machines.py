@@ -264,7 +264,7 @@ def test_a_run_survives_its_workers_death_and_is_followed_live_on_another_replic
 
         # the visitor on the other replica (nginx's replica gone, say): still the owner of its run there
         token = owner.evaluate("localStorage.getItem('mmvet-grader-owner')")
-        moved = page_at(browser, other, owner_token=token)
+        moved = page_at(browser, other, f"?run={run_id}", owner_token=token)
         expect(moved.locator("#my-runs-table")).to_contain_text(run_id)
         expect(moved.locator("#rename-button")).to_be_visible()
         moved.context.close()
