@@ -645,6 +645,43 @@ def test_a_backup_is_its_own_word_until_the_host_trusts_it(svc, tmp_path):
         fresh.store.close()
 
 
+def test_a_tampered_backup_never_replaces_an_entry_silently(svc, tmp_path):
+    """Issue 33: `leaderboard import` of a tampered backup replaced a victim's entry silently (38.0 -> 0.0). The
+    same backup (the victim's entry, every score set to 0, totals recomputed so that every field checks) is now
+    refused with what it would change, and nothing is written; with --replace it is applied and the CLI prints
+    what changed."""
+    import subprocess
+    import sys
+
+    from mmvet_core.board_schema import recompute_totals
+
+    entry = svc.board.publish(opened(svc, GRADES_13B, "alice"), "victim", "", "alice", visitor="va")["entry"]
+    path = lb.export_board(svc.store, tmp_path / "export")
+    row = json.loads(path.read_text())
+    zeros = {sid: [0.0] * len(v) for sid, v in json.loads(row["scores"]).items()}
+    meta = recompute_totals(json.loads(row["meta"]), zeros)
+    path.write_text(json.dumps({**row, "meta": json.dumps(meta), "scores": json.dumps(zeros),
+                                "total": meta["total"], "ci_low": None, "ci_high": None}) + "\n")
+    with pytest.raises(lb.BoardError, match=rf"would change 1 entry already on this board \({entry} “victim”: "
+                                            r"version 1 replaced: total 36\.3 → 0\.0\); nothing was imported\. "
+                                            r"Pass --replace"):
+        lb.import_board(svc.store, path.parent)
+    assert lb.load_entry(svc.store, entry).meta["total"] == 36.3
+    db = str(svc.store.path)
+    cli = [sys.executable, "-m", "mmvet_core", "leaderboard", "import", str(path.parent), "--db", db]
+    refused = subprocess.run(cli, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+    assert refused.returncode == 2 and "Pass --replace" in refused.stderr and "Traceback" not in refused.stderr
+    assert lb.load_entry(svc.store, entry).meta["total"] == 36.3
+    replaced = subprocess.run(cli + ["--replace"], capture_output=True, text=True,
+                              cwd=Path(__file__).resolve().parents[1])
+    assert replaced.returncode == 0, replaced.stderr
+    assert f"{entry} “victim”: version 1 replaced: total 36.3 → 0.0" in replaced.stdout
+    assert lb.load_entry(svc.store, entry).meta["total"] == 0.0
+    # a backup that changes nothing here imports without --replace
+    report: list[str] = []
+    assert lb.import_board(svc.store, path.parent, report=report) == 1 and report == []
+
+
 def _meta(row: dict, **changes) -> str:
     return json.dumps({**json.loads(row["meta"]), **changes})
 
