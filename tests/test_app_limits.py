@@ -354,3 +354,26 @@ def test_the_official_mcp_client_over_the_limit_slows_down_and_stays_connected(a
     assert served and len(refused) >= BURST, (len(served), len(refused))
     assert all("Too many requests from your address" in t for t in refused), refused[0]
     assert len(set(listed)) == 1 and listed[0] >= 5, listed            # every listing answered, the same tools
+
+
+def test_two_replicas_on_one_database_spend_one_budget_per_client(tmp_path, pg_url):
+    """Issue 33: with two replicas, a client alternating them had two budgets (300 fast requests: 109 refused
+    through one replica, 0 alternating the two). On one database the buckets are the database's: the same client
+    alternating two replicas is refused once its one burst is spent, and another client is served meanwhile."""
+    from mmvet_core.requestlimit import RequestLimits
+
+    limits = RequestLimits(per_minute=PER_MINUTE, burst=BURST)
+    replicas = [start_app(tmp_path / f"replica{i}", database_url=pg_url, trusted_proxy_hops=1, requests=limits)
+                for i in (1, 2)]
+    try:
+        def send(url: str, ip: str) -> int:
+            with httpx.Client(base_url=url, headers={"X-Forwarded-For": ip}, timeout=30) as http:
+                return http.post("gradio_api/call/leaderboard", json={"data": ["", "", "", "", "rank", False, True,
+                                                                               0, 1]}).status_code
+        codes = [send(replicas[i % 2].url, "203.0.113.111") for i in range(2 * BURST)]
+        other = send(replicas[1].url, "203.0.113.112")
+    finally:
+        for r in replicas:
+            stop_app(r)
+    assert codes[:BURST] == [200] * BURST and codes[BURST:].count(429) >= BURST - 2, codes
+    assert other == 200
