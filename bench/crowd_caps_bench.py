@@ -17,7 +17,7 @@ What it does:
    each page holds its heartbeat stream open and polls the run's /status every 2 s, as a page following a run
    does); prints how many were let in and how many refused (429), and the other visitor's share-link latency
    (`/status` of their run and the page ``/?run=``, p50 / max of 10) and the app's memory (its process tree's
-   RSS) before, during and 20 s after all closed;
+   RSS) before, during, 20 s after all closed and `--after` seconds after (once gone sessions are forgotten);
 4. **board reads**: `--board-reads` calls of `/leaderboard` with ``limit: null`` from 10 addresses, 10 at once;
    prints the largest answer, and the other visitor's `/my_runs` p50 / max and the app's memory before, during
    and after.
@@ -151,6 +151,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30.0, help="how long each follower follows")
     ap.add_argument("--entries", type=int, default=5000, help="leaderboard entries (0: skip the board reads)")
     ap.add_argument("--board-reads", type=int, default=100)
+    ap.add_argument("--after", type=float, default=150.0,
+                    help="seconds after the crowd closed for the last memory figure (sessions are forgotten after "
+                         "MMVET_SESSION_IDLE_S / MMVET_CLOSED_PAGE_S and a sweep)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="crowd-caps-"))
     procs: list[subprocess.Popen] = []
@@ -220,10 +223,11 @@ def main() -> None:
         print(f"  the crowd: {stats['peak_open']} pages open at most, {stats['refused']} refused (429), "
               f"{stats['polls']} status polls answered, {stats['poll_refused']} refused, {stats['errors']} errors; "
               f"peak app memory {peak[0]:.0f} MB")
-        time.sleep(20)
-        p50, worst = share_link_latency(url, me, mine)
-        print(f"followers, 20 s after all closed: share link p50 {p50 * 1000:.0f} ms, max {worst * 1000:.0f} ms; "
-              f"app memory {mb():.0f} MB")
+        for wait in (20, args.after):
+            time.sleep(wait if wait == 20 else max(0, wait - 20))
+            p50, worst = share_link_latency(url, me, mine)
+            print(f"followers, {wait:.0f} s after all closed: share link p50 {p50 * 1000:.0f} ms, max "
+                  f"{worst * 1000:.0f} ms; app memory {mb():.0f} MB")
 
         # ---- null-limit board reads ----
         if args.entries:

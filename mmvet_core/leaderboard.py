@@ -704,7 +704,7 @@ def filter_rows(rows: list[BoardRow], f: BoardFilter) -> list[BoardRow]:
     out = [r for r in rows
            if (f.references or not r.reference)
            and (not judge or judge in (r.judge.lower(), r.kind.lower())
-                or (judge == OFFICIAL_JUDGE_KEY and r.kind == "official"))
+                or (judge in (OFFICIAL_JUDGE_KEY, "official") and r.kind in ("official", CLAIMED_KIND)))
            and (not f.benchmark or r.benchmark == f.benchmark)
            and (not q or q in r.name.lower())]
     present = [r for r in out if _sort_value(r, f.sort) is not None]

@@ -559,7 +559,8 @@ def test_a_fabricated_official_claim_reads_as_a_claim_never_as_the_official_metr
     assert cells["judge"] == "claims gpt-4-0613 (not verified)" and cells["kind"] != "official"
     assert "official metric" not in " ".join(str(c) for c in cells.values())
     official = svc.board.leaderboard_json({"judge": "gpt-4-0613", "references": False})["entries"]
-    assert row["entry"] not in [e["entry"] for e in official]
+    assert [(e["judge"], e["rank"]) for e in official if e["entry"] == row["entry"]] == \
+        [("claims gpt-4-0613 (not verified)", None)]         # listed beside the official judge's, as a claim
     # the host vouches for it: then (and only then) it reads as the official judge
     svc.board.verify_entry(row["entry"], SECRET, visitor="vh")
     verified = svc.board.board_entry(row["entry"])["row"]
