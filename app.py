@@ -84,15 +84,22 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
 
 
 def request_limit_middleware(settings: AppSettings):
-    """The per-client request limit on the API routes (`mmvet_core.requestlimit`; docs/hosting.md "Storage, parsing and
-    crowds"), as FastAPI middleware: a client is its address as `MMVET_TRUSTED_PROXY_HOPS` says."""
+    """The per-client request limit on the API routes and open streams (`mmvet_core.requestlimit`; docs/hosting.md
+    "Storage, parsing and crowds"), as FastAPI middleware: a client is its address as `MMVET_TRUSTED_PROXY_HOPS`
+    says; with `MMVET_DATABASE_URL` the buckets are in the database, one per client for every replica."""
     from starlette.middleware import Middleware
 
     from mmvet_core.budget import client_address
     from mmvet_core.requestlimit import RequestLimiter, RequestLimitMiddleware
 
     hops = settings.trusted_proxy_hops
-    return Middleware(RequestLimitMiddleware, limiter=RequestLimiter(settings.requests),
+    limiter = RequestLimiter(settings.requests)
+    if settings.database_url:           # replicas on one database spend one budget per client (issue 33)
+        from mmvet_core.sharedlimit import SharedRequestLimiter
+        from mmvet_core.store import Store
+
+        limiter = SharedRequestLimiter(Store(settings.database_url, check=False), settings.requests)
+    return Middleware(RequestLimitMiddleware, limiter=limiter,
                       identify=lambda peer, forwarded: client_address(peer, forwarded, hops))
 
 

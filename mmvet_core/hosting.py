@@ -52,6 +52,8 @@ class HostingLimits:
     max_parses: int = 2                   # MMVET_MAX_PARSES: parses at once
     file_slots: int = 4                   # MMVET_FILE_SLOTS: agents' files (URL / data URI) read at once
     file_slots_per_visitor: int = 1       # MMVET_FILE_SLOTS_PER_VISITOR: ... of which one address may hold
+    file_downloads: int = 16              # MMVET_FILE_DOWNLOADS: agents' file URLs downloading at once (a slow
+                                          # one waits on the network, not in a file slot; one per address)
     fetch_deadline_s: float = 30.0        # MMVET_FETCH_DEADLINE_S: a whole download of an agent's file URL
 
     @classmethod
@@ -75,6 +77,7 @@ class HostingLimits:
             file_slots=max(1, int(env_number(env, "MMVET_FILE_SLOTS", d.file_slots))),
             file_slots_per_visitor=max(1, int(env_number(env, "MMVET_FILE_SLOTS_PER_VISITOR",
                                                          d.file_slots_per_visitor))),
+            file_downloads=max(1, int(env_number(env, "MMVET_FILE_DOWNLOADS", d.file_downloads))),
             fetch_deadline_s=env_number(env, "MMVET_FETCH_DEADLINE_S", d.fetch_deadline_s) or d.fetch_deadline_s,
         )
 

@@ -351,9 +351,11 @@ class BoardEntry:
     def row(self) -> "BoardRow":
         """The entry's row without a rank (`board_rows` adds it): built once per decoded entry."""
         m, record = self.meta, self.provenance
+        judge, kind = claimed_judge(str(m.get("judge", "?")), str(m.get("judge_kind", "?")),
+                                    prov.is_verified(record))
         return BoardRow(
-            entry=self.id, name=self.name, link=self.link, judge=str(m.get("judge", "?")),
-            kind=str(m.get("judge_kind", "?")), benchmark=str(m.get("benchmark", "?")),
+            entry=self.id, name=self.name, link=self.link, judge=judge, kind=kind,
+            benchmark=str(m.get("benchmark", "?")),
             benchmark_label=str(m.get("benchmark_label", "?")), runs=int(m.get("runs", 0)),
             total=_num(m.get("total")), ci=_ci(m), rank=None, group_size=0,
             capabilities={c: _num(v) for c, v in (m.get("capabilities") or {}).items()},
@@ -361,6 +363,24 @@ class BoardEntry:
             date=str(m.get("date", "")), version=self.version, metric_note=m.get("metric_note"),
             provenance=prov.label(record), verified=prov.is_verified(record), rank_note=unranked_reason(self),
             provenance_detail=prov.public_record(record))
+
+
+#: The kind of an entry whose file claims the official judge that nobody verified (never "official").
+CLAIMED_KIND = "claimed, not verified"
+
+
+def claimed_judge(judge: str, kind: str, verified: bool) -> tuple[str, str]:
+    """(judge, kind) as a row shows them: an official claim nobody verified (an imported file naming gpt-4-0613)
+    reads as a claim, never as the official judge or the official metric.
+
+    >>> claimed_judge("gpt-4-0613", "official", False)
+    ('claims gpt-4-0613 (not verified)', 'claimed, not verified')
+    >>> claimed_judge("gpt-4-0613", "official", True), claimed_judge("gpt-4o", "successor", False)
+    (('gpt-4-0613', 'official'), ('gpt-4o', 'successor'))
+    """
+    if kind == "official" and not verified:
+        return f"claims {judge} (not verified)", CLAIMED_KIND
+    return judge, kind
 
 
 def rank_key(entry: BoardEntry) -> tuple | None:
@@ -544,6 +564,8 @@ class BoardRow:
         if self.kind == "official":
             # an unverified claim (an imported file that names gpt-4-0613) is not presented as the official metric
             return OFFICIAL_METRIC if (self.reference or self.verified) else "official judge claimed, not verified"
+        if self.kind == CLAIMED_KIND:
+            return "official judge claimed, not verified"
         if not self.official_equivalent:
             return ""
         est, low, high = self.official_equivalent
@@ -685,7 +707,7 @@ def filter_rows(rows: list[BoardRow], f: BoardFilter) -> list[BoardRow]:
     out = [r for r in rows
            if (f.references or not r.reference)
            and (not judge or judge in (r.judge.lower(), r.kind.lower())
-                or (judge == OFFICIAL_JUDGE_KEY and r.kind == "official"))
+                or (judge in (OFFICIAL_JUDGE_KEY, "official") and r.kind in ("official", CLAIMED_KIND)))
            and (not f.benchmark or r.benchmark == f.benchmark)
            and (not q or q in r.name.lower())]
     present = [r for r in out if _sort_value(r, f.sort) is not None]
@@ -962,12 +984,18 @@ def _check_import_row(row: object, n: int) -> tuple[dict, dict, str, str]:
     return meta, scores, row["name"], row.get("link", "")
 
 
-def import_board(store, in_dir: str | Path, *, trust: bool = False) -> int:
-    """Restore the entries of an `export_board` folder (its ``board.jsonl``) into `store`; existing versions of the
-    same entries are replaced, other entries kept. Every row is checked field by field before anything is
-    written (`board_schema.check_backup_row`: types, ranges, totals, capabilities and integrations recomputed
-    from the scores; names and links by the board's rules; one current version per entry; no name that looks
-    like another owner's); `BoardError` names the first bad line and field and nothing is written.
+def import_board(store, in_dir: str | Path, *, trust: bool = False, replace: bool = False,
+                 report: list[str] | None = None) -> int:
+    """Restore the entries of an `export_board` folder (its ``board.jsonl``) into `store`; other entries are kept.
+    Every row is checked field by field before anything is written (`board_schema.check_backup_row`: types,
+    ranges, totals, capabilities and integrations recomputed from the scores; names and links by the board's
+    rules; one current version per entry; no name that looks like another owner's); `BoardError` names the first
+    bad line and field and nothing is written.
+
+    An entry already on this board is never changed silently (issue 33: a tampered backup replaced a victim's
+    entry, 38.0 -> 0.0): when the backup would change one (a stored version's scores or total, its name, link,
+    flags or current version), the import is refused with what would change, and nothing is written, unless
+    `replace` is given. `report` (a list) receives one line per entry added or changed (`import_changes`).
 
     A backup's provenance is its own word: without `trust` every restored version is marked ``restored`` and
     unverified (not ranked until the host verifies it, `verify_entry`); with `trust` (the host's own backup) its
@@ -1014,6 +1042,13 @@ def import_board(store, in_dir: str | Path, *, trust: bool = False) -> int:
                 raise BoardError(f"{EXPORT_FILE} line {n}, field name: {e}") from None
             heads.append({"id": row["entry_id"], "owner_hash": row["owner_hash"], "name": name})
     rows.sort(key=lambda t: (t[1]["entry_id"], t[1]["version"]))
+    added, changed = import_changes(store, rows)
+    if changed and not replace:
+        shown = "; ".join(changed[:5]) + (f"; and {len(changed) - 5} more" if len(changed) > 5 else "")
+        raise BoardError(f"the backup would change {len(changed)} entr{'y' if len(changed) == 1 else 'ies'} already "
+                         f"on this board ({shown}); nothing was imported. Pass --replace to replace them.")
+    if report is not None:
+        report.extend(added + changed)
     for _, row, meta, scores, name, link in rows:
         store.add_board_version(row["entry_id"], run_id=str(row.get("run_id", "")), owner_hash=row["owner_hash"],
                                 name=name, link=link, meta=meta, scores=scores, published_at=row["published_at"],
@@ -1023,6 +1058,50 @@ def import_board(store, in_dir: str | Path, *, trust: bool = False) -> int:
             store.set_board_current(row["entry_id"], row["version"], published=row["published"],
                                     hidden=row["hidden"], name=name, link=link)
     return len(rows)
+
+
+def import_changes(store, rows: list[tuple]) -> tuple[list[str], list[str]]:
+    """(entries the import adds, entries already stored it changes), one line each in words: what the backup's
+    checked `rows` ((line, row, meta, scores, name, link), as `import_board` holds them) would do to `store`."""
+    added, changed = [], []
+    by_entry: dict[str, list[tuple]] = {}
+    for item in rows:
+        by_entry.setdefault(item[1]["entry_id"], []).append(item)
+    for entry_id, items in by_entry.items():
+        head = store.board_entry(entry_id)
+        current = next(i for i in items if i[1]["current"])
+        total = current[2].get("total")
+        if head is None:
+            added.append(f"added {entry_id} “{current[4]}” (total {_fmt(total)}, {len(items)} version(s))")
+            continue
+        stored = {v["version"]: v for v in store.board_versions(entry_id)}
+        what = []
+        for _, row, meta, scores, _, _ in items:
+            old = stored.get(row["version"])
+            if old is None:
+                what.append(f"version {row['version']} added")
+                continue
+            old_meta, old_scores = json.loads(old["meta"]), json.loads(old["scores"])
+            if old_scores != scores or _fmt(old_meta.get("total")) != _fmt(meta.get("total")):
+                what.append(f"version {row['version']} replaced: total {_fmt(old_meta.get('total'))} → "
+                            f"{_fmt(meta.get('total'))}")
+        row = current[1]
+        if head["version"] != row["version"]:
+            what.append(f"current version {head['version']} → {row['version']}")
+        if head["name"] != current[4]:
+            what.append(f"name “{head['name']}” → “{current[4]}”")
+        if (head.get("link") or "") != (current[5] or ""):
+            what.append("link changed")
+        for flag in ("published", "hidden"):
+            if bool(head[flag]) != bool(row[flag]):
+                what.append(f"{flag} {bool(head[flag])} → {bool(row[flag])}")
+        if what:
+            changed.append(f"{entry_id} “{head['name']}”: " + ", ".join(what))
+    return added, changed
+
+
+def _fmt(total) -> str:
+    return "?" if not isinstance(total, (int, float)) else f"{float(total):.1f}"
 
 
 def describe_entries(rows: Iterable[BoardRow]) -> str:

@@ -15,6 +15,9 @@ bounds, before any reader sees it:
   drips a byte every second is cut at ``deadline`` seconds (`DOWNLOAD_TIMEOUT`; ``MMVET_FETCH_DEADLINE_S``).
 - **Slots.** Reading a visitor's file holds a slot (`FetchSlots`): a few at once for the whole server, and a
   share of them per visitor, so that one address (four slow URLs at once) cannot keep every other agent waiting.
+  A URL is downloaded in a download slot of its own (more of them, one per address: a slow server costs a wait
+  on the network, not a file slot), and takes its file slot once its bytes are here: slow URLs from a few
+  addresses cannot hold every file slot either.
 - **Names.** The local file's name is made safe (no path, no odd characters); it only hints at the format and the
   model name, the readers look at the content.
 
@@ -61,10 +64,38 @@ class FetchSlots:
     what they wait for); another waits up to `wait` seconds for a free slot, then is told the server is busy.
     Thread-safe (the agents' tools run on the server's worker threads)."""
 
-    def __init__(self, total: int = 4, per_visitor: int = 1, wait: float = 10.0):
+    def __init__(self, total: int = 4, per_visitor: int = 1, wait: float = 10.0, downloads: int = 16):
         self.total, self.per_visitor, self.wait = max(1, total), max(1, per_visitor), wait
+        self.downloads = max(1, downloads)
         self._held: dict[str, int] = {}
+        self._downloading: dict[str, int] = {}
         self._cond = threading.Condition()
+
+    @contextlib.contextmanager
+    def download(self, visitor: str):
+        """Hold a download slot for `visitor` while a URL is read (before its file slot, `slot`): at most
+        `downloads` at once, one per visitor (their second is refused at once); `SlotRefused` when none is free.
+
+        >>> slots = FetchSlots(total=1, downloads=2, wait=0.0)
+        >>> with slots.download("a"), slots.download("b"), slots.slot("c"): pass     # two slow URLs, c is read
+        >>> with slots.download("a"):
+        ...     with slots.download("a"): pass
+        Traceback (most recent call last):
+        mmvet_core.remote_files.SlotRefused: Your address is already reading 1 file here (at most 1 at once): wait until it is read, then try again.
+        """
+        with self._cond:
+            if self._downloading.get(visitor, 0) >= 1 or self._held.get(visitor, 0) >= self.per_visitor:
+                raise SlotRefused(_yours(1 if visitor in self._downloading else self.per_visitor))
+            if sum(self._downloading.values()) >= self.downloads:
+                raise SlotRefused(BUSY)
+            self._downloading[visitor] = self._downloading.get(visitor, 0) + 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._downloading[visitor] -= 1
+                if not self._downloading[visitor]:
+                    del self._downloading[visitor]
 
     def in_use(self) -> int:
         with self._cond:
@@ -86,9 +117,7 @@ class FetchSlots:
         """
         with self._cond:
             if self._held.get(visitor, 0) >= self.per_visitor:
-                n = self.per_visitor
-                raise SlotRefused(f"Your address is already reading {n} file{'s' if n > 1 else ''} here (at most {n} "
-                                  "at once): wait until it is read, then try again.")
+                raise SlotRefused(_yours(self.per_visitor))
             deadline = time.monotonic() + self.wait
             while sum(self._held.values()) >= self.total:
                 left = deadline - time.monotonic()
@@ -104,6 +133,11 @@ class FetchSlots:
                 if not self._held[visitor]:
                     del self._held[visitor]
                 self._cond.notify()
+
+
+def _yours(n: int) -> str:
+    return (f"Your address is already reading {n} file{'s' if n > 1 else ''} here (at most {n} at once): wait until "
+            "it is read, then try again.")
 
 
 def safe_file_name(name: str, default: str = "results") -> str:

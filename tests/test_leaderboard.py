@@ -321,7 +321,7 @@ def test_publish_freezes_the_scores_and_republish_is_a_new_version(svc):
     run = opened(svc, GRADES_13B, "alice")
     row = svc.board.publish(run, "LLaVA-1.5 13b", "https://github.com/haotian-liu/LLaVA", "alice", visitor="va")
     assert (row["name"], row["total"], row["judge_kind"], row["benchmark"], row["runs"], row["version"]) == \
-        ("LLaVA-1.5 13b", 36.3, "official", "v1", 3, 1)
+        ("LLaVA-1.5 13b", 36.3, "claimed, not verified", "v1", 3, 1)
     # a grade file's judge is its claim: listed with its total, marked, not ranked until the host verifies it
     assert row["ci"] == [30.7, 42.0] and row["rank"] is None and row["verified"] is False
     assert row["provenance"] == "imported, judge not verified"
@@ -534,13 +534,39 @@ def test_grades_made_here_are_verified_and_a_visitors_own_endpoint_is_not(tmp_pa
         # the visitor's host name is shown to nobody (issue 33), not even in the record
         assert theirs["provenance_detail"]["endpoints"] == ["a visitor's endpoint"]
         assert "localhost" not in json.dumps(theirs)
-        assert theirs["judge_kind"] == "official" and theirs["total"] == 100.0     # its claim, beside the mark
+        # its claim, beside the mark: never read as the official judge (issue 33)
+        assert (theirs["judge"], theirs["judge_kind"], theirs["total"]) == \
+            ("claims gpt-4-0613 (not verified)", "claimed, not verified", 100.0)
         s.board.verify_entry(theirs["entry"], SECRET, visitor="host")
         ranked = {e["name"]: e["rank"] for e in s.board.leaderboard_json({"references": False})["entries"]}
         assert ranked == {"13b, keyword baseline": [1, 1], "7b on my own judge": [1, 1]}   # two judges, two groups
     finally:
         s.jobs.shutdown()
         s.store.close()
+
+
+def test_a_fabricated_official_claim_reads_as_a_claim_never_as_the_official_metric(svc, tmp_path):
+    """Issue 33: a grade file claiming gpt-4-0613 with every score 1.0, published, read on the board as
+    "gpt-4-0613 / official" with 100.0. It now reads as a claim nobody verified: its judge says so, its kind is
+    not "official", its estimate column is not the official metric, and the official judge's filter omits it."""
+    fake = {sid: {"model": ["gpt-4-0613"], "content": ["1.0"], "score": [1.0]}
+            for sid in json.loads(GRADES_7B_1RUN.read_text(encoding="utf-8"))}
+    path = tmp_path / "model_gpt-4-0613-grade-1runs.json"
+    path.write_text(json.dumps(fake), encoding="utf-8")
+    row = svc.board.publish(opened(svc, path, "mallory"), "perfect model", "", "mallory", visitor="vm")
+    assert (row["judge"], row["judge_kind"], row["total"], row["rank"], row["verified"]) == \
+        ("claims gpt-4-0613 (not verified)", "claimed, not verified", 100.0, None, False)
+    shown = next(r for r in svc.board.leaderboard() if r.entry == row["entry"])
+    cells = dict(zip(lb.TABLE_COLUMNS, shown.cells()))
+    assert cells["judge"] == "claims gpt-4-0613 (not verified)" and cells["kind"] != "official"
+    assert "official metric" not in " ".join(str(c) for c in cells.values())
+    official = svc.board.leaderboard_json({"judge": "gpt-4-0613", "references": False})["entries"]
+    assert [(e["judge"], e["rank"]) for e in official if e["entry"] == row["entry"]] == \
+        [("claims gpt-4-0613 (not verified)", None)]         # listed beside the official judge's, as a claim
+    # the host vouches for it: then (and only then) it reads as the official judge
+    svc.board.verify_entry(row["entry"], SECRET, visitor="vh")
+    verified = svc.board.board_entry(row["entry"])["row"]
+    assert (verified["judge_kind"], verified["verified"]) == ("official", True)
 
 
 def test_a_run_resumed_on_another_endpoint_names_both(store):
@@ -620,6 +646,43 @@ def test_a_backup_is_its_own_word_until_the_host_trusts_it(svc, tmp_path):
         assert fresh.board.leaderboard_json({"references": False})["entries"][0]["rank"] == [1, 1]
     finally:
         fresh.store.close()
+
+
+def test_a_tampered_backup_never_replaces_an_entry_silently(svc, tmp_path):
+    """Issue 33: `leaderboard import` of a tampered backup replaced a victim's entry silently (38.0 -> 0.0). The
+    same backup (the victim's entry, every score set to 0, totals recomputed so that every field checks) is now
+    refused with what it would change, and nothing is written; with --replace it is applied and the CLI prints
+    what changed."""
+    import subprocess
+    import sys
+
+    from mmvet_core.board_schema import recompute_totals
+
+    entry = svc.board.publish(opened(svc, GRADES_13B, "alice"), "victim", "", "alice", visitor="va")["entry"]
+    path = lb.export_board(svc.store, tmp_path / "export")
+    row = json.loads(path.read_text())
+    zeros = {sid: [0.0] * len(v) for sid, v in json.loads(row["scores"]).items()}
+    meta = recompute_totals(json.loads(row["meta"]), zeros)
+    path.write_text(json.dumps({**row, "meta": json.dumps(meta), "scores": json.dumps(zeros),
+                                "total": meta["total"], "ci_low": None, "ci_high": None}) + "\n")
+    with pytest.raises(lb.BoardError, match=rf"would change 1 entry already on this board \({entry} “victim”: "
+                                            r"version 1 replaced: total 36\.3 → 0\.0\); nothing was imported\. "
+                                            r"Pass --replace"):
+        lb.import_board(svc.store, path.parent)
+    assert lb.load_entry(svc.store, entry).meta["total"] == 36.3
+    db = str(svc.store.path)
+    cli = [sys.executable, "-m", "mmvet_core", "leaderboard", "import", str(path.parent), "--db", db]
+    refused = subprocess.run(cli, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+    assert refused.returncode == 2 and "Pass --replace" in refused.stderr and "Traceback" not in refused.stderr
+    assert lb.load_entry(svc.store, entry).meta["total"] == 36.3
+    replaced = subprocess.run(cli + ["--replace"], capture_output=True, text=True,
+                              cwd=Path(__file__).resolve().parents[1])
+    assert replaced.returncode == 0, replaced.stderr
+    assert f"{entry} “victim”: version 1 replaced: total 36.3 → 0.0" in replaced.stdout
+    assert lb.load_entry(svc.store, entry).meta["total"] == 0.0
+    # a backup that changes nothing here imports without --replace
+    report: list[str] = []
+    assert lb.import_board(svc.store, path.parent, report=report) == 1 and report == []
 
 
 def _meta(row: dict, **changes) -> str:

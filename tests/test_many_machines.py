@@ -64,9 +64,11 @@ http {{
     return tmp / "nginx.conf"
 
 
-def get(url: str, cookie: str | None = None, timeout: float = 10) -> str:
-    request = urllib.request.Request(url, headers={"Cookie": f"mmvet_replica={cookie}"} if cookie else {})
-    with urllib.request.urlopen(request, timeout=timeout) as r:
+def get(url: str, cookie: str | None = None, timeout: float = 10, forwarded: str | None = None) -> str:
+    headers = {"Cookie": f"mmvet_replica={cookie}"} if cookie else {}
+    if forwarded:
+        headers["X-Forwarded-For"] = forwarded
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout) as r:
         return r.read().decode()
 
 
@@ -149,31 +151,71 @@ def cluster(tmp_path, pg_url):
                 log.close()
 
 
-def routes_to(cluster) -> dict[int, str]:
-    """Cookie values that nginx routes to replica 1 and to replica 2 (each replica answers its own app id)."""
-    ids = [json.loads(get(url + "gradio_api/app_id"))["app_id"] for url in cluster["replicas"]]
+def app_id(url: str, **how) -> str:
+    return json.loads(get(url + "gradio_api/app_id", **how))["app_id"]
+
+
+def nginx_replica(cluster) -> int:
+    """The replica nginx routes this machine's address to (each replica answers its own app id)."""
+    ids = [app_id(url) for url in cluster["replicas"]]
     assert ids[0] != ids[1]
-    found: dict[int, str] = {}
-    for n in range(200):
-        value = f"visitor-{n}"
-        found.setdefault(ids.index(json.loads(get(cluster["url"] + "gradio_api/app_id", value))["app_id"]), value)
-        if len(found) == 2:
-            return found
-    raise AssertionError("nginx sent every route to one replica")
+    return ids.index(app_id(cluster["url"]))
 
 
-def page_on(browser, cluster, route: str, path: str = ""):
-    """A browser page through nginx whose sticky cookie routes it to one replica."""
+def page_at(browser, url: str, path: str = "", owner_token: str | None = None):
+    """A browser page of `url` (nginx, or one replica directly), with the visitor's stored owner token when
+    given (the page keeps it in the browser's storage, which is per origin)."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    host = cluster["url"].split("//")[1].rstrip("/").split(":")[0]
-    context.add_cookies([{"name": "mmvet_replica", "value": route, "domain": host, "path": "/"}])
+    if owner_token is not None:
+        context.add_init_script(f"localStorage.setItem('mmvet-grader-owner', {json.dumps(owner_token)});")
     page = context.new_page()
     page.set_default_timeout(PAGE_TIMEOUT_MS)            # the suite's one value: only a broken page nears it
-    page.goto(cluster["url"] + path)
+    page.goto(url + path)
     wait_loaded(page)
     return page
 
 
+def test_nginx_routes_by_the_clients_address_never_by_what_it_sends(tmp_path):
+    """Issue 33: nginx routed on a `mmvet_replica` cookie the client sets: alternating two values spread one
+    client's 300 requests over both replicas (0 refused instead of 109). The shipped configuration now hashes the
+    address: whatever cookie or X-Forwarded-For a client sends, its requests reach one replica."""
+    import http.server
+    import threading
+
+    assert Path(NGINX).exists(), "nginx is not installed (`apt-get install -y nginx`)"
+    servers = []
+    for name in ("one", "two"):
+        class Handler(http.server.BaseHTTPRequestHandler):
+            answer = json.dumps({"app_id": name}).encode()
+
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(self.answer)))
+                self.end_headers()
+                self.wfile.write(self.answer)
+
+            def log_message(self, *args):
+                pass
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+    port = free_port()
+    conf = render_nginx(tmp_path / "nginx", port, [s.server_port for s in servers])
+    proc = subprocess.Popen([NGINX, "-p", str(conf.parent) + "/", "-c", "nginx.conf"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        wait_http(url + "gradio_api/app_id", [proc])
+        seen = {app_id(url, cookie=f"visitor-{n}", forwarded=f"198.51.100.{n}") for n in range(40)}
+        seen |= {app_id(url) for _ in range(5)}
+        assert len(seen) == 1, seen
+        assert "$cookie_" not in NGINX_CONF.read_text()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        for server in servers:
+            server.shutdown()
+            server.server_close()
 
 
 def test_a_run_survives_its_workers_death_and_is_followed_live_on_another_replica(cluster, browser):
@@ -181,8 +223,9 @@ def test_a_run_survives_its_workers_death_and_is_followed_live_on_another_replic
 
     judge, procs = cluster["judge"].state, cluster["procs"]
     store = Store(cluster["pg_url"], check=False)           # what the test reads of the database
-    route = routes_to(cluster)
-    owner = page_on(browser, cluster, route[0])            # the visitor, on replica 1
+    mine = nginx_replica(cluster)                           # where nginx sends this machine's address
+    other = cluster["replicas"][1 - mine]
+    owner = page_at(browser, cluster["url"])                # the visitor, through nginx
     try:
         upload_results(owner, RESULTS)
         expect(owner.locator("#validation-report textarea")).to_have_value(re.compile("218 of 218"), timeout=60_000)
@@ -193,8 +236,8 @@ def test_a_run_survives_its_workers_death_and_is_followed_live_on_another_replic
         run_id = owner.url.rsplit("run=", 1)[1]
         expect(owner.locator("#share-link textarea")).to_have_value(re.compile(rf"\?run={run_id}$"))
 
-        # a viewer of the share link, on replica 2, while a worker grades the run
-        viewer = page_on(browser, cluster, route[1], f"?run={run_id}")
+        # a viewer of the share link, on the other replica, while a worker grades the run
+        viewer = page_at(browser, other, f"?run={run_id}")
         wait_progress(viewer, r"^running: [1-9]\d* / 218", timeout=60)
         # the kill lands with calls in flight (held by the judge: never answered) and every answer given stored
         # (an answer still on the wire when its process dies is the one thing a kill can cost twice)
@@ -219,13 +262,12 @@ def test_a_run_survives_its_workers_death_and_is_followed_live_on_another_replic
         expect(viewer.locator("#total-score textarea")).to_have_value(re.compile(r"^Total: \d+\.\d"))
         assert viewer.url.endswith(f"?run={run_id}")        # the same page, never reloaded
 
-        # the visitor's browser routed to replica 2 (its replica gone, say): still the owner of its run there
-        owner.context.clear_cookies()
-        owner.context.add_cookies([{"name": "mmvet_replica", "value": route[1], "domain": "127.0.0.1", "path": "/"}])
-        owner.reload()
-        wait_loaded(owner)
-        expect(owner.locator("#my-runs-table")).to_contain_text(run_id)
-        expect(owner.locator("#rename-button")).to_be_visible()
+        # the visitor on the other replica (nginx's replica gone, say): still the owner of its run there
+        token = owner.evaluate("localStorage.getItem('mmvet-grader-owner')")
+        moved = page_at(browser, other, f"?run={run_id}", owner_token=token)
+        expect(moved.locator("#my-runs-table")).to_contain_text(run_id)
+        expect(moved.locator("#rename-button")).to_be_visible()
+        moved.context.close()
     finally:
         owner.context.close()
         if "viewer" in locals():

@@ -449,3 +449,73 @@ def test_replicas_on_one_database_name_a_visitor_alike(tmp_path, pg_url):
         for r in replicas:
             r.jobs.shutdown()
             r.store.close()
+
+
+@pytest.mark.parametrize("how", ["resume", "start"])
+def test_the_same_run_started_on_two_replicas_at_once_is_graded_once(tmp_path, pg_url, judge, how):
+    """Issue 33: the same run started on both replicas at once was graded twice (218 answers paid twice). Both
+    replicas here have checked that nothing grades the run (or the job) when the test lets them write: the start's
+    claim in the database (`Store.claim_start`, `claim_job`) lets one through; the other answers that the run is
+    already grading (a start: the same run, ``started`` False), and every answer is paid once."""
+    import psycopg
+
+    from mmvet_core.service import BenchmarkChoice, GradingService, JudgeChoice, JUDGE_HOST
+    from tests.app_fixtures import RESULTS_DIR
+
+    settings = dict(database_url=pg_url, host_key="sk-host", host_base_url=judge.url)
+    replicas = [GradingService(ServiceSettings(data_dir=tmp_path / f"replica{i}", **settings)) for i in (1, 2)]
+    results = str(RESULTS_DIR / "llava-v1.5-7b.json")
+    owner, visitor = "owner-token-of-the-visitor-1234", "visitor-v"
+    answers: list = [None, None]
+    try:
+        stopped = None
+        if how == "resume":
+            gate = judge.state.gate = CallGate()            # no answer: the run is stopped before it grades
+            stopped, _ = replicas[0].runs.start(results, BenchmarkChoice(), 1, JudgeChoice(JUDGE_HOST),
+                                                owner=owner, visitor=visitor)
+            gate.wait_held(1)
+            replicas[0].runs.stop(stopped, owner)
+            gate.open()
+            replicas[0].jobs.wait(stopped, timeout=60)
+            judge.state.gate = None
+            assert replicas[0].store.get_run(stopped).status == "stopped"
+        before = len(judge.state.calls)          # (the stopped run's held calls were answered before)
+
+        def go(i: int) -> None:
+            r = replicas[i]
+            if how == "resume":
+                answers[i] = r.runs.resume(stopped, owner, visitor, JudgeChoice(JUDGE_HOST))
+            else:
+                answers[i] = r.runs.start(results, BenchmarkChoice(), 1, JudgeChoice(JUDGE_HOST), owner=owner,
+                                          visitor=visitor)
+        threads = [threading.Thread(target=go, args=(i,)) for i in (0, 1)]
+        with psycopg.connect(pg_url) as holder:          # reads pass; writes to runs wait until it commits
+            holder.execute("LOCK TABLE runs IN EXCLUSIVE MODE")
+            for t in threads:
+                t.start()
+            with psycopg.connect(pg_url, autocommit=True) as watcher:
+                waiting = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() " \
+                          "AND wait_event_type = 'Lock'"
+                wait_until(lambda: watcher.execute(waiting).fetchone()[0] >= 2,
+                           what="both replicas' starts to wait at the runs table")
+        for t in threads:
+            t.join(120)
+        if how == "resume":
+            assert sorted(a.split(":")[0] for a in answers) == ["Resumed", "This run is already grading."], answers
+            run_id = stopped
+        else:
+            (first, started1), (second, started2) = answers
+            assert first == second and sorted([started1, started2]) == [False, True], answers
+            run_id = first
+        for r in replicas:
+            r.jobs.wait(run_id, timeout=120)
+        wait_until(lambda: replicas[0].store.get_run(run_id).status == "done", what="the run graded")
+        asked = Counter((c["prompt"], c["temperature"]) for c in judge.state.calls[before:]
+                        if c.get("status") == 200)
+        assert max(asked.values()) == 1, asked.most_common(2)          # no answer paid twice
+        assert sum(replicas[0].store.count_grades(run_id).values()) == 218
+    finally:
+        judge.state.gate = None
+        for r in replicas:
+            r.jobs.shutdown()
+            r.store.close()

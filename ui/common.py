@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import html
+import logging
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,10 @@ from pathlib import Path
 import gradio as gr
 
 from mmvet_core.service import (BENCH_BUNDLED, JUDGE_BASELINE, JUDGE_HOST, JUDGE_OWN, MODE_BATCH, MODE_LIVE,
-                                BenchmarkChoice, GradingService, JudgeChoice, ServiceError, ServiceSettings)
+                                STORE_DOWN, BenchmarkChoice, GradingService, JudgeChoice, ServiceError,
+                                ServiceSettings, store_fault)
+
+log = logging.getLogger("mmvet_grader")
 
 MODES = {"Live": MODE_LIVE, "Batch API (½ price, ≤ 24 h)": MODE_BATCH}
 # set once the page's load event (owner token, ?run=) has been applied: scripts and tests wait for it
@@ -68,8 +72,10 @@ def toasts(n_outputs: int):
         def wrapper(*args, **kwargs):
             try:
                 return fn(*args, **kwargs)
-            except ServiceError as e:
-                gr.Warning(esc(e))
+            except Exception as e:  # noqa: BLE001 — a visitor's mistake, or the database down: named, never a badge
+                if not isinstance(e, ServiceError) and not store_fault(e):
+                    raise
+                gr.Warning(esc(e) if isinstance(e, ServiceError) else STORE_DOWN)
                 if n_outputs == 0:
                     return None
                 return gr.skip() if n_outputs == 1 else tuple(gr.skip() for _ in range(n_outputs))
@@ -78,13 +84,19 @@ def toasts(n_outputs: int):
 
 
 def api_errors(fn):
-    """A named API endpoint: a `ServiceError` is answered as an error (its message escaped)."""
+    """A named API endpoint: a `ServiceError` is answered as an error (its message escaped); the database failing
+    is answered as `STORE_DOWN` (never a bare ``{"error": null}``, never the database's address)."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
         except ServiceError as e:
             raise gr.Error(esc(e)) from None
+        except Exception as e:  # noqa: BLE001 — only the database's faults are named here; a bug still raises
+            if not store_fault(e):
+                raise
+            log.warning("a request met the database down: %s", e)
+            raise gr.Error(STORE_DOWN) from None
     return wrapper
 
 

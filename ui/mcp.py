@@ -162,15 +162,26 @@ def _official_equivalent(card: dict) -> dict | None:
 
 
 @contextlib.contextmanager
-def agent_file_folder(svc: GradingService, slots: FetchSlots, request: gr.Request | None):
-    """A slot for reading the agent's file (`FetchSlots`: a share per address) and a private folder for it,
-    removed after."""
+def agent_file(svc: GradingService, slots: FetchSlots, request: gr.Request | None, results_file: str,
+               file_name: str):
+    """The agent's file on disk, in a private folder removed after, read in a file slot (`FetchSlots`: a share per
+    address) held while the block runs. A URL is downloaded first in a download slot of its own (one per
+    address), so that slow URLs wait on the network without holding the file slots every agent needs."""
+    who = visitor(svc, request)
+    remote = (results_file or "").strip().lower().startswith(("http://", "https://"))
     with contextlib.ExitStack() as stack:
+        work = stack.enter_context(tempfile.TemporaryDirectory(prefix="agent-", dir=svc.work_dir))
         try:
-            stack.enter_context(slots.slot(visitor(svc, request)))
+            if remote:
+                with slots.download(who):
+                    path = _fetched(svc, results_file, file_name, work)
+                stack.enter_context(slots.slot(who))
+            else:
+                stack.enter_context(slots.slot(who))
+                path = _fetched(svc, results_file, file_name, work)
         except RemoteFileError as e:
             raise ServiceError(str(e)) from None
-        yield stack.enter_context(tempfile.TemporaryDirectory(prefix="agent-", dir=svc.work_dir))
+        yield path
 
 
 def scores_of(svc: GradingService, run, integrations: bool) -> dict:
@@ -231,9 +242,9 @@ def comparison_of(svc: GradingService, tok: str, run_a: str, run_b: str) -> dict
 # ---- the tools, by what they act on: each group returns its tools, `register_mcp_tools` wires them ----
 def file_tools(svc: GradingService, agent_judges_note: str) -> tuple:
     """`validate_results` and `start_grading`: the tools that read an agent's file, each in a slot of the
-    server's (`FILE_WAIT`) and a private folder (`agent_file_folder`)."""
+    server's (`FILE_WAIT`) and a private folder (`agent_file`)."""
     hosting = svc.settings.hosting
-    slots = FetchSlots(hosting.file_slots, hosting.file_slots_per_visitor, FILE_WAIT)
+    slots = FetchSlots(hosting.file_slots, hosting.file_slots_per_visitor, FILE_WAIT, hosting.file_downloads)
 
     @api_errors
     @limited_tool
@@ -254,8 +265,7 @@ def file_tools(svc: GradingService, agent_judges_note: str) -> tuple:
         Returns:
             A JSON object: report: what the file holds against the benchmark (matched, missing, extra samples, format); estimate: judge calls, tokens and dollars grading would cost; model_name: the name taken from the file.
         """
-        with agent_file_folder(svc, slots, request) as work:
-            path = _fetched(svc, results_file, file_name, work)
+        with agent_file(svc, slots, request, results_file, file_name) as path:
             v = svc.inputs.validate(path, _bench(subset), int(judge_runs), _judge(judge, judge_model=judge_model))
         return _answer({"report": v.report, "estimate": v.estimate, "model_name": v.model_name})
 
@@ -290,8 +300,7 @@ def file_tools(svc: GradingService, agent_judges_note: str) -> tuple:
             A JSON object: run_id; owner_token (keep it); started (false when the same job was already running); share_url (a read-only page of the run for people).
         """
         tok = _token(owner_token, issue=True)
-        with agent_file_folder(svc, slots, request) as work:
-            path = _fetched(svc, results_file, file_name, work)
+        with agent_file(svc, slots, request, results_file, file_name) as path:
             try:
                 run_id, started = svc.runs.start(path, _bench(subset), int(judge_runs),
                                                  _judge(judge, base_url, judge_model, api_key), owner=tok,

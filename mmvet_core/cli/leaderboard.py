@@ -49,9 +49,12 @@ def cmd_leaderboard(args) -> int:
             path = lb.export_board(store, args.dir)
             print(f"wrote {path} and {Path(args.dir) / 'README.md'} (load with datasets.load_dataset({args.dir!r}))")
         elif args.board_command == "import":
-            n = lb.import_board(store, args.dir, trust=args.trust)
+            report: list[str] = []
+            n = lb.import_board(store, args.dir, trust=args.trust, replace=args.replace, report=report)
             print(f"imported {n} entry versions from {args.dir}" + ("" if args.trust else
                   " (restored unverified: `leaderboard verify ENTRY` ranks one; --trust keeps a backup's own marks)"))
+            for line in report:                      # what changed, entry by entry (nothing is replaced silently)
+                print(f"  {line}")
     except lb.BoardError as e:
         raise UsageError(str(e)) from e
     finally:
@@ -96,5 +99,7 @@ LEADERBOARD = Command("leaderboard", "the server's leaderboard: publish a run, s
         option("dir", metavar="DIR"),
         option("--trust", action="store_true", help="the backup is your own: keep its provenance and "
                                                     "verifications (default: restored entries are unverified)"),
+        option("--replace", action="store_true", help="replace entries already on this board that the backup "
+                                                      "changes (default: refused, with what would change)"),
         DB)),
 ))

@@ -25,13 +25,13 @@ from .limits import HostLimits
 from .reading import RunReading
 from .records import (BENCH_BUNDLED, BENCH_HUB, BENCH_UPLOAD, JUDGE_BASELINE, JUDGE_HOST, JUDGE_OWN, MODE_BATCH,
                       MODE_LIVE, OPENAI_PUBLIC_URL, RUN_LIST_COLUMNS, SUBSETS, BenchmarkChoice, JudgeChoice,
-                      JudgeUnavailable, Permissions, RunSummary, ServiceError, Validation, clean_model_name,
-                      endpoint_host, file_safe)
+                      JudgeUnavailable, Permissions, RunSummary, ServiceError, STORE_DOWN, Validation,
+                      clean_model_name, endpoint_host, file_safe, store_fault)
 from .runs import Runs
 from .settings import ServiceSettings
 
 __all__ = ["BENCH_BUNDLED", "BENCH_HUB", "BENCH_UPLOAD", "JUDGE_BASELINE", "JUDGE_HOST", "JUDGE_OWN", "MODE_BATCH",
            "MODE_LIVE", "MOVED", "OPENAI_PUBLIC_URL", "RUN_LIST_COLUMNS", "SUBSETS", "Board", "BenchmarkChoice",
            "GradingService", "HostLimits", "Inputs", "JudgeChoice", "JudgeUnavailable", "Judges", "Permissions",
-           "RunReading", "RunSummary", "Runs", "ServiceError", "ServiceSettings", "Validation", "clean_model_name",
-           "endpoint_host", "file_safe"]
+           "RunReading", "RunSummary", "Runs", "STORE_DOWN", "ServiceError", "ServiceSettings", "Validation",
+           "clean_model_name", "endpoint_host", "file_safe", "store_fault"]

@@ -22,16 +22,22 @@ from .settings import ServiceSettings
 #: The most rows one page of the API's or MCP's leaderboard holds (Gradio post-processes every value of an
 #: answer: the whole board of 1,600 entries took about a second; 100 rows, the default page, take milliseconds).
 MAX_PAGE = 500
+#: The rows of a page whose size was not given (``limit: null`` too): the page cap holds for every answer.
+DEFAULT_PAGE = 100
+#: Pages kept as answered (filter, offset, size), for as long as the board's rows do not change: a crowd
+#: reading the board again and again is answered from them.
+PAGES_KEPT = 64
 #: Filters whose sorted rows are kept (the most recent ones; a filter holds a visitor's text: bounded).
 FILTERS_KEPT = 32
 
 
 def page_bounds(offset: object = 0, limit: object = None) -> tuple[int, int | None]:
-    """(`offset`, `limit`) as a page's bounds: offset at least 0, limit clamped to 1..`MAX_PAGE` (None stays
-    None: every row). Whole numbers only (a visitor's value): `ServiceError` otherwise.
+    """(`offset`, `limit`) as a page's bounds: offset at least 0, limit clamped to 1..`MAX_PAGE` (None, a
+    visitor's ``null``: `DEFAULT_PAGE`; no answer is ever larger than a page). Whole numbers only (a visitor's
+    value): `ServiceError` otherwise.
 
     >>> page_bounds(-5, 0), page_bounds("200", 10**9), page_bounds(3.0, None)
-    ((0, 1), (200, 500), (3, None))
+    ((0, 1), (200, 500), (3, 100))
     """
     def whole(value: object, name: str) -> int:
         try:
@@ -43,7 +49,7 @@ def page_bounds(offset: object = 0, limit: object = None) -> tuple[int, int | No
             raise ServiceError(f"{name} must be a whole number, not {str(value)[:20]!r}.") from None
 
     start = max(0, whole(offset or 0, "offset"))
-    return start, None if limit is None else min(max(1, whole(limit, "limit")), MAX_PAGE)
+    return start, DEFAULT_PAGE if limit is None else min(max(1, whole(limit, "limit")), MAX_PAGE)
 
 
 class Board:
@@ -59,6 +65,7 @@ class Board:
         self._with_estimates: tuple | None = None  # (the book's rows, checks stamp, rows with their estimates)
         self._filtered: dict[tuple, tuple[list, list]] = {}   # filter -> (the board's rows, the rows it selects)
         self._filtered_lock = threading.Lock()
+        self._pages: dict[tuple, tuple[list, dict]] = {}     # (filter, offset, size) -> (the board's rows, answer)
 
     def _board_action(self, who: str) -> None:
         """Publishing, republishing, renaming, unpublishing, restoring and a host control with a wrong secret
@@ -265,19 +272,32 @@ class Board:
     def leaderboard_json(self, filters=None, *, offset: object = 0, limit: object = None) -> dict:
         """What the API (`leaderboard`) and MCP (`read_leaderboard`) return: the filter, the note on ranks, `count`
         (the rows the filter selects) and one dict per row (``BoardRow.to_json``) of the page that starts at row
-        `offset` (0-based) and holds `limit` rows (clamped to 1..`MAX_PAGE`; None: every row, up to
-        `leaderboard.MAX_ROWS`), with `next_offset` (the next page's `offset`, None after the last page): a client
-        pages through the whole board by passing `next_offset` back until it is None. The downloads hold every
-        row (`leaderboard.rows_json`). A bad `offset` or `limit` is a `ServiceError`."""
+        `offset` (0-based) and holds `limit` rows (clamped to 1..`MAX_PAGE`; None: `DEFAULT_PAGE`), with
+        `next_offset` (the next page's `offset`, None after the last page): a client pages through the whole board
+        by passing `next_offset` back until it is None. The downloads hold every row (`leaderboard.rows_json`). A
+        page asked again while the board's rows are the same is the answer kept (`PAGES_KEPT`; a new dict each
+        time, its rows shared: not to be changed). A bad `offset` or `limit` is a `ServiceError`."""
         f = self.board_filter(filters)
         start, size = page_bounds(offset, limit)
-        rows = self.leaderboard(f)
-        count = min(len(rows), lb.MAX_ROWS)
-        end = count if size is None else min(count, start + size)
-        return {"filter": {k: getattr(f, k) for k in lb.BoardFilter.__dataclass_fields__},
-                "rank_note": lb.RANK_NOTE, "count": count, "offset": start, "limit": size,
-                "next_offset": end if end < count else None,
-                "entries": [r.to_json() for r in rows[start:end]]}
+        rows = self.board_rows()
+        key = (tuple(getattr(f, k) for k in lb.BoardFilter.__dataclass_fields__), start, size)
+        with self._filtered_lock:
+            hit = self._pages.get(key)
+        if hit is not None and hit[0] is rows:
+            return dict(hit[1])
+        selected = self.leaderboard(f)
+        count = min(len(selected), lb.MAX_ROWS)
+        end = min(count, start + size)
+        answer = {"filter": {k: getattr(f, k) for k in lb.BoardFilter.__dataclass_fields__},
+                  "rank_note": lb.RANK_NOTE, "count": count, "offset": start, "limit": size,
+                  "next_offset": end if end < count else None,
+                  "entries": [r.to_json() for r in selected[start:end]]}
+        with self._filtered_lock:
+            self._pages.pop(key, None)
+            while len(self._pages) >= PAGES_KEPT:
+                self._pages.pop(next(iter(self._pages)))
+            self._pages[key] = (rows, answer)
+        return dict(answer)
 
     def _entry_row(self, entry) -> dict:
         for row in self.board_rows():

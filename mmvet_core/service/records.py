@@ -29,6 +29,20 @@ class ServiceError(Exception):
     """A visitor's mistake or a refusal: the message says what happened and what to do (shown as a toast)."""
 
 
+#: What every route answers while the database cannot be reached (issue 33: an outage answered {"error": null}).
+STORE_DOWN = ("The store is unreachable; nothing is lost: every stored run and paid grade is kept, and grading "
+              "resumes when it answers again. Try again in a moment.")
+
+
+def store_fault(error: BaseException) -> bool:
+    """Whether `error` is the database failing (the store's own `StoreError`, or a driver's or SQLAlchemy's
+    exception that reached a handler unwrapped), not a bug of ours or a visitor's mistake."""
+    from ..store import StoreError
+
+    return isinstance(error, StoreError) or type(error).__module__.split(".")[0] in ("sqlalchemy", "psycopg",
+                                                                                      "psycopg_pool", "sqlite3")
+
+
 class JudgeUnavailable(ServiceError):
     """The chosen judge is the official one and its endpoint no longer serves it: nothing was started. The message
     says why and lists the judges the endpoint serves (`models`); the page shows it in place. `message_for` words

@@ -85,8 +85,13 @@ class Runs:
                                     settings=jset, model_name=name, results_format=rf.format, owner=owner,
                                     judge_info=info or None)
                 self.limits.keeper.stored(run_id, visitor, host=host)
+                # once for every process on the database: the same job started on two replicas at once
+                claimed = self.store.claim_job(run_id, owner, fp)
             except StoreError as e:        # a write fault (a full disk): named, never a generic error
                 raise ServiceError(f"The run could not be stored: {e}. Nothing was graded or paid.") from None
+            if claimed != run_id:
+                self.store.forget_run(run_id)
+                return claimed, False
             self._launch(run_id, benchmark, jset, key, host, visitor, mode)
         return run_id, True
 
@@ -107,7 +112,7 @@ class Runs:
                             batch=mode == MODE_BATCH, batch_poll=self.settings.batch_poll, host=host)
         except TooManyRuns as e:      # a slot went to someone else since the check
             try:
-                if self.store.get_run(run_id).status == "created":
+                if self.store.get_run(run_id).status in ("created", "running"):    # (its start's claim)
                     self.store.set_status(run_id, "stopped", str(e))
             except StoreError:
                 pass
@@ -182,8 +187,12 @@ class Runs:
             note_endpoint(self.store, run_id, jset.base_url)     # provenance: every endpoint that graded it
             if not host and jset.provider != "baseline":          # and whose key: a visitor's, from now on
                 note_visitor_credential(self.store, run_id)
+            # once for every process on the database: Resume clicked on two replicas at once grades it once
+            claimed = self.store.claim_start(run_id, "resuming")
         except StoreError as e:
             raise ServiceError(f"The run could not be resumed: {e}.") from None
+        if not claimed:
+            return "This run is already grading."
         self._launch(run_id, view.benchmark, jset, key, host, visitor, mode)
         return "Resumed: only what is missing is graded (stored grades are not paid again)."
 

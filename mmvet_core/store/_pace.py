@@ -31,6 +31,14 @@ class PaceFacet:
         return result
 
 
+    def prune_paces(self, prefix: str, *, idle_s: float) -> int:
+        """Forget the paces whose account starts with `prefix` and that nobody changed for `idle_s` seconds (the
+        visitors' request buckets: `sharedlimit.SharedRequestLimiter`); returns how many."""
+        p = t.judge_pace
+        return self._exec(sa.delete(p).where(p.c.account.startswith(prefix, autoescape=True),
+                                             p.c.updated_at < time.time() - idle_s))
+
+
 def _read(db) -> sa.Select:
     p, account = t.judge_pace, sa.bindparam("account")
     return sa.select(db.clock().label("now"),

@@ -12,6 +12,11 @@ from ._records import GradeRow, RunRecord, grade_row, new_run_id, run_record
 _WRITTEN_ORDER = (t.grades.c.updated_at, t.grades.c.sample_id, t.grades.c.run_index)
 
 
+#: Seconds a run's "running" (or "queued") status set by a start counts as a start in progress, for the start-once
+#: claims (`RunsFacet.claim_start`, `claim_job`) of every process on the database.
+START_FRESH_S = 60.0
+
+
 class RunsFacet:
     """Runs (one results file graded by one judge configuration), grades and overrides."""
 
@@ -68,6 +73,36 @@ class RunsFacet:
                                                   ~queued).values(
             status="stopped", message="interrupted by a server restart; Resume continues without paying again",
             updated_at=time.time()))
+
+    def claim_start(self, run_id: str, message: str = "", *, fresh_s: float = START_FRESH_S) -> bool:
+        """Claim the start of a run's grading, once for every process on this database: the run becomes
+        ``running`` unless it already is ``running`` or ``queued`` since less than `fresh_s` seconds (another
+        process started it an instant ago: a resume clicked on two replicas at once). One statement under the
+        run's lock. False when another start has it (nothing written). The caller has checked that no job grades
+        the run (`JobManager.is_running`); a status older than `fresh_s` without a job is a dead process's."""
+        r = t.runs
+        with self._tx(lock=f"start:{run_id}") as conn:
+            return conn.execute(sa.update(r).where(
+                r.c.id == run_id,
+                sa.or_(r.c.status.not_in(("running", "queued")), r.c.updated_at < time.time() - fresh_s))
+                .values(status="running", message=message, updated_at=time.time())).rowcount == 1
+
+    def claim_job(self, run_id: str, owner: str, fingerprint: str, *, fresh_s: float = START_FRESH_S) -> str:
+        """Claim a new run's start for its job (`owner`, `fingerprint`), once for every process on this database:
+        returns `run_id` (now ``running``) or, when another run of the same job was started by any process less
+        than `fresh_s` seconds ago or is still ``running`` / ``queued``, that run's id (nothing written). One
+        transaction under the job's lock: two replicas starting the same job at the same instant start it once."""
+        r = t.runs
+        with self._tx(lock=f"job:{owner}:{fingerprint}") as conn:
+            other = conn.execute(sa.select(r.c.id).where(
+                r.c.owner == owner, r.c.fingerprint == fingerprint, r.c.id != run_id,
+                r.c.status.in_(("running", "queued")), r.c.updated_at >= time.time() - fresh_s)
+                .order_by(r.c.created_at).limit(1)).scalar()
+            if other is not None:
+                return other
+            conn.execute(sa.update(r).where(r.c.id == run_id)
+                         .values(status="running", message="", updated_at=time.time()))
+            return run_id
 
     def set_status(self, run_id: str, status: str, message: str = "") -> None:
         self._exec(sa.update(t.runs).where(t.runs.c.id == run_id)
