@@ -16,10 +16,19 @@ import gradio as gr
 
 from mmvet_core.service import (BENCH_BUNDLED, JUDGE_BASELINE, JUDGE_HOST, JUDGE_OWN, MODE_BATCH, MODE_LIVE,
                                 BenchmarkChoice, GradingService, JudgeChoice, ServiceError, ServiceSettings)
+from mmvet_core.store import STORE_UNREACHABLE, StoreError
 
 MODES = {"Live": MODE_LIVE, "Batch API (½ price, ≤ 24 h)": MODE_BATCH}
 # set once the page's load event (owner token, ?run=) has been applied: scripts and tests wait for it
 MARK_LOADED_JS = "() => { document.body.dataset.mmvetLoaded = '1'; return []; }"
+
+
+def store_unreachable(error: StoreError | None = None) -> str:
+    """What a page or a script is told while the database cannot be used: `STORE_UNREACHABLE`, then the fault
+    in words (never an address; `StoreError` names none)."""
+    head = STORE_UNREACHABLE[0].upper() + STORE_UNREACHABLE[1:] + "."
+    detail = str(error or "").strip()
+    return f"{head} {detail[0].upper() + detail[1:]}." if detail else head
 
 
 def esc(message: object) -> str:
@@ -68,8 +77,8 @@ def toasts(n_outputs: int):
         def wrapper(*args, **kwargs):
             try:
                 return fn(*args, **kwargs)
-            except ServiceError as e:
-                gr.Warning(esc(e))
+            except (ServiceError, StoreError) as e:
+                gr.Warning(esc(store_unreachable(e) if isinstance(e, StoreError) else e))
                 if n_outputs == 0:
                     return None
                 return gr.skip() if n_outputs == 1 else tuple(gr.skip() for _ in range(n_outputs))
@@ -78,13 +87,17 @@ def toasts(n_outputs: int):
 
 
 def api_errors(fn):
-    """A named API endpoint: a `ServiceError` is answered as an error (its message escaped)."""
+    """A named API endpoint: a `ServiceError` is answered as an error (its message escaped); so is a database
+    outage (`StoreError`: `store_unreachable`), which Gradio would answer with its generic "The upstream Gradio
+    app has raised an exception"."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
         except ServiceError as e:
             raise gr.Error(esc(e)) from None
+        except StoreError as e:
+            raise gr.Error(esc(store_unreachable(e))) from None
     return wrapper
 
 
