@@ -86,13 +86,25 @@ class PostgresServer:
         for attempt in range(5):          # a free port may be taken by another process before the server binds
             self.port = _free_port()
             try:
-                self._run(self.bin / "pg_ctl", "-D", self.dir / "data", "-l", self.dir / "server.log", "-w",
-                          "-t", "120", "-o", f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 "
-                          + SERVER_OPTIONS, "start")
+                self._start_on(self.port)
                 return
             except PostgresMissing:
                 if attempt == 4:
                     raise
+
+    def _start_on(self, port: int) -> None:
+        self._run(self.bin / "pg_ctl", "-D", self.dir / "data", "-l", self.dir / "server.log", "-w",
+                  "-t", "120", "-o", f"-p {port} -k {self.dir} -c listen_addresses=127.0.0.1 " + SERVER_OPTIONS,
+                  "start")
+
+    def halt(self) -> None:
+        """Stop the server as an outage would (its clients' connections are cut), keeping its folder, its port and
+        its databases for `resume`."""
+        self._run(self.bin / "pg_ctl", "-D", self.dir / "data", "-m", "fast", "-w", "stop")
+
+    def resume(self) -> None:
+        """Start a halted server again, on the same port with the same databases."""
+        self._start_on(self.port)
 
     def stop(self) -> None:
         if self.dir is None:

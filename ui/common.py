@@ -18,12 +18,21 @@ import gradio as gr
 from mmvet_core.service import (BENCH_BUNDLED, JUDGE_BASELINE, JUDGE_HOST, JUDGE_OWN, MODE_BATCH, MODE_LIVE,
                                 STORE_DOWN, BenchmarkChoice, GradingService, JudgeChoice, ServiceError,
                                 ServiceSettings, store_fault)
+from mmvet_core.store import STORE_UNREACHABLE, StoreError
 
 log = logging.getLogger("mmvet_grader")
 
 MODES = {"Live": MODE_LIVE, "Batch API (½ price, ≤ 24 h)": MODE_BATCH}
 # set once the page's load event (owner token, ?run=) has been applied: scripts and tests wait for it
 MARK_LOADED_JS = "() => { document.body.dataset.mmvetLoaded = '1'; return []; }"
+
+
+def store_unreachable(error: StoreError | None = None) -> str:
+    """What a page or a script is told while the database cannot be used: `STORE_UNREACHABLE`, then the fault
+    in words (never an address; `StoreError` names none)."""
+    head = STORE_UNREACHABLE[0].upper() + STORE_UNREACHABLE[1:] + "."
+    detail = str(error or "").strip()
+    return f"{head} {detail[0].upper() + detail[1:]}." if detail else head
 
 
 def esc(message: object) -> str:

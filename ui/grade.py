@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 import gradio as gr
@@ -20,7 +20,10 @@ from mmvet_core.benchmark import ASSETS_DIR
 from mmvet_core.service import (BENCH_BUNDLED, BENCH_HUB, BENCH_UPLOAD, JUDGE_BASELINE, JUDGE_OWN, SUBSETS,
                                 JudgeUnavailable, ServiceError)
 
-from .common import MODES, Page, base_url, bench_of, esc, file_path, judge_of, runs_rows, toasts, visitor
+from mmvet_core.store import StoreError
+
+from .common import (MODES, Page, base_url, bench_of, esc, file_path, judge_of, runs_rows, store_unreachable, toasts,
+                     visitor)
 from .judge_check import JudgeCheckView, build_judge_board, build_judge_check, wire_judge_check
 from .leaderboard import build_publish_control
 from .widgets import (card_html, count_text, judge_note_html, overlay_choices, overlay_warning, progress_html,
@@ -29,6 +32,10 @@ from .widgets import (card_html, count_text, judge_note_html, overlay_choices, o
 EXAMPLE_RESULTS = ASSETS_DIR / "examples" / "llava_llama2_13b_chat.json"
 RADAR_EVERY_S = 5.0   # while a run streams in, the radar charts are redrawn at most this often per page
 FOLLOW_EVERY_S = 0.5  # an open page that follows a grading run is updated at most this often
+FIRST_EVERY_S = 0.1   # ... and looked at this often until its first change (the first grades shown at once)
+ACK_WAIT_S = 5.0      # a page that has not asked for its last update within this is sent the next one anyway
+OUTAGE_RETRY_S = 1.0  # while the database cannot be read, a following page's stream reads again this often
+UNREACHABLE = "store-unreachable"   # the version a page follows while the database cannot be read
 HEARTBEAT_S = 15.0    # ... and hears from the server at least this often (a closed tab's stream then ends)
 EMPTY_RESULTS = ("**No run open yet.** Drop a results file on the left (or load the official example) and click "
                  "**Grade**; progress and the score appear here. You can also reopen one of **My runs** below, "
@@ -247,10 +254,10 @@ def wire_grade(page: Page, g: GradeView, s: SamplesParts, my: RunsList) -> RunDi
     version = gr.Textbox(visible=False, elem_id="run-version")
     judge_field = wire_judge_field(page, g)
     wire_setup(page, g, judge_field)
-    drawn: dict[str, str | None] = {}   # page session -> the version of the run its page drew
-    follow = follow_handler(page.svc, drawn)
-    wire_run_buttons(page, g, version, follow, drawn)
-    return wire_open_run(page, g, s, my, version, follow, drawn)
+    state = Following()
+    follow = follow_handler(page.svc, state)
+    wire_run_buttons(page, g, version, follow, state)
+    return wire_open_run(page, g, s, my, version, follow, state)
 
 
 @dataclass
@@ -355,26 +362,70 @@ def follow_opts(page: Page) -> dict:
                 concurrency_limit=page.settings.sessions.max_followers, concurrency_id="follow-run")
 
 
-def follow_handler(svc, drawn: dict[str, str | None]) -> Callable:
+@dataclass
+class Following:
+    """What the follow streams of this app know about each page session: the stream that follows its open run
+    (`tokens`), the run version its page drew last (`drawn`), when its page last asked for a redraw (`asked`: a
+    tick) and whether its last opening failed on a database outage (`unopened`: the next redraw opens it)."""
+    tokens: dict[str, str] = field(default_factory=dict)
+    drawn: dict[str, str | None] = field(default_factory=dict)
+    asked: dict[str, float] = field(default_factory=dict)
+    unopened: set[str] = field(default_factory=set)
+
+    def note_asked(self, session: str | None) -> None:
+        if session:
+            if len(self.asked) > 10_000:
+                self.asked.clear()
+            self.asked[session] = time.monotonic()
+
+
+def follow_handler(svc, state: Following) -> Callable:
     """The `follow` stream of a page: it pushes the open run's version into the page's version box while the run
     grades, starting from the version the page drew (`remember_drawn`); a newer stream of the same page (another
-    run opened, a resume) ends this one."""
-    following: dict[str, str] = {}      # page session -> token of the stream that follows its open run
+    run opened, a resume) ends this one.
+
+    - Until the first change it looks every FIRST_EVERY_S (the page's first rows right after the first grades),
+      then every FOLLOW_EVERY_S.
+    - A new version waits until the page has asked for the redraw of the previous one (its tick; at most
+      ACK_WAIT_S): a slow browser (a busy machine) is never sent more updates than it draws, and each costs it a
+      round of Gradio's status bookkeeping over every component of the page.
+    - While the database cannot be read, the page is told so once (`UNREACHABLE`: its redraw says
+      `STORE_UNREACHABLE` in place of the progress) and the stream keeps following, reading again every
+      OUTAGE_RETRY_S; once the database answers, the page is redrawn and followed to the run's end."""
+
+    def look(run_id: str, pace: float) -> tuple[bool, str | None]:
+        # whether the job runs is asked BEFORE the run is read: a job that ends meanwhile changes its version
+        running = svc.jobs.is_running(run_id)
+        return running, svc.reading.run_version(run_id, pace if running else 0)
 
     async def follow(run_id, request: gr.Request):
         session = getattr(request, "session_hash", None) or secrets.token_hex(8)
-        token = following[session] = secrets.token_hex(8)
+        token = state.tokens[session] = secrets.token_hex(8)
         yield gr.skip()           # (a Gradio generator must yield at least once)
         try:
             # from the version the opening drew: a run that ended (or started waiting) since is redrawn at once
-            last = drawn.pop(session, None) if run_id else None
-            beat = time.monotonic()
-            while last is not None and following.get(session) == token:
-                running = svc.jobs.is_running(run_id)
-                await asyncio.sleep(FOLLOW_EVERY_S if running else 0)
-                now = await asyncio.to_thread(svc.reading.run_version, run_id, FOLLOW_EVERY_S if running else 0)
+            last = state.drawn.pop(session, None) if run_id else None
+            beat, sent = time.monotonic(), 0.0        # (no update sent yet: the first is never held back)
+            pace, running = FIRST_EVERY_S, True
+            while last is not None and state.tokens.get(session) == token:
+                await asyncio.sleep(pace if running else 0)
+                try:
+                    running, now = await asyncio.to_thread(look, run_id, pace)
+                except StoreError:
+                    if last != UNREACHABLE:
+                        last, beat = UNREACHABLE, time.monotonic()
+                        yield f"{run_id}|{UNREACHABLE}"
+                    elif time.monotonic() - beat > HEARTBEAT_S:
+                        beat = time.monotonic()
+                        yield gr.skip()
+                    await asyncio.sleep(OUTAGE_RETRY_S)
+                    continue
                 if now is not None and now != last:
+                    if running and state.asked.get(session, 0.0) < sent and time.monotonic() - sent < ACK_WAIT_S \
+                            and last != UNREACHABLE:
+                        continue          # the page has not asked for the last update yet
                     last, beat = now, time.monotonic()
+                    sent, pace = beat, FOLLOW_EVERY_S
                     yield f"{run_id}|{now}"
                 elif time.monotonic() - beat > HEARTBEAT_S:
                     beat = time.monotonic()
@@ -382,24 +433,33 @@ def follow_handler(svc, drawn: dict[str, str | None]) -> Callable:
                 if not running:
                     break
         finally:
-            if following.get(session) == token:
-                following.pop(session, None)
+            if state.tokens.get(session) == token:
+                state.tokens.pop(session, None)
 
     return follow
 
 
-def remember_drawn(svc, drawn: dict[str, str | None], run_id: str, request: gr.Request | None) -> None:
+def remember_drawn(svc, state: Following, run_id: str, request: gr.Request | None) -> None:
     """Note the run's version as this page is about to draw it (read BEFORE the run is: a change while it is
-    drawn is then followed)."""
+    drawn is then followed); `UNREACHABLE` while the database cannot be read (followed until it can)."""
     session = getattr(request, "session_hash", None)
     if run_id and session:
-        if len(drawn) > 10_000:
-            drawn.clear()
-        drawn[session] = svc.reading.run_version(run_id, 0)
+        if len(state.drawn) > 10_000:
+            state.drawn.clear()
+        try:
+            state.drawn[session] = svc.reading.run_version(run_id, 0)
+        except StoreError:
+            state.drawn[session] = UNREACHABLE
 
 
-def wire_run_buttons(page: Page, g: GradeView, version: gr.Textbox, follow: Callable,
-                     drawn: dict[str, str | None]) -> None:
+def unreachable_html(error: StoreError | None = None) -> str:
+    """The progress's place while the database cannot be read: what happened, that nothing is lost, and that the
+    page follows the run again by itself (everything interpolated is ours or escaped)."""
+    return (f'<div id="progress-box"><div id="progress-text" class="store-unreachable">'
+            f'{esc(store_unreachable(error))} This page follows the run again as soon as it is back.</div></div>')
+
+
+def wire_run_buttons(page: Page, g: GradeView, version: gr.Textbox, follow: Callable, state: Following) -> None:
     """Grade (a refused official judge is said in place, with the judges the endpoint serves), Stop, Resume
     (then the page follows the run again)."""
     svc, run_state, owner = page.svc, page.run_state, page.owner
@@ -436,7 +496,7 @@ def wire_run_buttons(page: Page, g: GradeView, version: gr.Textbox, follow: Call
 
     @toasts(0)
     def resume(run_id, judge_c, url, model, key, owner_tok, request: gr.Request):
-        remember_drawn(svc, drawn, run_id, request)   # the page shows the run as it is now: `follow` draws changes
+        remember_drawn(svc, state, run_id, request)   # the page shows the run as it is now: `follow` draws changes
         gr.Info(svc.runs.resume(run_id, owner_tok, visitor(svc, request), judge_of(judge_c, url, model, key)))
 
     g.resume_btn.click(resume, [run_state, g.judge_choice, g.base_url, g.judge_model, g.api_key, owner], None,
@@ -502,7 +562,7 @@ def form_values(svc, view, owner: bool, n_outputs: int) -> tuple:
 
 
 def wire_open_run(page: Page, g: GradeView, s: SamplesParts, my: RunsList, version: gr.Textbox, follow: Callable,
-                  drawn: dict[str, str | None]) -> RunDisplay:
+                  state: Following) -> RunDisplay:
     """The open run's display: drawn when a run opens (then followed), redrawn at each change of its version
     and, radars only, when the overlays change; the address and the share link follow the open run."""
     svc, run_state, owner = page.svc, page.run_state, page.owner
@@ -540,13 +600,36 @@ def wire_open_run(page: Page, g: GradeView, s: SamplesParts, my: RunsList, versi
         return live + opened_values(svc, view, perms, owner_tok) + form_values(svc, view, perms.owner,
                                                                                 len(form_outputs))
 
+    def unreachable(error: StoreError) -> tuple:
+        """The page while the database cannot be read: the progress says so, everything else stays as it was."""
+        return (unreachable_html(error),) + tuple(gr.skip() for _ in view_outputs[1:])
+
     def tick(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id, request: gr.Request):
-        key = f"{getattr(request, 'session_hash', None) or ''}:{run_id}"
-        return refresh(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id, radar_key=key)
+        session = getattr(request, "session_hash", None)
+        state.note_asked(session)
+        key = f"{session or ''}:{run_id}"
+        opened = session in state.unopened       # its opening met an outage: this redraw opens it
+        try:
+            out = refresh(run_id, overlay_sel if not opened else [], cap_f, lo, hi, flagged, order, owner_tok,
+                          sample_id, radar_key=key, opened=opened)
+        except StoreError as e:
+            return unreachable(e)
+        state.unopened.discard(session)
+        return out
 
     def open_run(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id, request: gr.Request):
-        remember_drawn(svc, drawn, run_id, request)
-        return refresh(run_id, [], "all", lo, hi, flagged, order, owner_tok, "", opened=True)
+        remember_drawn(svc, state, run_id, request)
+        session = getattr(request, "session_hash", None)
+        try:
+            out = refresh(run_id, [], "all", lo, hi, flagged, order, owner_tok, "", opened=True)
+        except StoreError as e:
+            if session and run_id:
+                if len(state.unopened) > 10_000:
+                    state.unopened.clear()
+                state.unopened.add(session)
+            return unreachable(e)
+        state.unopened.discard(session)
+        return out
 
     # the page's version box changes once per change of the run it follows: redraw with the page's current inputs
     version.change(tick, view_inputs, view_outputs, api_visibility="private", show_progress="hidden",

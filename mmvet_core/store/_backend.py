@@ -40,9 +40,11 @@ class Backend(Protocol):
     def close(self) -> None:
         """Release what `connect` keeps open (before the engine is disposed)."""
 
-    def run(self, engine: Engine, sql: str, args: Any, *, fetch: bool) -> Any:
+    def run(self, engine: Engine, sql: str, args: Any, *, fetch: bool, lock: str | None = None) -> Any:
         """Run one compiled statement on a driver connection and commit: its rows (tuples) with `fetch`, else
-        how many rows changed. Raises the driver's or SQLAlchemy's exception."""
+        how many rows changed; with `lock`, in a transaction that holds the database's write lock of that name
+        first (as `begin` does), for a statement that reads what it then writes. Raises the driver's or
+        SQLAlchemy's exception."""
 
     def prepare(self, engine: Engine, *, check: bool) -> bool:
         """Check the database before its schema is touched (`check`: the thorough checks); returns whether it

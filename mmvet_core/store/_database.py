@@ -113,16 +113,17 @@ class Database:
         return statement
 
     def _fast(self, name: str, build: Callable[[Backend], Any], params: dict[str, Any], *,
-              fetch: bool = False) -> Any:
+              fetch: bool = False, lock: str | None = None) -> Any:
         """Run the statement `build(backend)` makes (named bind parameters: `params`) straight on the driver's
         connection, compiled once per store by SQLAlchemy for this database: the rows (tuples) with `fetch`, else
         how many rows changed. For the calls made for every judge answer and every poll, where SQLAlchemy's
-        execution would cost several times what the database does; committed when this returns."""
+        execution would cost several times what the database does; committed when this returns. `lock`: the
+        statement reads what it writes, under the database's write lock of that name (see `Backend.begin`)."""
         ready = self._statements.get(name)
         if ready is None:
             ready = self._statements[name] = _Compiled(build(self._backend), self._engine.dialect, list(params))
         try:
-            return self._backend.run(self._engine, ready.sql, ready.args(params), fetch=fetch)
+            return self._backend.run(self._engine, ready.sql, ready.args(params), fetch=fetch, lock=lock)
         except (sa.exc.SQLAlchemyError, self._engine.dialect.loaded_dbapi.Error) as e:
             raise StoreError(f"the server could not {'read' if fetch else 'write to'} its database: "
                              f"{self._backend.describe(e)}") from e

@@ -58,10 +58,12 @@ class PostgresBackend:
     def close(self) -> None:
         pass
 
-    def run(self, engine: Engine, sql: str, args: Any, *, fetch: bool) -> Any:
+    def run(self, engine: Engine, sql: str, args: Any, *, fetch: bool, lock: str | None = None) -> Any:
         raw = engine.raw_connection()          # from the pool, checked before use
         try:
             with raw.cursor() as cursor:
+                if lock is not None:           # (the statement's snapshot is taken after the lock is held)
+                    cursor.execute("SELECT pg_advisory_xact_lock(%(key)s)", {"key": _lock_key(lock)})
                 cursor.execute(sql, args)
                 out = cursor.fetchall() if fetch else cursor.rowcount
             raw.commit()

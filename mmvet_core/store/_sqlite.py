@@ -70,10 +70,22 @@ class SQLiteBackend:
                 self._conn.close()
                 self._conn = None
 
-    def run(self, engine: Engine, sql: str, args: Any, *, fetch: bool) -> Any:
+    def run(self, engine: Engine, sql: str, args: Any, *, fetch: bool, lock: str | None = None) -> Any:
         with self.connect(engine) as conn:      # autocommit: durable when the statement returns
-            cursor = conn.connection.dbapi_connection.execute(sql, args)
-            return cursor.fetchall() if fetch else cursor.rowcount
+            raw = conn.connection.dbapi_connection
+            if lock is None:
+                cursor = raw.execute(sql, args)
+                return cursor.fetchall() if fetch else cursor.rowcount
+            # the file's write lock from the start: what the statement reads cannot change before it writes
+            raw.execute("BEGIN IMMEDIATE")
+            try:
+                cursor = raw.execute(sql, args)
+                out = cursor.fetchall() if fetch else cursor.rowcount
+            except BaseException:
+                raw.execute("ROLLBACK")
+                raise
+            raw.execute("COMMIT")
+            return out
 
     def prepare(self, engine: Engine, *, check: bool) -> bool:
         with self.connect(engine) as conn, conn.begin():
