@@ -52,41 +52,42 @@ def run_row(store: Store, model: str = "m", owner: str = "alice") -> str:
 
 # --- the queue's leases, on both databases -----------------------------------------------------------------------
 
-def test_claims_take_free_runs_of_known_endpoints_and_leases_pass_on_the_databases_clock(any_store):
+def test_leases_pass_on_the_databases_clock_and_only_their_holder_writes(any_store):
     store = any_store
-    held, queued, other, keyed = (run_row(store) for _ in range(4))
-    store.enqueue_run(held, work=WORK, endpoint=HOST, claimable=True, holder="A", lease=60)
+    held, queued, keyed = (run_row(store) for _ in range(3))
+    store.enqueue_run(held, work=WORK, endpoint=HOST, claimable=False, holder="A", lease=60)
     store.enqueue_run(queued, work=WORK, endpoint=HOST, visitor="v1", claimable=True)
-    store.enqueue_run(other, work=WORK, endpoint="openai|http://elsewhere|", claimable=True)
     store.enqueue_run(keyed, work=WORK, endpoint=HOST, claimable=False, holder="A", lease=60)
-
-    row = store.claim_run("B", 60, [HOST, ""])       # not A's live lease, not another endpoint, not a keyed run
-    assert (row["run_id"], row["holder"], row["claims"], row["work"]) == (queued, "B", 1, WORK)
-    assert store.claim_run("B", 60, [HOST, ""]) is None
     assert store.renew_leases("A", 60) == {held: False, keyed: False}
-    assert sorted(store.queued_runs()) == sorted([held, queued, other, keyed])
+    assert sorted(store.queued_runs()) == sorted([held, queued, keyed])
     assert store.queued_runs("v1") == [queued]
+    assert [r["run_id"] for r in store.waiting_runs()] == [queued]      # what the workers' slices grade
 
-    # A dies: its leases pass (a lease of -1 s has passed already). B takes the run any worker can continue...
-    store.renew_leases("A", -1)
-    assert store.claim_run("B", 60, [HOST])["run_id"] == held
-    assert store.renew_leases("A", 60) == {keyed: False}        # ... A no longer holds it
-    assert store.queued_run(held)["claims"] == 2
-    # ... and the run only A could grade (a visitor's key in A's memory) is reaped: stopped, its owner resumes it
+    # A dies: its leases pass (a lease of -1 s has passed already); the runs only A could grade (a visitor's key
+    # in A's memory) are reaped: stopped, their owners resume them
     store.set_status(keyed, "running")
     store.renew_leases("A", -1)
-    assert store.queued_run(keyed)["live"] is False
-    assert store.reap_leases() == [keyed]
+    assert store.queued_run(keyed)["live"] is False and store.queued_run(queued)["live"] is True
+    assert sorted(store.reap_leases()) == sorted([held, keyed])
     assert store.get_run(keyed).status == "stopped" and "Resume" in store.get_run(keyed).message
     assert store.queued_run(keyed) is None
 
     # only the holder writes the run's status, and releases its row
+    store.enqueue_run(held, work=WORK, endpoint=HOST, claimable=False, holder="B", lease=60)
     assert not store.set_status_if_held(held, "A", "stopped")
     assert store.set_status_if_held(held, "B", "running") and store.get_run(held).status == "running"
     assert not store.release_run(held, "A")
-    assert store.release_run(held, "B", requeue=True) and store.queued_run(held)["holder"] is None
-    assert store.claim_run("C", 60, [HOST])["run_id"] == held
-    assert store.release_run(held, "C") and store.queued_run(held) is None
+    assert store.release_run(held, "B") and store.queued_run(held) is None
+
+    # a run graded in slices ends once, by the generation of its grading
+    generation = store.queued_run(queued)["enqueued_at"]
+    store.set_status(queued, "queued")
+    store.mark_running(queued)
+    assert store.get_run(queued).status == "running"
+    assert not store.finish_queued(queued, generation + 1, "done", "x")         # an earlier grading's slice
+    assert store.finish_queued(queued, generation, "done", "2 grades")
+    assert not store.finish_queued(queued, generation, "done", "again")
+    assert (store.get_run(queued).status, store.get_run(queued).message) == ("done", "2 grades")
 
 
 def test_stop_reaches_a_run_wherever_it_is_and_a_restart_leaves_queued_runs_alone(any_store):
@@ -107,29 +108,6 @@ def test_stop_reaches_a_run_wherever_it_is_and_a_restart_leaves_queued_runs_alon
     assert store.request_stop(lone, "x") == "none"
     store.delete_run(graded)                  # deleting a run takes it out of the queue
     assert store.queued_run(graded) is None
-
-
-def test_workers_claiming_at_once_never_take_the_same_run(db_location):
-    """Four workers (each its own connection) claim from 40 queued runs at once: each run is taken exactly once
-    (PostgreSQL: FOR UPDATE SKIP LOCKED; SQLite: one statement under the file's lock)."""
-    stores = [Store(db_location) for _ in range(4)]
-    runs = [run_row(stores[0]) for _ in range(40)]
-    for run_id in runs:
-        stores[0].enqueue_run(run_id, work=WORK, endpoint=HOST, claimable=True)
-    taken: list[tuple[str, str]] = []
-
-    def claim(store: Store, name: str) -> None:
-        while (row := store.claim_run(name, 60, [HOST])) is not None:
-            taken.append((row["run_id"], name))
-
-    threads = [threading.Thread(target=claim, args=(s, f"W{i}")) for i, s in enumerate(stores)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert sorted(r for r, _ in taken) == sorted(runs)
-    for s in stores:
-        s.close()
 
 
 def test_processes_starting_runs_at_once_never_pass_the_run_slots(db_location):
@@ -208,30 +186,32 @@ def host_settings(judge) -> ServiceSettings:
     return ServiceSettings(host_key="sk-host", host_base_url=judge.url)
 
 
-def test_a_run_queued_by_the_app_is_graded_by_one_worker_and_followed_and_stopped_from_another_process(
-        pg_url, judge):
-    """The app (MMVET_WORKERS=external) only queues a host-key run; of two workers one takes it; the app process
-    sees it running (and until when it waits), then done; every answer is paid once. A second run is stopped
-    from the app while a worker grades it: the worker ends it at its next renewal."""
+def test_two_workers_share_a_run_queued_by_the_app_which_follows_it_and_stops_another(pg_url, judge):
+    """The app (MMVET_WORKERS=external) only queues a host-key run, cut in slices; two workers (one slice at a time
+    each) grade it together while the judge holds their calls; the app process sees it queued, running, then
+    done; every answer is paid once. A second run is stopped from the app while the workers grade it: its slices
+    end (their calls in flight answer first) and it stays stopped."""
     app_store, stores = Store(pg_url), [Store(pg_url) for _ in range(2)]
-    # leases of 5 s: a lease of 1 s expired on a busy machine before its worker renewed it (both workers took the run)
     app = make_jobs(app_store, workers=EXTERNAL, lease=5.0)
-    workers = [Worker(s, host_settings(judge), lease=5.0, poll=0.05) for s in stores]
+    workers = [Worker(s, host_settings(judge), slices=1, lease=5.0, poll=0.05) for s in stores]
     stop = threading.Event()
     threads = [threading.Thread(target=w.run, args=(stop,)) for w in workers]
     settings = JudgeSettings(base_url=judge.url)
     bench = tiny(12)
     try:
-        run_id = new_run(app_store, bench, settings, n_runs=2)
+        gate = hold_after(judge, 2)
+        run_id = new_run(app_store, bench, settings, n_runs=2)          # 24 grades: 2 slices
         assert app.start(run_id, bench, make_judge(settings, "sk-host"), host=True, visitor="v")
         assert app_store.get_run(run_id).status == "queued" and app.is_running(run_id)
         assert app.running_count("v") == 1 and app.running_ids() == [run_id]
         for t in threads:
             t.start()
-        wait_until(lambda: app_store.get_run(run_id).status == "done", what="the run graded by a worker")
-        wait_until(lambda: not app.is_running(run_id), what="the queue row released")
-        assert sorted(w.taken for w in workers) == [0, 1]
-        assert answered(judge) == app_store.cache_size() and app_store.count_grades(run_id)
+        wait_until(lambda: all(run_id in w.runs for w in workers), what="both workers to grade a slice")
+        assert app_store.get_run(run_id).status == "running"
+        gate.open()
+        wait_until(lambda: app_store.get_run(run_id).status == "done", what="the run graded by the workers")
+        assert app_store.get_run(run_id).message == "24 grades" and not app.is_running(run_id)
+        assert answered(judge) == app_store.cache_size()
 
         gate = hold_after(judge, 3)                 # the next run stays in the middle
         second = new_run(app_store, bench, settings, predictions={s: "other" for s in bench.ids})
@@ -239,10 +219,12 @@ def test_a_run_queued_by_the_app_is_graded_by_one_worker_and_followed_and_stoppe
         gate.wait_held(1)
         assert app_store.get_run(second).status == "running" and app.is_running(second)
         assert app.stop(second)
-        wait_until(lambda: any(second in w.jobs._stopping for w in workers), what="the worker to read the flag")
-        gate.open()                                 # (its calls in flight answer; no new grade starts)
-        wait_until(lambda: app_store.get_run(second).status == "stopped", what="the stop to reach the worker")
-        wait_until(lambda: not app.is_running(second), what="the queue row released")
+        assert app_store.get_run(second).status == "stopped" and not app.is_running(second)
+        wait_until(lambda: not any(w.busy() for w in workers), what="the slices to end")
+        gate.open()                                 # (the calls in flight answered or were cancelled)
+        assert app_store.get_run(second).status == "stopped" and app_store.count_grades(second).get("ok", 0) < 12
+        wait_until(lambda: judge.state.in_flight == 0, what="the judge's last answers")
+        assert answered(judge) == app_store.cache_size()            # (the cache holds each answer once)
     finally:
         stop.set()
         for t in threads:
@@ -250,36 +232,6 @@ def test_a_run_queued_by_the_app_is_graded_by_one_worker_and_followed_and_stoppe
         app.shutdown()
         for s in [app_store, *stores]:
             s.close()
-
-
-def test_a_grader_that_lost_its_lease_ends_and_writes_nothing_over_its_successor(db_location, judge):
-    """A worker stalls past its lease (here: its lease is made to pass) and another takes the run over: the first
-    ends its grading at its next renewal without touching the run's status, and the second finishes it."""
-    first_store, second_store = Store(db_location), Store(db_location)
-    settings = JudgeSettings(base_url=judge.url)
-    bench = tiny(10)
-    run_id = new_run(first_store, bench, settings)
-    first_store.enqueue_run(run_id, work={"judge": settings.to_dict(), "host": True, "concurrency": 4},
-                            endpoint=endpoint_of(settings), claimable=True)
-    first = Worker(first_store, host_settings(judge), lease=1.0)
-    second = Worker(second_store, host_settings(judge), lease=1.0)
-    try:
-        gate = hold_after(judge, 2)
-        assert first.take() == run_id
-        gate.wait_held(1)
-        with first.jobs._lock:            # the first stalls (its heartbeat waits) until its lease has passed
-            first_store.renew_leases(first.holder, -1)
-            assert second.take() == run_id
-        gate.open()
-        wait_until(lambda: first_store.get_run(run_id).status == "done", what="the second worker's grading")
-        wait_until(lambda: not first.busy(), what="the first worker to let go")
-        assert first_store.get_run(run_id).message == "10 grades"
-        wait_until(lambda: first_store.queued_run(run_id) is None, what="the second worker to release it")
-    finally:
-        first.jobs.shutdown()
-        second.jobs.shutdown()
-        first_store.close()
-        second_store.close()
 
 
 def test_two_replicas_starting_runs_of_one_visitor_at_once_give_them_one_slot(pg_url, judge):
