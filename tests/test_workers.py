@@ -308,77 +308,46 @@ def test_processes_sharing_a_judge_account_keep_to_its_limit_together(pg_url):
         s.close()
 
 
-def test_a_run_whose_database_went_away_goes_back_to_the_queue_and_finishes_when_it_returns(pg_server, pg_url,
-                                                                                           judge):
-    """The database refuses every connection while a worker grades (answers then arrive that cannot be stored):
-    the run ends on that fault, its row goes back to the queue as soon as the database answers again, and a
-    worker finishes it, asking again only for the answers it could not store."""
-    store, worker_store = Store(pg_url), Store(pg_url)
-    name = pg_url.rsplit("/", 1)[1]
-    settings = JudgeSettings(base_url=judge.url)
-    bench = tiny(10)
-    run_id = new_run(store, bench, settings)
-    store.enqueue_run(run_id, work={"judge": settings.to_dict(), "host": True, "concurrency": 4},
-                      endpoint=endpoint_of(settings), claimable=True)
-    worker = Worker(worker_store, host_settings(judge), lease=1.0, poll=0.05)
-    stop = threading.Event()
-    thread = threading.Thread(target=worker.run, args=(stop,))
-
-    def outage(on: bool) -> None:
-        with pg_server.admin() as conn:
-            conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS {"false" if on else "true"}')
-            if on:
-                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
-
-    try:
-        gate = hold_after(judge, 3)
-        thread.start()
-        wait_until(lambda: gate.held > 0 and judge.state.in_flight == 0 and store.cache_size() == answered(judge),
-                   what="the worker's calls")
-        outage(True)
-        gate.open()                                 # answers arrive while nothing can be stored
-        wait_until(lambda: worker.taken == 1 and not worker.busy(), what="the run to end on the fault")
-        outage(False)
-        wait_until(lambda: store.get_run(run_id).status == "done", what="the run to finish")
-        assert worker.taken == 2 and store.get_run(run_id).message == "10 grades"
-        wait_until(lambda: store.queued_run(run_id) is None, what="its row released")
-    finally:
-        outage(False)
-        stop.set()
-        thread.join(30)
-        store.close()
-        worker_store.close()
+def queue_for_workers(store: Store, bench, settings: JudgeSettings, **kwargs) -> str:
+    """A run queued as the app queues it with MMVET_WORKERS=external (its slices deferred)."""
+    jobs = make_jobs(store, workers=EXTERNAL, lease=5.0)
+    run_id = new_run(store, bench, settings, **kwargs)
+    jobs.start(run_id, bench, make_judge(settings, "sk-host"), host=True)
+    jobs.shutdown()
+    return run_id
 
 
-def test_a_worker_leaving_hands_its_run_over_after_its_calls_in_flight_answered(pg_url, judge):
-    """SIGTERM (here: the shutdown it triggers) while calls are in flight: no new grade starts, the calls in
-    flight answer and are stored, then the run goes back to the queue with its status untouched, and another
+def test_a_worker_leaving_hands_its_slice_over_after_its_calls_in_flight_answered(pg_url, judge):
+    """SIGTERM (here: the `leave` it triggers) while calls are in flight: no new grade starts, the calls in flight
+    answer and are stored, then the slice goes back to the queue with the run's status untouched, and another
     worker finishes it without asking any stored answer again."""
     store, stores = Store(pg_url), [Store(pg_url) for _ in range(2)]
     settings = JudgeSettings(base_url=judge.url)
     bench = tiny(10)
-    run_id = new_run(store, bench, settings)
-    store.enqueue_run(run_id, work={"judge": settings.to_dict(), "host": True, "concurrency": 4},
-                      endpoint=endpoint_of(settings), claimable=True)
-    leaving, staying = (Worker(s, host_settings(judge), lease=1.0) for s in stores)
+    leaving, staying = (Worker(s, host_settings(judge), lease=2.0, poll=0.05) for s in stores)
+    stop = threading.Event()
     try:
         gate = hold_after(judge, 3)
-        assert leaving.take() == run_id
+        run_id = queue_for_workers(store, bench, settings)
+        first = threading.Thread(target=leaving.run, args=(stop,))
+        first.start()
         gate.wait_held(1)
-        thread = threading.Thread(target=leaving.jobs.shutdown, kwargs={"requeue": True})
-        thread.start()
-        wait_until(lambda: leaving.jobs._jobs[run_id].stop.is_set(), what="the shutdown to stop the run")
+        stop.set()                                  # the worker leaves while its calls are held
+        wait_until(lambda: leaving._leaving, what="the worker to leave")
         gate.open()                                 # the calls in flight answer
-        thread.join(30)
-        row = store.queued_run(run_id)
-        assert row["holder"] is None and store.get_run(run_id).status == "running"
+        first.join(60)
+        assert store.get_run(run_id).status == "running" and store.queued_run(run_id) is not None
         assert store.cache_size() == answered(judge) > 3           # the calls in flight answered, all stored
-        assert staying.take() == run_id
+        second = threading.Thread(target=staying.run, args=(threading.Event(),))
+        staying_stop = second._args[0]
+        second.start()
         wait_until(lambda: store.get_run(run_id).status == "done", what="the other worker to finish")
+        staying_stop.set()
+        second.join(60)
         asked = Counter((c["prompt"], c["temperature"]) for c in judge.state.calls if c["status"] == 200)
-        assert max(asked.values()) == 1
+        assert max(asked.values()) == 1 and store.get_run(run_id).message == "10 grades"
     finally:
-        staying.jobs.shutdown()
+        stop.set()
         for s in [store, *stores]:
             s.close()
 
@@ -401,3 +370,51 @@ def test_replicas_on_one_database_name_a_visitor_alike(tmp_path, pg_url):
         for r in replicas:
             r.jobs.shutdown()
             r.store.close()
+
+
+def test_two_worker_processes_share_a_run_and_one_finishes_it_after_the_other_is_killed(pg_url, judge):
+    """Two `python -m mmvet_core worker` processes, one given the judge's base URL as the replicas spell it and
+    one as ``http://localhost:PORT/v1/`` (the same endpoint): both grade slices of one run (the judge holds their
+    calls); one is killed (SIGKILL); the other queues its slices again once its heartbeats stop and finishes the
+    run. Every answer the judge gave is stored, and only calls that were in flight at the kill are asked twice."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import psycopg
+
+    root = Path(__file__).resolve().parent.parent
+    store = Store(pg_url)
+    localhost = judge.url.replace("127.0.0.1", "localhost") + "/"
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AZURE_OPENAI_", "MMVET_"))}
+    procs = [subprocess.Popen([sys.executable, "-m", "mmvet_core", "worker", "--slices", "2", "--poll", "0.1",
+                               "--lease", "2"], cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**base, "PYTHONPATH": str(root), "MMVET_DATABASE_URL": pg_url,
+                                   "OPENAI_API_KEY": "sk-host", "OPENAI_BASE_URL": url})
+             for url in (judge.url, localhost)]
+    try:
+        wait_until(lambda: len(store.live_workers(30)) == 2, what="both workers to start")
+        gate = hold_after(judge, 6)
+        run_id = queue_for_workers(store, tiny(48), JudgeSettings(base_url=judge.url))       # 4 slices
+        doing = "SELECT count(DISTINCT worker_id) FROM procrastinate_jobs WHERE status = 'doing'"
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            wait_until(lambda: conn.execute(doing).fetchone()[0] == 2, what="both workers to grade slices")
+        wait_until(lambda: gate.held > 0 and store.cache_size() == answered(judge), what="the workers' calls held")
+        in_flight = judge.state.in_flight
+        procs[1].send_signal(signal.SIGKILL)        # the worker that spelled the URL differently dies
+        procs[1].wait(10)
+        gate.open()
+        wait_until(lambda: store.get_run(run_id).status == "done", timeout=120, what="the survivor to finish")
+        assert store.get_run(run_id).message == "48 grades" and store.queued_run(run_id) is None
+        asked = Counter((c["prompt"], c["temperature"]) for c in judge.state.calls if c["status"] == 200)
+        assert len(asked) == store.cache_size()
+        assert sum(n - 1 for n in asked.values()) <= in_flight
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            p.wait(60)
+        store.close()
