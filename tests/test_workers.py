@@ -418,3 +418,41 @@ def test_two_worker_processes_share_a_run_and_one_finishes_it_after_the_other_is
         for p in procs:
             p.wait(60)
         store.close()
+
+
+def test_a_run_no_worker_serves_says_why_and_a_worker_of_another_schema_refuses_to_start(tmp_path, pg_url, judge,
+                                                                                        caplog):
+    """A worker holding the key of another endpoint than the run's logs once why it skips the run, and the app's
+    /status says ``queued: no worker serves judge M at URL``. A worker never starts on a database of another
+    schema revision (here: one a newer release migrated), with a message that says what to do."""
+    import logging
+
+    import sqlalchemy as sa
+
+    from mmvet_core.cli import main
+    from mmvet_core.service import GradingService
+
+    svc = GradingService(ServiceSettings(data_dir=tmp_path, database_url=pg_url, workers=EXTERNAL))
+    store = Store(pg_url)
+    elsewhere = Worker(store, ServiceSettings(host_key="sk-host", host_base_url="http://127.0.0.1:9/v1"), lease=5.0)
+    try:
+        settings = JudgeSettings(base_url=judge.url + "/", model="judge-x")
+        run_id = queue_for_workers(store, tiny(3), settings)
+        with caplog.at_level(logging.WARNING, logger="mmvet_grader"):
+            elsewhere.tend()
+            elsewhere.tend()
+        said = [r.getMessage() for r in caplog.records if run_id in r.getMessage()]
+        assert len(said) == 1 and f"judge judge-x at {judge.url}" in said[0] and "127.0.0.1:9/v1" in said[0]
+        status = svc.reading.status(run_id)
+        assert (status["status"], status["message"]) == ("queued", f"no worker serves judge judge-x at {judge.url}")
+    finally:
+        elsewhere.leave()
+        svc.jobs.shutdown()
+        svc.store.close()
+
+    with store._tx() as conn:
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = 'ffff0000newer'"))
+    store.close()
+    assert main(["worker", "--db", pg_url]) == 2
+    with pytest.raises(Exception, match="made by a newer release.*run workers of the same release"):
+        Store(pg_url, migrate=False)
