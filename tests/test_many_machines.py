@@ -201,13 +201,13 @@ def test_a_run_survives_its_workers_death_and_is_followed_live_on_another_replic
         wait_until(lambda: gate.held > 0 and judge.in_flight == 0 and store.cache_size() == answered(judge), 60,
                    "the worker's calls held after the first answers")
 
-        # its worker dies
-        holder = store.queued_run(run_id)["holder"]
-        dying = next(name for name in ("worker1", "worker2") if f":{procs[name].pid}:" in holder)
-        survivor = "worker2" if dying == "worker1" else "worker1"
+        # a worker grading slices of it dies (both do: a run is cut in slices that every worker takes)
+        dying, survivor = "worker1", "worker2"
+        in_flight = gate.held                       # the calls in flight (held) of both workers
         procs[dying].send_signal(signal.SIGKILL)
         procs[dying].wait(10)
-        wait_until(lambda: gate.held == 0, 30, "the dead worker's connections to close")
+        wait_until(lambda: sum(c.get("status") == "gone" for c in judge.calls) >= 1, 30,
+                   "the dead worker's connections to close")
         gate.open()
 
         # the other worker takes the run over once the lease has passed, and finishes it
@@ -232,9 +232,9 @@ def test_a_run_survives_its_workers_death_and_is_followed_live_on_another_replic
             viewer.context.close()
         store.close()
 
-    # every answer the judge gave was paid once: no (prompt, temperature) answered twice
+    # every answer the judge gave was paid once, but for calls in flight at the kill
     asked = Counter((c["prompt"], c["temperature"]) for c in judge.calls if c.get("status") == 200)
-    assert asked and max(asked.values()) == 1, asked.most_common(3)
+    assert asked and sum(n - 1 for n in asked.values()) <= in_flight, asked.most_common(3)
     assert sum(c.get("status") == "gone" for c in judge.calls) >= 1        # calls were in flight at the kill
     log = (cluster["tmp"] / f"{survivor}.log").read_text()
-    assert f"run {run_id} taken (claim 2)" in log, log[-2000:]
+    assert "stopped answering: queued again" in log, log[-2000:]

@@ -402,7 +402,7 @@ def test_two_worker_processes_share_a_run_and_one_finishes_it_after_the_other_is
         with psycopg.connect(pg_url, autocommit=True) as conn:
             wait_until(lambda: conn.execute(doing).fetchone()[0] == 2, what="both workers to grade slices")
         wait_until(lambda: gate.held > 0 and store.cache_size() == answered(judge), what="the workers' calls held")
-        in_flight = judge.state.in_flight
+        in_flight = gate.held                       # the calls in flight of both workers
         procs[1].send_signal(signal.SIGKILL)        # the worker that spelled the URL differently dies
         procs[1].wait(10)
         gate.open()
