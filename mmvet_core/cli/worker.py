@@ -16,7 +16,7 @@ def cmd_worker(args) -> int:
     """``python -m mmvet_core worker``: grade slices of queued runs until SIGTERM / Ctrl-C (the slices being graded
     then go back to the queue for other workers). Exit 2: no PostgreSQL database, or one of another schema."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s worker %(levelname)s %(message)s")
-    for chatty in ("httpx", "httpx2", "openai"):      # one line per judge call otherwise
+    for chatty in ("httpx", "httpx2", "openai", "procrastinate", "alembic"):   # a line per call, per slice
         logging.getLogger(chatty).setLevel(logging.WARNING)
     settings = ServiceSettings.from_env()
     location = args.db or settings.database_url
