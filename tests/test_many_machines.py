@@ -124,14 +124,14 @@ def cluster(tmp_path, pg_url):
                       GRADIO_SERVER_PORT=str(port), MMVET_DATA_DIR=str(tmp_path / f"replica{i}"),
                       GRADIO_TEMP_DIR=str(tmp_path / f"replica{i}-gradio"), MMVET_WORKERS="external",
                       MMVET_TRUSTED_PROXY_HOPS="1")
+            for port in ports:        # (the replicas create the schema; a worker never migrates it)
+                wait_http(f"http://127.0.0.1:{port}/gradio_api/info", list(procs.values()))
             for i in (1, 2):
                 spawn(f"worker{i}", [sys.executable, "-m", "mmvet_core", "worker", "--poll", "0.2"],
                       MMVET_DATA_DIR=str(tmp_path / f"worker{i}"))
             nginx_port = free_port()
             conf = render_nginx(tmp_path / "nginx", nginx_port, ports)
             spawn("nginx", [NGINX, "-p", str(conf.parent) + "/", "-c", "nginx.conf"])
-            for port in ports:
-                wait_http(f"http://127.0.0.1:{port}/gradio_api/info", list(procs.values()))
             wait_http(f"http://127.0.0.1:{nginx_port}/gradio_api/info", list(procs.values()))
             yield {"judge": judge, "procs": procs, "replicas": [f"http://127.0.0.1:{p}/" for p in ports],
                    "url": f"http://127.0.0.1:{nginx_port}/", "pg_url": pg_url, "tmp": tmp_path}
