@@ -3,6 +3,10 @@
     python bench/bench_workers.py                    # every scenario (about 5 minutes on an idle machine)
     python bench/bench_workers.py limit takeover     # some of them: limit takeover status
 
+- spread (issue 31): one account limit of 20 requests/s with a 1.0 s judge; the embedded default, then 1, 2 and 4
+  workers; two runs of v1 x 3 at once, then one alone: share of the limit, 429s per call, wall time (one run: against
+  the physical floor 654 / 20 = 32.7 s), grades per worker.
+
 It starts a PostgreSQL server of its own (tests/pg_server.py: Debian's postgresql package) and the fake judge as
 a process (`python -m tests.fake_judge`), queues runs as the app does with ``MMVET_WORKERS=external``
 (`workers.LeasedJobs`), and runs real workers (`python -m mmvet_core worker`) as processes. It prints:
@@ -42,7 +46,7 @@ from mmvet_core.workers import EXTERNAL, LEASE_SECONDS, make_jobs  # noqa: E402
 from tests.pg_server import PostgresServer  # noqa: E402
 
 RESULTS = ROOT / "tests" / "data" / "results" / "llava-v1.5-13b.json"
-SCENARIOS = ["limit", "takeover", "status"]
+SCENARIOS = ["spread", "limit", "takeover", "status"]
 V1 = load_bundled_v1()
 
 
@@ -52,14 +56,14 @@ def predictions(tag: str) -> dict[str, str]:
     return {sid: f"{raw.get(sid, '')} [{tag}]" for sid in V1.ids}
 
 
-def queue_runs(url: str, judge_url: str, tags: list[str]) -> list[str]:
+def queue_runs(url: str, judge_url: str, tags: list[str], n_runs: int = 1) -> list[str]:
     """Runs queued for the workers as the app queues them (host key, MMVET_WORKERS=external)."""
     store = Store(url)
     jobs = make_jobs(store, workers=EXTERNAL)
     settings = JudgeSettings(base_url=judge_url)
     ids = []
     for tag in tags:
-        run_id = create_run(store, benchmark=V1, spec="mmvet-v1", predictions=predictions(tag), n_runs=1,
+        run_id = create_run(store, benchmark=V1, spec="mmvet-v1", predictions=predictions(tag), n_runs=n_runs,
                             settings=settings, model_name=f"bench-{tag}", owner="bench")
         jobs.start(run_id, V1, make_judge(settings, "sk-bench"), concurrency=256, visitor=tag, host=True)
         ids.append(run_id)
@@ -68,14 +72,97 @@ def queue_runs(url: str, judge_url: str, tags: list[str]) -> list[str]:
     return ids
 
 
+def worker_grades(procs: list[subprocess.Popen]) -> list[int]:
+    """The grades each stopped worker says it stored (its last line)."""
+    import re
+    out = []
+    for p in procs:
+        text = Path(p.args_log).read_text() if hasattr(p, "args_log") else ""
+        found = re.findall(r"(\d+) grade\(s\)", text)
+        out.append(int(found[-1]) if found else -1)
+    return out
+
+
+def scenario_spread(pg: PostgresServer, tmp: Path, args) -> None:
+    """Issue 31's figures: one account limit (20 requests/s, 1.0 s latency, the judge enforcing it); 1, 2 and 4
+    workers; two runs of v1 x 3 (654 calls each) at once, then one alone; and the embedded default (SQLite, the
+    app's process, no worker) the same way."""
+    floor = 654 / args.rps
+    for n_workers in [0] + args.spread:
+        for n_runs in (2, 1):
+            judge = Judge(tmp, "--latency", "1.0", "--rps", str(args.rps))
+            tags = [f"s{n_workers}-{n_runs}-{i}" for i in range(n_runs)]
+            per_worker = ""
+            try:
+                if n_workers == 0:
+                    wall, outcomes = embedded_runs(tmp, judge.url, tags)
+                else:
+                    url = pg.new_database()
+                    store = Store(url)
+                    workers = start_workers(n_workers, url, judge.url, tmp)
+                    wait_workers(store, n_workers)
+                    t0 = time.monotonic()
+                    ids = queue_runs(url, judge.url, tags, n_runs=3)
+                    wait_runs(store, ids)
+                    wall = time.monotonic() - t0
+                    stop_workers(workers)
+                    per_worker = " ".join(map(str, worker_grades(workers)))
+                    outcomes = [f"{store.get_run(r).status} {store.get_run(r).message}" for r in ids]
+                    store.close()
+                stats = judge.stats()
+            finally:
+                judge.stop()
+            who = "embedded default (SQLite, in the app's process)" if n_workers == 0 else f"{n_workers} worker(s)"
+            rows = [("runs", "; ".join(outcomes)),
+                    ("wall (queued to last grade)", f"{wall:.1f} s" + (f" = {wall / floor:.2f}x the floor "
+                                                                       f"{floor:.1f} s (target <= 1.2x)"
+                                                                       if n_runs == 1 else ""))]
+            rows += limited_figures(stats, wall, 654 * n_runs, rps=args.rps)
+            if per_worker:
+                rows.append(("grades per worker", per_worker))
+            show(f"{who}, {n_runs} run(s) of v1 x 3 at once, {args.rps:g} requests/s, 1.0 s latency", rows)
+
+
+def embedded_runs(tmp: Path, judge_url: str, tags: list[str]) -> tuple[float, list[str]]:
+    from mmvet_core.service import GradingService, ServiceSettings
+
+    svc = GradingService(ServiceSettings(data_dir=tmp / f"embedded-{time.time_ns()}", host_key="sk-bench",
+                                         host_base_url=judge_url))
+    settings = JudgeSettings(base_url=judge_url)
+    t0 = time.monotonic()
+    ids = []
+    for tag in tags:
+        run_id = create_run(svc.store, benchmark=V1, spec="mmvet-v1", predictions=predictions(tag), n_runs=3,
+                            settings=settings, model_name=tag, owner="bench")
+        svc.jobs.start(run_id, V1, make_judge(settings, "sk-bench"), concurrency=256, host=True, visitor=tag)
+        ids.append(run_id)
+    for run_id in ids:
+        svc.jobs.wait(run_id, 1800)
+    wall = time.monotonic() - t0
+    outcomes = [f"{svc.store.get_run(r).status} {svc.store.get_run(r).message}" for r in ids]
+    svc.jobs.shutdown()
+    svc.store.close()
+    return wall, outcomes
+
+
+def wait_workers(store: Store, n: int) -> None:
+    while len(store.live_workers(30)) < n:
+        time.sleep(0.1)
+
+
 def start_workers(n: int, url: str, judge_url: str, tmp: Path, *extra: str) -> list[subprocess.Popen]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AZURE_OPENAI_", "MMVET_"))}
     env.update(PYTHONPATH=str(ROOT), MMVET_DATABASE_URL=url, OPENAI_API_KEY="sk-bench", OPENAI_BASE_URL=judge_url,
                MMVET_DATA_DIR=str(tmp / "worker-data"), MMVET_BUDGET_GLOBAL="0", MMVET_BUDGET_PER_VISITOR="0",
                MMVET_TOKENS_GLOBAL="0", MMVET_TOKENS_PER_VISITOR="0")
-    return [subprocess.Popen([sys.executable, "-m", "mmvet_core", "worker", "--poll", "0.2", *extra], cwd=ROOT,
-                             env=env, stdout=open(tmp / f"worker-{time.time_ns()}.log", "w"),
-                             stderr=subprocess.STDOUT, start_new_session=True) for _ in range(n)]
+    procs = []
+    for _ in range(n):
+        log = tmp / f"worker-{time.time_ns()}.log"
+        proc = subprocess.Popen([sys.executable, "-m", "mmvet_core", "worker", "--poll", "0.2", *extra], cwd=ROOT,
+                                env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+        proc.args_log = str(log)
+        procs.append(proc)
+    return procs
 
 
 def stop_workers(procs: list[subprocess.Popen]) -> None:
@@ -217,6 +304,9 @@ def main() -> None:
     parser.add_argument("scenarios", nargs="*", choices=SCENARIOS + [[]], default=[])
     parser.add_argument("--rps", type=float, default=20.0)
     parser.add_argument("--calls", type=int, default=1000, help="status calls timed per case")
+    parser.add_argument("--spread", type=lambda t: [int(n) for n in t.split(",")], default=[1, 2, 4],
+                        help="the 'spread' scenario's numbers of workers (default 1,2,4; 0: the embedded default "
+                             "is always measured first)")
     parser.add_argument("--workers", type=lambda t: [int(n) for n in t.split(",")], default=[1, 3],
                         help="the 'limit' scenario's numbers of workers (default 1,3)")
     args = parser.parse_args()
@@ -224,7 +314,8 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-workers-"))
     with PostgresServer() as pg:
         for name in args.scenarios or SCENARIOS:
-            {"limit": scenario_limit, "takeover": scenario_takeover, "status": scenario_status}[name](pg, tmp, args)
+            {"spread": scenario_spread, "limit": scenario_limit, "takeover": scenario_takeover,
+             "status": scenario_status}[name](pg, tmp, args)
 
 
 if __name__ == "__main__":

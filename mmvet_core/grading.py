@@ -208,8 +208,36 @@ async def grade_run(store: Store, run_id: str, benchmark: Benchmark, judge: Judg
     run = store.get_run(run_id)
     if run is None:
         raise KeyError(f"no run {run_id!r} in {store.path}")
+    pairs = missing_pairs(store, run_id, benchmark, run.n_runs)
+    store.set_status(run_id, "running")
+    try:
+        state, stats = await grade_pairs(store, run, benchmark, judge, pairs, concurrency=concurrency,
+                                         on_grade=on_grade, stop=stop, budget=budget)
+    except asyncio.CancelledError:
+        store.set_status(run_id, "stopped", "stopped by the user; resume continues without paying again")
+        raise
+    outcome = run_outcome(store, run_id, benchmark, run.n_runs, state, stop, stats)
+    store.set_status(run_id, outcome.status, outcome.message)   # may raise StoreError: the caller records it
+    return outcome
+
+
+def missing_pairs(store: Store, run_id: str, benchmark: Benchmark, n_runs: int) -> list[tuple[str, int]]:
+    """The (sample, run index) pairs of a run without a grade yet (an errored one included), in the official
+    run-major order."""
     done = {(g.sample_id, g.run_index) for g in store.grades(run_id, evidence_for=None) if g.status in GRADED}
-    todo = WorkOrder([(sid, r) for r in range(run.n_runs) for sid in benchmark.ids if (sid, r) not in done])
+    return [(sid, r) for r in range(n_runs) for sid in benchmark.ids if (sid, r) not in done]
+
+
+async def grade_pairs(store: Store, run, benchmark: Benchmark, judge: Judge, pairs: list[tuple[str, int]], *,
+                      concurrency: int = DEFAULT_CONCURRENCY,
+                      on_grade: Callable[[GradeRow], None] | None = None, stop: asyncio.Event | None = None,
+                      budget: Callable[[str], object] | None = None) -> tuple[dict, CallStats]:
+    """Grade `pairs` of the stored `run` (all of a run's missing pairs, or a slice of them graded by a worker:
+    `mmvet_core/taskqueue.py`), storing each grade as it is made; the run's status is the caller's. Returns the
+    state (``graded``, ``errored``, ``fatal``/``budget``/``store``: why it halted early, else None) and the call
+    counts. Cancelling it cancels the calls in flight."""
+    run_id = run.id
+    todo = WorkOrder(list(pairs))
     # a sample whose answer needed re-asking will likely need them in its other runs too: they go next
     call = CachedCaller(judge, store, budget=budget, on_retry=lambda sid: todo.observe(sid, 2))
     state = {"graded": 0, "errored": 0, "fatal": None, "budget": None, "store": None}
@@ -256,7 +284,6 @@ async def grade_run(store: Store, run_id: str, benchmark: Benchmark, judge: Judg
             if on_grade is not None:
                 on_grade(row)
 
-    store.set_status(run_id, "running")
     n_workers = max(1, min(concurrency, len(todo)))
     tasks.extend(asyncio.create_task(worker()) for _ in range(n_workers))
     try:
@@ -264,20 +291,22 @@ async def grade_run(store: Store, run_id: str, benchmark: Benchmark, judge: Judg
     except asyncio.CancelledError:
         for t in tasks:
             t.cancel()
-        store.set_status(run_id, "stopped", "stopped by the user; resume continues without paying again")
         raise
     finally:
         call.stats.requests = getattr(judge, "requests", call.stats.calls)
     for r in results:
         if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError):
             raise r
+    return state, call.stats
+
+
+def run_outcome(store: Store, run_id: str, benchmark: Benchmark, n_runs: int, state: dict,
+                stop: asyncio.Event | None, stats: CallStats) -> RunOutcome:
+    """How a run ended, from its stored grades and the state of the grading that ended (`grade_pairs`)."""
     if state["store"]:
-        outcome = RunOutcome("failed", f"stopped: {state['store']}; the grades stored before are kept",
-                             state["graded"], state["errored"], call.stats)
-    else:
-        outcome = _outcome(store, run_id, benchmark, run.n_runs, state, stop, call.stats)
-    store.set_status(run_id, outcome.status, outcome.message)   # may raise StoreError: the caller records it
-    return outcome
+        return RunOutcome("failed", f"stopped: {state['store']}; the grades stored before are kept",
+                          state["graded"], state["errored"], stats)
+    return _outcome(store, run_id, benchmark, n_runs, state, stop, stats)
 
 
 def _outcome(store: Store, run_id: str, benchmark: Benchmark, n_runs: int, state: dict,

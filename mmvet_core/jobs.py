@@ -212,6 +212,10 @@ class JobManager:
         waiting = getattr(job.judge, "waiting_until", None)
         return waiting() if waiting is not None else None
 
+    def queue_note(self, run_id: str) -> str | None:
+        """Why a queued run waits, when no grading worker can take it (`workers.LeasedJobs`); None here."""
+        return None
+
     def failure(self, run_id: str) -> str | None:
         """Why a job of this process failed, when it did. Views show it over the stored status, which a full disk
         may have kept at ``running``."""

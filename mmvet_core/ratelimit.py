@@ -441,9 +441,41 @@ def share_limits(loop: asyncio.AbstractEventLoop, pace_of) -> None:
     _SHARED[loop] = pace_of
 
 
+#: The base URL the openai SDK uses when none is given.
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+_LOOPBACK = {"localhost", "127.0.0.1", "::1", "ip6-localhost", "localhost.localdomain"}
+
+
+def same_address(base_url: str | None) -> str:
+    """One spelling of a judge's base URL, so that processes configured by different hands agree on it: scheme
+    and host in lower case, ``localhost`` / ``::1`` as ``127.0.0.1``, no default port (80, 443), no trailing
+    slash, OpenAI's address for none.
+
+    >>> same_address("HTTP://LocalHost:80/v1/"), same_address("https://api.openai.com:443/v1"), same_address(None)
+    ('http://127.0.0.1/v1', 'https://api.openai.com/v1', 'https://api.openai.com/v1')
+    """
+    from urllib.parse import urlsplit, urlunsplit
+
+    url = (base_url or "").strip() or OPENAI_BASE_URL
+    try:
+        parts = urlsplit(url)
+        host, port = (parts.hostname or "").lower(), parts.port
+    except ValueError:          # not a URL we can read: compared as written
+        return url.rstrip("/")
+    scheme = parts.scheme.lower()
+    if host in _LOOPBACK:
+        host = "127.0.0.1"
+    elif ":" in host:
+        host = f"[{host}]"
+    if port is not None and (scheme, port) not in (("http", 80), ("https", 443)):
+        host = f"{host}:{port}"
+    return urlunsplit((scheme, host, parts.path.rstrip("/"), parts.query, ""))
+
+
 def account_key(provider: str, base_url: str | None, api_version: str | None, api_key: str | None) -> str:
-    """Identity of a judge account: endpoint and a hash of the key (the key itself is never kept here)."""
-    ident = "\n".join([provider, (base_url or "").rstrip("/"), api_version or "", api_key or ""])
+    """Identity of a judge account: endpoint (`same_address`) and a hash of the key (the key itself is never
+    kept here)."""
+    ident = "\n".join([provider, same_address(base_url), api_version or "", api_key or ""])
     return hashlib.sha256(ident.encode("utf-8")).hexdigest()
 
 

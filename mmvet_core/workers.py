@@ -1,24 +1,23 @@
-"""Grading beyond one process: runs under leases in the database, and grading workers that take them.
+"""Grading beyond one process: runs under leases in the database, and grading workers that share them.
 
 One machine, one process (the default: SQLite, ``MMVET_WORKERS`` unset) needs none of this: `jobs.JobManager`
 grades every run in the app's process. As soon as processes share a database (PostgreSQL, or grading workers
 beside the app), each of them uses `LeasedJobs` instead:
 
-- **Every run being graded is a row of the grading queue** (`Store.enqueue_run`), held by the process grading it
-  under a lease on the database's clock that a heartbeat thread renews every `lease / 5` seconds. Any process
-  then knows which runs grade anywhere (`is_running`), until when one waits out a rate limit, and can stop it:
-  Stop sets the row's flag, which its holder reads at its next renewal.
-- **Workers** (`python -m mmvet_core worker`, `Worker`) take queued runs (`Store.claim_run`: ``FOR UPDATE SKIP
-  LOCKED`` on PostgreSQL) whose judge they can call: a run graded with the host's key at the endpoint the worker
-  has the host's key for, or with no key (the offline baseline). With ``MMVET_WORKERS=external`` the app only
-  queues such runs; a run graded with a visitor's own key still grades in the app process that received the key
-  (keys never leave the memory of the process they were typed into, and are never stored).
-- **A holder that dies** (kill -9, a machine gone) stops renewing. Once its lease has passed, another worker takes
-  the run over and grades what is missing: every answer was committed as it arrived (the answer cache), so only
-  the calls in flight at the death can be asked again. A run only its dead holder could grade (a visitor's key)
-  becomes ``stopped`` (`Store.reap_leases`) and its owner resumes it from any replica.
-- **A holder that lost its lease** (it stalled past it and another took over) ends its grading at its next
-  renewal and writes no status over the new holder's (`Store.set_status_if_held`).
+- **Every run being graded is a row of the grading queue** (`Store.enqueue_run`). A run a process grades itself
+  (a visitor's own key, which lives only in that process's memory; every run without ``MMVET_WORKERS=external``)
+  is held under a lease on the database's clock that a heartbeat thread renews every `lease / 5` seconds: any
+  process then knows which runs grade anywhere (`is_running`), until when one waits out a rate limit, and can
+  stop it (Stop sets the row's flag, which its holder reads at its next renewal). A holder that dies stops
+  renewing; its run becomes ``stopped`` (`Store.reap_leases`) and its owner resumes it from any replica; a holder
+  that lost its lease ends its grading and writes no status over anyone's (`Store.set_status_if_held`).
+- **Workers** (`python -m mmvet_core worker`, `Worker`) grade the runs the app hands them with
+  ``MMVET_WORKERS=external`` (the host's key, or the offline baseline): such a run's row is held by nobody and
+  its pairs are cut into slices, jobs of procrastinate on the queue of its judge endpoint
+  (`mmvet_core/taskqueue.py`): N workers share one run, a dead worker's slices are queued again by the others
+  (heartbeats), and the worker that stores the run's last grade ends it. A worker serves the endpoints it holds
+  the host's key for (their base URLs compared in one spelling: `endpoint_of`), and says which, so a run no
+  worker serves says so (`LeasedJobs.queue_note`).
 - **Run slots hold across processes**: a run's row takes its slot in the transaction that counts the visitor's
   (and the server's) live rows, under the database's lock for that visitor (`Store.enqueue_run` with `RunSlots`),
   so replicas starting runs of one visitor at the same instant never pass `max_runs_per_visitor` together.
@@ -28,6 +27,7 @@ beside the app), each of them uses `LeasedJobs` instead:
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import secrets
@@ -37,11 +37,12 @@ import time
 
 from .benchmark import Benchmark
 from .budget import HostBudget
-from .jobs import STOPPED, JobManager, TooManyRuns
+from .jobs import STOP_GRACE, STOPPED, JobManager, TooManyRuns
 from .judge import Judge, JudgeSettings, make_judge
-from .ratelimit import share_limits
+from .ratelimit import same_address, share_limits
 from .sharedlimit import pace_source
 from .store import RunSlots, SlotsTaken, Store, StoreError
+from .taskqueue import queue_name
 
 log = logging.getLogger("mmvet_grader")
 
@@ -60,14 +61,29 @@ def process_id() -> str:
 
 def endpoint_of(settings: JudgeSettings) -> str:
     """Where a judge's calls go, without any key: ``provider|base URL|API version`` ('' for the offline baseline,
-    which any worker can run). A worker takes only runs of the endpoints it holds a key for.
+    which any worker can run), the base URL in one spelling (`ratelimit.same_address`: a worker configured with
+    ``localhost`` serves the runs of replicas configured with ``127.0.0.1``). A worker takes only runs of the
+    endpoints it holds a key for.
 
-    >>> endpoint_of(JudgeSettings(base_url="http://judge/v1/")), endpoint_of(JudgeSettings(provider="baseline"))
+    >>> endpoint_of(JudgeSettings(base_url="http://Judge:80/v1/")), endpoint_of(JudgeSettings(provider="baseline"))
     ('openai|http://judge/v1|', '')
     """
     if settings.provider == "baseline":
         return ""
-    return "|".join([settings.provider, (settings.base_url or "").rstrip("/"), settings.api_version or ""])
+    return "|".join([settings.provider, same_address(settings.base_url), settings.api_version or ""])
+
+
+def describe_endpoint(endpoint: str, model: str = "") -> str:
+    """An endpoint for a person: ``judge gpt-4o at http://127.0.0.1:8000/v1`` ('' the offline baseline).
+
+    >>> describe_endpoint("openai|http://127.0.0.1:9/v1|", "gpt-4o"), describe_endpoint("")
+    ('judge gpt-4o at http://127.0.0.1:9/v1', 'the offline baseline')
+    """
+    if not endpoint:
+        return "the offline baseline"
+    provider, url, version = (endpoint.split("|") + ["", ""])[:3]
+    where = url + (f" (API version {version})" if version else "") + ("" if provider == "openai" else f" ({provider})")
+    return f"judge {model or '?'} at {where}"
 
 
 class QueueUnavailable(TooManyRuns):
@@ -106,6 +122,8 @@ class LeasedJobs(JobManager):
         self._tasks: set[str] = set()              # local tasks that are not runs (judge checks)
         self._stopping: set[str] = set()           # runs whose Stop (pressed elsewhere) was passed on
         self.handing_over = False                  # shutting down: runs go back to the queue, not to `stopped`
+        self._slices = None                        # the task queue's deferring side (`taskqueue.SliceQueue`)
+        self._served_at: tuple[float, set[str]] | None = None
         share_limits(self._loop, pace_source(store))
         self._beating = threading.Event()
         self._beat = threading.Thread(target=self._heartbeat, name="mmvet-leases", daemon=True)
@@ -176,17 +194,20 @@ class LeasedJobs(JobManager):
         settings = judge.settings
         work = {"judge": settings.to_dict(), "host": bool(host), "concurrency": concurrency,
                 "batch_poll": batch_poll}
-        claimable = bool(host) or settings.provider == "baseline"
+        # a worker grades runs of the host's key or of no key, live (a Batch API run stays where it started)
+        claimable = (bool(host) or settings.provider == "baseline") and batch_poll is None
         self._remote.pop(run_id, None)
         # `start` checked the slots already; other processes may be starting runs of this visitor at this very
         # instant, so the row takes its slot in one transaction with the count (the store's lock per visitor)
         slots = self._slots(visitor)
         try:
             if self.external and claimable:
-                self.store.enqueue_run(run_id, work=work, endpoint=endpoint_of(settings), visitor=visitor or "",
+                endpoint = endpoint_of(settings)
+                self.store.enqueue_run(run_id, work=work, endpoint=endpoint, visitor=visitor or "",
                                        claimable=True, slots=slots)
                 self.store.set_status(run_id, "queued", QUEUED)
                 self.call(judge.aclose(), timeout=10)      # (never used: a worker builds its own)
+                self._defer_slices(run_id, benchmark, endpoint)
                 return
             self.store.enqueue_run(run_id, work=work, endpoint=endpoint_of(settings), visitor=visitor or "",
                                    claimable=False, holder=self.holder, lease=self.lease, slots=slots)
@@ -196,6 +217,55 @@ class LeasedJobs(JobManager):
             raise QueueUnavailable(f"The run could not be queued: {e}") from None
         self.adopt(run_id, benchmark, judge, concurrency=concurrency, budget=budget, visitor=visitor,
                    batch_poll=batch_poll)
+
+    def _defer_slices(self, run_id: str, benchmark: Benchmark, endpoint: str) -> None:
+        """Hand the run's missing pairs to the workers, in slices (`mmvet_core/taskqueue.py`); a queue that
+        refuses them takes the run out of the queue again (`QueueUnavailable`: nothing was started)."""
+        from .grading import missing_pairs
+
+        try:
+            row, run = self.store.queued_run(run_id), self.store.get_run(run_id)
+            pairs = missing_pairs(self.store, run_id, benchmark, run.n_runs)
+            self._slice_queue().defer(run_id, row["enqueued_at"], endpoint, pairs)
+        except Exception as e:      # noqa: BLE001 — the task queue's faults, named for the visitor
+            log.warning("run %s could not be handed to the workers: %s", run_id, e)
+            try:
+                self.store.finish_queued(run_id, row["enqueued_at"], "stopped",
+                                         "stopped: the grading queue refused the run; Resume tries again")
+            except Exception:       # noqa: BLE001
+                pass
+            raise QueueUnavailable(f"The run could not be queued for the grading workers: {e}") from None
+
+    def _slice_queue(self):
+        if self._slices is None:
+            from .taskqueue import SliceQueue
+
+            if not self.store.conninfo:
+                raise StoreError("grading workers need a PostgreSQL database (MMVET_DATABASE_URL)")
+            self._slices = SliceQueue(self.store.conninfo)
+        return self._slices
+
+    def queue_note(self, run_id: str) -> str | None:
+        """Why a run waiting for the workers is not graded, when no live worker serves its judge: ``no worker
+        serves judge M at URL`` (None: a worker serves it, or the run is not waiting for one)."""
+        row = self._row(run_id)
+        if row is None or row.get("holder") or not row.get("claimable"):
+            return None
+        served = self._served()
+        if served is None or row["endpoint"] in served:
+            return None
+        return "no worker serves " + describe_endpoint(row["endpoint"], (row["work"].get("judge") or {}).get("model"))
+
+    def _served(self) -> set[str] | None:
+        """The endpoints the live workers serve (read at most every 2 s; None when the database cannot say)."""
+        now = time.monotonic()
+        if self._served_at is None or now - self._served_at[0] > 2.0:
+            try:
+                live = self.store.live_workers(max_age=max(3 * self.lease, 10.0))
+            except StoreError:
+                return None
+            self._served_at = (now, {e for said in live.values() for e in said.get("serves", [])})
+        return self._served_at[1]
 
     def _slots(self, visitor: str | None) -> RunSlots:
         """The bounds a run of `visitor` must fit in the database, with this process's other tasks (judge checks:
@@ -294,6 +364,8 @@ class LeasedJobs(JobManager):
         super().shutdown(timeout)
         self._beating.set()
         self._beat.join(timeout)
+        if self._slices is not None:
+            self._slices.close()
 
 
 def make_jobs(store: Store, *, workers: str = IN_PROCESS, lease: float = LEASE_SECONDS, max_active: int = 0,
@@ -302,7 +374,10 @@ def make_jobs(store: Store, *, workers: str = IN_PROCESS, lease: float = LEASE_S
     `LeasedJobs` when processes share the database (PostgreSQL) or `workers` is ``external``."""
     if workers not in (IN_PROCESS, EXTERNAL):
         raise ValueError(f"MMVET_WORKERS must be {IN_PROCESS!r} (the default) or {EXTERNAL!r}, not {workers!r}")
-    if store.backend == "sqlite" and workers == IN_PROCESS:
+    if store.backend == "sqlite" and workers == EXTERNAL:
+        raise ValueError("MMVET_WORKERS=external needs a PostgreSQL database (MMVET_DATABASE_URL): grading workers "
+                         "share its task queue; with the embedded SQLite database the app grades its runs itself")
+    if store.backend == "sqlite":
         return JobManager(store, max_active=max_active, per_visitor=per_visitor)
     return LeasedJobs(store, external=workers == EXTERNAL, lease=lease, max_active=max_active,
                       per_visitor=per_visitor)
@@ -310,75 +385,224 @@ def make_jobs(store: Store, *, workers: str = IN_PROCESS, lease: float = LEASE_S
 
 # --- the worker ------------------------------------------------------------------------------------------------
 class Worker:
-    """Takes queued runs and grades up to `slots` of them at once, each with the judge its row names (the host's
-    key from `settings`, or none for the offline baseline); polls the queue every `poll` seconds."""
+    """A grading worker: takes the slices of queued runs (procrastinate's jobs, `mmvet_core/taskqueue.py`) of the
+    judge endpoints it serves (the host's, with `settings`' key, and the offline baseline), up to `slices` at once,
+    each graded with the judge its run names; every `poll` seconds it says it lives (and what it serves), passes
+    Stop pressed anywhere to its slices and logs, once per run, a queued run it cannot serve and why. On PostgreSQL
+    only: the embedded default (SQLite) grades in the app's process."""
 
-    def __init__(self, store: Store, settings, *, slots: int = 4, lease: float = LEASE_SECONDS, poll: float = 1.0):
-        self.store, self.settings, self.slots, self.poll = store, settings, max(1, slots), poll
+    def __init__(self, store: Store, settings, *, slices: int = 8, lease: float = LEASE_SECONDS, poll: float = 1.0):
+        if not store.conninfo:
+            raise StoreError("grading workers need a PostgreSQL database (MMVET_DATABASE_URL=postgresql://...); "
+                             "with the embedded SQLite database the app grades its runs itself")
+        self.store, self.settings, self.slots, self.poll = store, settings, max(1, slices), poll
         self.jobs = LeasedJobs(store, lease=lease)
+        self.lease = float(lease)
         self.budget = HostBudget(store, settings.limits)
         host = settings.host_settings()
         self.endpoints = [""] + ([endpoint_of(host)] if settings.host_key else [])
-        self.taken = 0
+        self.runs: set[str] = set()          # runs this worker graded a slice of
+        self.slices_done = 0
+        self.grades = 0                       # grades this worker stored
+        self._active: dict[str, set[asyncio.Event]] = {}     # run -> the stop events of its slices graded here
+        self._context: dict[tuple[str, float], tuple] = {}  # (run, generation) -> (run, benchmark, work, visitor)
+        self._skipped: set[str] = set()       # queued runs this worker said it cannot serve
+        self._leaving = False
+        self._serving = None
+        self._task: asyncio.Task | None = None
+        self._served = threading.Event()           # set when procrastinate's worker has ended
 
     @property
     def holder(self) -> str:
         return self.jobs.holder
 
+    @property
+    def taken(self) -> int:
+        """Runs this worker graded a slice of."""
+        return len(self.runs)
+
     def busy(self) -> int:
-        return sum(self.jobs.is_running(r) for r in list(self.jobs._leased))
+        """Slices being graded now."""
+        return sum(len(events) for events in list(self._active.values()))
 
-    def take(self) -> str | None:
-        """Claim one run and start grading it; its id, or None when the queue has none for this worker."""
-        with self.jobs._lock:       # the heartbeat lets go of rows held without a job: not of this one
-            row = self.store.claim_run(self.holder, self.jobs.lease, self.endpoints)
-            if row is None:
-                return None
-            run_id = row["run_id"]
-            if run_id in self.jobs._leased:     # its own run, whose lease passed while the database was away
-                return None
+    # --- the process's life ------------------------------------------------------------------------------------
+    def run(self, stop: threading.Event) -> None:
+        """Serve slices until `stop` is set; then hand the slices being graded back to the queue (after their
+        calls in flight answered) for other workers."""
+        from .taskqueue import ensure_schema
+
+        ensure_schema(self.store.conninfo)
+        self._serving = asyncio.run_coroutine_threadsafe(self._serve(), self.jobs._loop)
+        try:
+            while True:
+                self.tend()
+                if stop.wait(self.poll):
+                    break
+        finally:
+            self.leave()
+
+    def leave(self, timeout: float = 30.0) -> None:
+        """Stop taking slices; the slices being graded stop as Stop does (their calls in flight get their grace,
+        their answers are stored) and go back to the queue; then the loop ends."""
+        self._leaving = True
+        for events in list(self._active.values()):
+            for event in list(events):
+                self.jobs._loop.call_soon_threadsafe(event.set)
+        if self._serving is not None:
+            def cancel() -> None:
+                if self._task is not None:
+                    self._task.cancel()
+            self.jobs._loop.call_soon_threadsafe(cancel)
+            self._served.wait(STOP_GRACE + timeout)     # procrastinate hands the slices back, then unregisters
+        try:
+            self.store.forget_worker(self.holder)
+        except StoreError:
+            pass
+        self.jobs.shutdown()
+
+    def tend(self) -> None:
+        """One look at the database (every `poll` seconds): say this worker lives, pass Stop (and deletes, and
+        runs resumed since) to the slices graded here, say once why a queued run is not served here."""
+        try:
+            self.store.announce_worker(self.holder, self.endpoints, {"slices": self.slots})
+            marks = self.store.queue_marks(list(self._active))
+            for (run_id, generation), _ctx in list(self._context.items()):
+                mark = marks.get(run_id)
+                if mark is None or mark[0] != generation or mark[1]:
+                    for event in list(self._active.get(run_id, ())):
+                        self.jobs._loop.call_soon_threadsafe(event.set)
+                    if not self._active.get(run_id):
+                        self._context.pop((run_id, generation), None)
+            for row in self.store.waiting_runs():
+                if row["endpoint"] not in self.endpoints and row["run_id"] not in self._skipped:
+                    self._skipped.add(row["run_id"])
+                    model = (row["work"].get("judge") or {}).get("model")
+                    mine = "; ".join(describe_endpoint(e, "*") for e in self.endpoints)
+                    log.warning("run %s waits for %s; this worker serves only %s (set OPENAI_BASE_URL and "
+                                "OPENAI_API_KEY as the app replicas do)", row["run_id"],
+                                describe_endpoint(row["endpoint"], model), mine)
+        except StoreError as e:
+            log.warning("the database cannot be read: %s", e)
+
+    async def _serve(self) -> None:
+        """procrastinate's worker on this process's loop (where the accounts' limiters live), started again
+        after a fault of the database; a sweep queues again the slices of workers that died."""
+        self._task = asyncio.current_task()
+        try:
+            await self._serve_until_cancelled()
+        finally:
+            self._served.set()
+
+    async def _serve_until_cancelled(self) -> None:
+        from .taskqueue import requeue_stalled, worker_app
+
+        while True:
+            app = worker_app(self.store.conninfo, self._grade_slice)
+            sweeper = None
             try:
-                started = self._start(row)
-            except Exception:
-                self.store.release_run(run_id, self.holder, requeue=True)   # another worker may manage
-                raise
-        if started:
-            self.taken += 1
-            log.info("run %s taken (claim %d)", run_id, row["claims"])
-            return run_id
-        return None
+                async with app.open_async():
+                    async def sweep() -> None:
+                        while True:
+                            await asyncio.sleep(max(0.5, self.lease / 4))
+                            try:
+                                for job_id in await requeue_stalled(app, self.lease):
+                                    log.warning("slice %s was taken by a worker that stopped answering: queued "
+                                                "again", job_id)
+                            except Exception as e:      # noqa: BLE001 — the next sweep tries again
+                                log.warning("stalled slices could not be looked for: %s", e)
 
-    def _start(self, row: dict) -> bool:
+                    sweeper = asyncio.create_task(sweep())
+                    await app.run_worker_async(
+                        queues=[queue_name(e) for e in self.endpoints], concurrency=self.slots,
+                        name=self.holder, install_signal_handlers=False, listen_notify=True,
+                        update_heartbeat_interval=max(0.5, self.lease / 5), stalled_worker_timeout=self.lease,
+                        fetch_job_polling_interval=self.poll, delete_jobs="successful",
+                        shutdown_graceful_timeout=STOP_GRACE + 10)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:      # noqa: BLE001 — the database went away: serve again once it is back
+                log.warning("the task queue failed (%s); serving again in 1 s", e)
+            finally:
+                if sweeper is not None:
+                    sweeper.cancel()
+            if self._leaving:
+                return
+            await asyncio.sleep(1.0)
+
+    # --- one slice ----------------------------------------------------------------------------------------------
+    def _context_of(self, run_id: str, generation: float) -> tuple | None:
+        """(run, benchmark, work, visitor) of a run's grading `generation`; None when it ended, was stopped or
+        deleted, or was resumed since (a later generation)."""
         from .runs import benchmark_from_stored
+
+        row = self.store.queued_run(run_id)
+        if row is None or row["enqueued_at"] != generation or row["stop"] or row["holder"]:
+            return None
+        key = (run_id, generation)
+        if key not in self._context:
+            run = self.store.get_run(run_id)
+            if run is None:
+                return None
+            self._context[key] = (run, benchmark_from_stored(run.benchmark), row["work"], row["visitor"])
+        return self._context[key]
+
+    async def _grade_slice(self, run_id: str, generation: float, pairs: list) -> str:
+        """procrastinate's task: grade `pairs` of a run; the worker that stores the run's last grade ends it."""
+        from .grading import grade_pairs, run_outcome
+        from .taskqueue import HandOver
         from .transport import EndpointPolicy
 
-        run_id, work = row["run_id"], row["work"]
-        run = self.store.get_run(run_id)
-        if run is None or row["stop"]:      # deleted, or stopped while nobody graded it
-            if run is not None:
-                self.store.set_status_if_held(run_id, self.holder, "stopped", STOPPED)
-            self.store.release_run(run_id, self.holder)
-            return False
+        if self._leaving:
+            raise HandOver()
+        ctx = await asyncio.to_thread(self._context_of, run_id, generation)
+        if ctx is None:
+            return "skipped: the run's grading ended, was stopped or resumed since"
+        run, benchmark, work, visitor = ctx
         jset = JudgeSettings(**{k: v for k, v in work["judge"].items() if k in JudgeSettings.__dataclass_fields__})
         key = self.settings.host_key if work.get("host") else None
         judge = make_judge(jset, key, policy=EndpointPolicy(block_private=False), redact=True)
-        budget = self.budget.hook(row["visitor"]) if work.get("host") else None
-        self.jobs.adopt(run_id, benchmark_from_stored(run.benchmark), judge,
-                        concurrency=int(work.get("concurrency") or 16), budget=budget, visitor=row["visitor"],
-                        batch_poll=work.get("batch_poll"))
-        return True
-
-    def run(self, stop: threading.Event) -> None:
-        """Take and grade runs until `stop` is set; then hand the runs being graded back to the queue."""
+        budget = self.budget.hook(visitor) if work.get("host") else None
+        stop = asyncio.Event()
+        self._active.setdefault(run_id, set()).add(stop)
+        self.runs.add(run_id)
         try:
-            while not stop.is_set():
-                took = None
-                if self.busy() < self.slots:
-                    try:
-                        took = self.take()
-                    except StoreError as e:
-                        log.warning("the queue cannot be read: %s", e)
-                if took is None:
-                    stop.wait(self.poll)
+            await asyncio.to_thread(self.store.mark_running, run_id)
+            todo = [(sid, int(r)) for sid, r in pairs]
+            grading = asyncio.ensure_future(grade_pairs(
+                self.store, run, benchmark, judge, todo, budget=budget, stop=stop,
+                concurrency=max(1, min(len(todo), int(work.get("concurrency") or len(todo))))))
+            halted = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({grading, halted}, return_when=asyncio.FIRST_COMPLETED)
+            if not grading.done():      # Stop: no new call; the calls in flight get their grace, then go
+                done, _ = await asyncio.wait({grading}, timeout=STOP_GRACE)
+                if not done:
+                    grading.cancel()
+                    await asyncio.gather(grading, return_exceptions=True)
+            halted.cancel()
+            state, stats = grading.result() if not grading.cancelled() else (None, None)
         finally:
-            self.jobs.shutdown(requeue=True)
+            self._active.get(run_id, set()).discard(stop)
+            await judge.aclose()
+        if state is not None:
+            self.grades += state["graded"] + state["errored"]
+        if state is not None and state["store"]:
+            raise StoreError(state["store"])                   # the slice goes back to the queue
+        if stop.is_set():
+            if self._leaving:
+                raise HandOver()                               # another worker grades what is missing
+            return "stopped"
+        self.slices_done += 1
+        ended = None
+        if state["fatal"]:
+            ended = ("failed", f"stopped: {state['fatal']}")
+        elif state["budget"]:
+            ended = ("stopped", state["budget"])
+        else:
+            counts = await asyncio.to_thread(self.store.count_grades, run_id)
+            if sum(counts.values()) >= len(benchmark) * run.n_runs:      # every pair has its grade (or error)
+                outcome = run_outcome(self.store, run_id, benchmark, run.n_runs, state, None, stats)
+                ended = (outcome.status, outcome.message)
+        if ended is not None and await asyncio.to_thread(self.store.finish_queued, run_id, generation, *ended):
+            self._context.pop((run_id, generation), None)
+            log.info("run %s ended: %s %s", run_id, *ended)
+        return f"{state['graded']} graded, {state['errored']} failed"

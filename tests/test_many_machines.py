@@ -126,14 +126,14 @@ def cluster(tmp_path, pg_url):
                       GRADIO_SERVER_PORT=str(port), MMVET_DATA_DIR=str(tmp_path / f"replica{i}"),
                       GRADIO_TEMP_DIR=str(tmp_path / f"replica{i}-gradio"), MMVET_WORKERS="external",
                       MMVET_TRUSTED_PROXY_HOPS="1")
+            for port in ports:        # (the replicas create the schema; a worker never migrates it)
+                wait_http(f"http://127.0.0.1:{port}/gradio_api/info", list(procs.values()))
             for i in (1, 2):
                 spawn(f"worker{i}", [sys.executable, "-m", "mmvet_core", "worker", "--poll", "0.2"],
                       MMVET_DATA_DIR=str(tmp_path / f"worker{i}"))
             nginx_port = free_port()
             conf = render_nginx(tmp_path / "nginx", nginx_port, ports)
             spawn("nginx", [NGINX, "-p", str(conf.parent) + "/", "-c", "nginx.conf"])
-            for port in ports:
-                wait_http(f"http://127.0.0.1:{port}/gradio_api/info", list(procs.values()))
             wait_http(f"http://127.0.0.1:{nginx_port}/gradio_api/info", list(procs.values()))
             yield {"judge": judge, "procs": procs, "replicas": [f"http://127.0.0.1:{p}/" for p in ports],
                    "url": f"http://127.0.0.1:{nginx_port}/", "pg_url": pg_url, "tmp": tmp_path}
@@ -244,13 +244,13 @@ def test_a_run_survives_its_workers_death_and_is_followed_live_on_another_replic
         wait_until(lambda: gate.held > 0 and judge.in_flight == 0 and store.cache_size() == answered(judge), 60,
                    "the worker's calls held after the first answers")
 
-        # its worker dies
-        holder = store.queued_run(run_id)["holder"]
-        dying = next(name for name in ("worker1", "worker2") if f":{procs[name].pid}:" in holder)
-        survivor = "worker2" if dying == "worker1" else "worker1"
+        # a worker grading slices of it dies (both do: a run is cut in slices that every worker takes)
+        dying, survivor = "worker1", "worker2"
+        in_flight = gate.held                       # the calls in flight (held) of both workers
         procs[dying].send_signal(signal.SIGKILL)
         procs[dying].wait(10)
-        wait_until(lambda: gate.held == 0, 30, "the dead worker's connections to close")
+        wait_until(lambda: sum(c.get("status") == "gone" for c in judge.calls) >= 1, 30,
+                   "the dead worker's connections to close")
         gate.open()
 
         # the other worker takes the run over once the lease has passed, and finishes it
@@ -274,9 +274,9 @@ def test_a_run_survives_its_workers_death_and_is_followed_live_on_another_replic
             viewer.context.close()
         store.close()
 
-    # every answer the judge gave was paid once: no (prompt, temperature) answered twice
+    # every answer the judge gave was paid once, but for calls in flight at the kill
     asked = Counter((c["prompt"], c["temperature"]) for c in judge.calls if c.get("status") == 200)
-    assert asked and max(asked.values()) == 1, asked.most_common(3)
+    assert asked and sum(n - 1 for n in asked.values()) <= in_flight, asked.most_common(3)
     assert sum(c.get("status") == "gone" for c in judge.calls) >= 1        # calls were in flight at the kill
     log = (cluster["tmp"] / f"{survivor}.log").read_text()
-    assert f"run {run_id} taken (claim 2)" in log, log[-2000:]
+    assert "stopped answering: queued again" in log, log[-2000:]

@@ -52,41 +52,42 @@ def run_row(store: Store, model: str = "m", owner: str = "alice") -> str:
 
 # --- the queue's leases, on both databases -----------------------------------------------------------------------
 
-def test_claims_take_free_runs_of_known_endpoints_and_leases_pass_on_the_databases_clock(any_store):
+def test_leases_pass_on_the_databases_clock_and_only_their_holder_writes(any_store):
     store = any_store
-    held, queued, other, keyed = (run_row(store) for _ in range(4))
-    store.enqueue_run(held, work=WORK, endpoint=HOST, claimable=True, holder="A", lease=60)
+    held, queued, keyed = (run_row(store) for _ in range(3))
+    store.enqueue_run(held, work=WORK, endpoint=HOST, claimable=False, holder="A", lease=60)
     store.enqueue_run(queued, work=WORK, endpoint=HOST, visitor="v1", claimable=True)
-    store.enqueue_run(other, work=WORK, endpoint="openai|http://elsewhere|", claimable=True)
     store.enqueue_run(keyed, work=WORK, endpoint=HOST, claimable=False, holder="A", lease=60)
-
-    row = store.claim_run("B", 60, [HOST, ""])       # not A's live lease, not another endpoint, not a keyed run
-    assert (row["run_id"], row["holder"], row["claims"], row["work"]) == (queued, "B", 1, WORK)
-    assert store.claim_run("B", 60, [HOST, ""]) is None
     assert store.renew_leases("A", 60) == {held: False, keyed: False}
-    assert sorted(store.queued_runs()) == sorted([held, queued, other, keyed])
+    assert sorted(store.queued_runs()) == sorted([held, queued, keyed])
     assert store.queued_runs("v1") == [queued]
+    assert [r["run_id"] for r in store.waiting_runs()] == [queued]      # what the workers' slices grade
 
-    # A dies: its leases pass (a lease of -1 s has passed already). B takes the run any worker can continue...
-    store.renew_leases("A", -1)
-    assert store.claim_run("B", 60, [HOST])["run_id"] == held
-    assert store.renew_leases("A", 60) == {keyed: False}        # ... A no longer holds it
-    assert store.queued_run(held)["claims"] == 2
-    # ... and the run only A could grade (a visitor's key in A's memory) is reaped: stopped, its owner resumes it
+    # A dies: its leases pass (a lease of -1 s has passed already); the runs only A could grade (a visitor's key
+    # in A's memory) are reaped: stopped, their owners resume them
     store.set_status(keyed, "running")
     store.renew_leases("A", -1)
-    assert store.queued_run(keyed)["live"] is False
-    assert store.reap_leases() == [keyed]
+    assert store.queued_run(keyed)["live"] is False and store.queued_run(queued)["live"] is True
+    assert sorted(store.reap_leases()) == sorted([held, keyed])
     assert store.get_run(keyed).status == "stopped" and "Resume" in store.get_run(keyed).message
     assert store.queued_run(keyed) is None
 
     # only the holder writes the run's status, and releases its row
+    store.enqueue_run(held, work=WORK, endpoint=HOST, claimable=False, holder="B", lease=60)
     assert not store.set_status_if_held(held, "A", "stopped")
     assert store.set_status_if_held(held, "B", "running") and store.get_run(held).status == "running"
     assert not store.release_run(held, "A")
-    assert store.release_run(held, "B", requeue=True) and store.queued_run(held)["holder"] is None
-    assert store.claim_run("C", 60, [HOST])["run_id"] == held
-    assert store.release_run(held, "C") and store.queued_run(held) is None
+    assert store.release_run(held, "B") and store.queued_run(held) is None
+
+    # a run graded in slices ends once, by the generation of its grading
+    generation = store.queued_run(queued)["enqueued_at"]
+    store.set_status(queued, "queued")
+    store.mark_running(queued)
+    assert store.get_run(queued).status == "running"
+    assert not store.finish_queued(queued, generation + 1, "done", "x")         # an earlier grading's slice
+    assert store.finish_queued(queued, generation, "done", "2 grades")
+    assert not store.finish_queued(queued, generation, "done", "again")
+    assert (store.get_run(queued).status, store.get_run(queued).message) == ("done", "2 grades")
 
 
 def test_stop_reaches_a_run_wherever_it_is_and_a_restart_leaves_queued_runs_alone(any_store):
@@ -107,29 +108,6 @@ def test_stop_reaches_a_run_wherever_it_is_and_a_restart_leaves_queued_runs_alon
     assert store.request_stop(lone, "x") == "none"
     store.delete_run(graded)                  # deleting a run takes it out of the queue
     assert store.queued_run(graded) is None
-
-
-def test_workers_claiming_at_once_never_take_the_same_run(db_location):
-    """Four workers (each its own connection) claim from 40 queued runs at once: each run is taken exactly once
-    (PostgreSQL: FOR UPDATE SKIP LOCKED; SQLite: one statement under the file's lock)."""
-    stores = [Store(db_location) for _ in range(4)]
-    runs = [run_row(stores[0]) for _ in range(40)]
-    for run_id in runs:
-        stores[0].enqueue_run(run_id, work=WORK, endpoint=HOST, claimable=True)
-    taken: list[tuple[str, str]] = []
-
-    def claim(store: Store, name: str) -> None:
-        while (row := store.claim_run(name, 60, [HOST])) is not None:
-            taken.append((row["run_id"], name))
-
-    threads = [threading.Thread(target=claim, args=(s, f"W{i}")) for i, s in enumerate(stores)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert sorted(r for r, _ in taken) == sorted(runs)
-    for s in stores:
-        s.close()
 
 
 def test_processes_starting_runs_at_once_never_pass_the_run_slots(db_location):
@@ -208,30 +186,32 @@ def host_settings(judge) -> ServiceSettings:
     return ServiceSettings(host_key="sk-host", host_base_url=judge.url)
 
 
-def test_a_run_queued_by_the_app_is_graded_by_one_worker_and_followed_and_stopped_from_another_process(
-        pg_url, judge):
-    """The app (MMVET_WORKERS=external) only queues a host-key run; of two workers one takes it; the app process
-    sees it running (and until when it waits), then done; every answer is paid once. A second run is stopped
-    from the app while a worker grades it: the worker ends it at its next renewal."""
+def test_two_workers_share_a_run_queued_by_the_app_which_follows_it_and_stops_another(pg_url, judge):
+    """The app (MMVET_WORKERS=external) only queues a host-key run, cut in slices; two workers (one slice at a time
+    each) grade it together while the judge holds their calls; the app process sees it queued, running, then
+    done; every answer is paid once. A second run is stopped from the app while the workers grade it: its slices
+    end (their calls in flight answer first) and it stays stopped."""
     app_store, stores = Store(pg_url), [Store(pg_url) for _ in range(2)]
-    # leases of 5 s: a lease of 1 s expired on a busy machine before its worker renewed it (both workers took the run)
     app = make_jobs(app_store, workers=EXTERNAL, lease=5.0)
-    workers = [Worker(s, host_settings(judge), lease=5.0, poll=0.05) for s in stores]
+    workers = [Worker(s, host_settings(judge), slices=1, lease=5.0, poll=0.05) for s in stores]
     stop = threading.Event()
     threads = [threading.Thread(target=w.run, args=(stop,)) for w in workers]
     settings = JudgeSettings(base_url=judge.url)
     bench = tiny(12)
     try:
-        run_id = new_run(app_store, bench, settings, n_runs=2)
+        gate = hold_after(judge, 2)
+        run_id = new_run(app_store, bench, settings, n_runs=2)          # 24 grades: 2 slices
         assert app.start(run_id, bench, make_judge(settings, "sk-host"), host=True, visitor="v")
         assert app_store.get_run(run_id).status == "queued" and app.is_running(run_id)
         assert app.running_count("v") == 1 and app.running_ids() == [run_id]
         for t in threads:
             t.start()
-        wait_until(lambda: app_store.get_run(run_id).status == "done", what="the run graded by a worker")
-        wait_until(lambda: not app.is_running(run_id), what="the queue row released")
-        assert sorted(w.taken for w in workers) == [0, 1]
-        assert answered(judge) == app_store.cache_size() and app_store.count_grades(run_id)
+        wait_until(lambda: all(run_id in w.runs for w in workers), what="both workers to grade a slice")
+        assert app_store.get_run(run_id).status == "running"
+        gate.open()
+        wait_until(lambda: app_store.get_run(run_id).status == "done", what="the run graded by the workers")
+        assert app_store.get_run(run_id).message == "24 grades" and not app.is_running(run_id)
+        assert answered(judge) == app_store.cache_size()
 
         gate = hold_after(judge, 3)                 # the next run stays in the middle
         second = new_run(app_store, bench, settings, predictions={s: "other" for s in bench.ids})
@@ -239,10 +219,12 @@ def test_a_run_queued_by_the_app_is_graded_by_one_worker_and_followed_and_stoppe
         gate.wait_held(1)
         assert app_store.get_run(second).status == "running" and app.is_running(second)
         assert app.stop(second)
-        wait_until(lambda: any(second in w.jobs._stopping for w in workers), what="the worker to read the flag")
-        gate.open()                                 # (its calls in flight answer; no new grade starts)
-        wait_until(lambda: app_store.get_run(second).status == "stopped", what="the stop to reach the worker")
-        wait_until(lambda: not app.is_running(second), what="the queue row released")
+        assert app_store.get_run(second).status == "stopped" and not app.is_running(second)
+        wait_until(lambda: not any(w.busy() for w in workers), what="the slices to end")
+        gate.open()                                 # (the calls in flight answered or were cancelled)
+        assert app_store.get_run(second).status == "stopped" and app_store.count_grades(second).get("ok", 0) < 12
+        wait_until(lambda: judge.state.in_flight == 0, what="the judge's last answers")
+        assert answered(judge) == app_store.cache_size()            # (the cache holds each answer once)
     finally:
         stop.set()
         for t in threads:
@@ -250,36 +232,6 @@ def test_a_run_queued_by_the_app_is_graded_by_one_worker_and_followed_and_stoppe
         app.shutdown()
         for s in [app_store, *stores]:
             s.close()
-
-
-def test_a_grader_that_lost_its_lease_ends_and_writes_nothing_over_its_successor(db_location, judge):
-    """A worker stalls past its lease (here: its lease is made to pass) and another takes the run over: the first
-    ends its grading at its next renewal without touching the run's status, and the second finishes it."""
-    first_store, second_store = Store(db_location), Store(db_location)
-    settings = JudgeSettings(base_url=judge.url)
-    bench = tiny(10)
-    run_id = new_run(first_store, bench, settings)
-    first_store.enqueue_run(run_id, work={"judge": settings.to_dict(), "host": True, "concurrency": 4},
-                            endpoint=endpoint_of(settings), claimable=True)
-    first = Worker(first_store, host_settings(judge), lease=1.0)
-    second = Worker(second_store, host_settings(judge), lease=1.0)
-    try:
-        gate = hold_after(judge, 2)
-        assert first.take() == run_id
-        gate.wait_held(1)
-        with first.jobs._lock:            # the first stalls (its heartbeat waits) until its lease has passed
-            first_store.renew_leases(first.holder, -1)
-            assert second.take() == run_id
-        gate.open()
-        wait_until(lambda: first_store.get_run(run_id).status == "done", what="the second worker's grading")
-        wait_until(lambda: not first.busy(), what="the first worker to let go")
-        assert first_store.get_run(run_id).message == "10 grades"
-        wait_until(lambda: first_store.queued_run(run_id) is None, what="the second worker to release it")
-    finally:
-        first.jobs.shutdown()
-        second.jobs.shutdown()
-        first_store.close()
-        second_store.close()
 
 
 def test_two_replicas_starting_runs_of_one_visitor_at_once_give_them_one_slot(pg_url, judge):
@@ -356,77 +308,46 @@ def test_processes_sharing_a_judge_account_keep_to_its_limit_together(pg_url):
         s.close()
 
 
-def test_a_run_whose_database_went_away_goes_back_to_the_queue_and_finishes_when_it_returns(pg_server, pg_url,
-                                                                                           judge):
-    """The database refuses every connection while a worker grades (answers then arrive that cannot be stored):
-    the run ends on that fault, its row goes back to the queue as soon as the database answers again, and a
-    worker finishes it, asking again only for the answers it could not store."""
-    store, worker_store = Store(pg_url), Store(pg_url)
-    name = pg_url.rsplit("/", 1)[1]
-    settings = JudgeSettings(base_url=judge.url)
-    bench = tiny(10)
-    run_id = new_run(store, bench, settings)
-    store.enqueue_run(run_id, work={"judge": settings.to_dict(), "host": True, "concurrency": 4},
-                      endpoint=endpoint_of(settings), claimable=True)
-    worker = Worker(worker_store, host_settings(judge), lease=1.0, poll=0.05)
-    stop = threading.Event()
-    thread = threading.Thread(target=worker.run, args=(stop,))
-
-    def outage(on: bool) -> None:
-        with pg_server.admin() as conn:
-            conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS {"false" if on else "true"}')
-            if on:
-                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
-
-    try:
-        gate = hold_after(judge, 3)
-        thread.start()
-        wait_until(lambda: gate.held > 0 and judge.state.in_flight == 0 and store.cache_size() == answered(judge),
-                   what="the worker's calls")
-        outage(True)
-        gate.open()                                 # answers arrive while nothing can be stored
-        wait_until(lambda: worker.taken == 1 and not worker.busy(), what="the run to end on the fault")
-        outage(False)
-        wait_until(lambda: store.get_run(run_id).status == "done", what="the run to finish")
-        assert worker.taken == 2 and store.get_run(run_id).message == "10 grades"
-        wait_until(lambda: store.queued_run(run_id) is None, what="its row released")
-    finally:
-        outage(False)
-        stop.set()
-        thread.join(30)
-        store.close()
-        worker_store.close()
+def queue_for_workers(store: Store, bench, settings: JudgeSettings, **kwargs) -> str:
+    """A run queued as the app queues it with MMVET_WORKERS=external (its slices deferred)."""
+    jobs = make_jobs(store, workers=EXTERNAL, lease=5.0)
+    run_id = new_run(store, bench, settings, **kwargs)
+    jobs.start(run_id, bench, make_judge(settings, "sk-host"), host=True)
+    jobs.shutdown()
+    return run_id
 
 
-def test_a_worker_leaving_hands_its_run_over_after_its_calls_in_flight_answered(pg_url, judge):
-    """SIGTERM (here: the shutdown it triggers) while calls are in flight: no new grade starts, the calls in
-    flight answer and are stored, then the run goes back to the queue with its status untouched, and another
+def test_a_worker_leaving_hands_its_slice_over_after_its_calls_in_flight_answered(pg_url, judge):
+    """SIGTERM (here: the `leave` it triggers) while calls are in flight: no new grade starts, the calls in flight
+    answer and are stored, then the slice goes back to the queue with the run's status untouched, and another
     worker finishes it without asking any stored answer again."""
     store, stores = Store(pg_url), [Store(pg_url) for _ in range(2)]
     settings = JudgeSettings(base_url=judge.url)
     bench = tiny(10)
-    run_id = new_run(store, bench, settings)
-    store.enqueue_run(run_id, work={"judge": settings.to_dict(), "host": True, "concurrency": 4},
-                      endpoint=endpoint_of(settings), claimable=True)
-    leaving, staying = (Worker(s, host_settings(judge), lease=1.0) for s in stores)
+    leaving, staying = (Worker(s, host_settings(judge), lease=2.0, poll=0.05) for s in stores)
+    stop = threading.Event()
     try:
         gate = hold_after(judge, 3)
-        assert leaving.take() == run_id
+        run_id = queue_for_workers(store, bench, settings)
+        first = threading.Thread(target=leaving.run, args=(stop,))
+        first.start()
         gate.wait_held(1)
-        thread = threading.Thread(target=leaving.jobs.shutdown, kwargs={"requeue": True})
-        thread.start()
-        wait_until(lambda: leaving.jobs._jobs[run_id].stop.is_set(), what="the shutdown to stop the run")
+        stop.set()                                  # the worker leaves while its calls are held
+        wait_until(lambda: leaving._leaving, what="the worker to leave")
         gate.open()                                 # the calls in flight answer
-        thread.join(30)
-        row = store.queued_run(run_id)
-        assert row["holder"] is None and store.get_run(run_id).status == "running"
+        first.join(60)
+        assert store.get_run(run_id).status == "running" and store.queued_run(run_id) is not None
         assert store.cache_size() == answered(judge) > 3           # the calls in flight answered, all stored
-        assert staying.take() == run_id
+        second = threading.Thread(target=staying.run, args=(threading.Event(),))
+        staying_stop = second._args[0]
+        second.start()
         wait_until(lambda: store.get_run(run_id).status == "done", what="the other worker to finish")
+        staying_stop.set()
+        second.join(60)
         asked = Counter((c["prompt"], c["temperature"]) for c in judge.state.calls if c["status"] == 200)
-        assert max(asked.values()) == 1
+        assert max(asked.values()) == 1 and store.get_run(run_id).message == "10 grades"
     finally:
-        staying.jobs.shutdown()
+        stop.set()
         for s in [store, *stores]:
             s.close()
 
@@ -519,3 +440,89 @@ def test_the_same_run_started_on_two_replicas_at_once_is_graded_once(tmp_path, p
         for r in replicas:
             r.jobs.shutdown()
             r.store.close()
+
+
+def test_two_worker_processes_share_a_run_and_one_finishes_it_after_the_other_is_killed(pg_url, judge):
+    """Two `python -m mmvet_core worker` processes, one given the judge's base URL as the replicas spell it and
+    one as ``http://localhost:PORT/v1/`` (the same endpoint): both grade slices of one run (the judge holds their
+    calls); one is killed (SIGKILL); the other queues its slices again once its heartbeats stop and finishes the
+    run. Every answer the judge gave is stored, and only calls that were in flight at the kill are asked twice."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import psycopg
+
+    root = Path(__file__).resolve().parent.parent
+    store = Store(pg_url)
+    localhost = judge.url.replace("127.0.0.1", "localhost") + "/"
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AZURE_OPENAI_", "MMVET_"))}
+    procs = [subprocess.Popen([sys.executable, "-m", "mmvet_core", "worker", "--slices", "2", "--poll", "0.1",
+                               "--lease", "2"], cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**base, "PYTHONPATH": str(root), "MMVET_DATABASE_URL": pg_url,
+                                   "OPENAI_API_KEY": "sk-host", "OPENAI_BASE_URL": url})
+             for url in (judge.url, localhost)]
+    try:
+        wait_until(lambda: len(store.live_workers(30)) == 2, what="both workers to start")
+        gate = hold_after(judge, 6)
+        run_id = queue_for_workers(store, tiny(48), JudgeSettings(base_url=judge.url))       # 4 slices
+        doing = "SELECT count(DISTINCT worker_id) FROM procrastinate_jobs WHERE status = 'doing'"
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            wait_until(lambda: conn.execute(doing).fetchone()[0] == 2, what="both workers to grade slices")
+        wait_until(lambda: gate.held > 0 and store.cache_size() == answered(judge), what="the workers' calls held")
+        in_flight = gate.held                       # the calls in flight of both workers
+        procs[1].send_signal(signal.SIGKILL)        # the worker that spelled the URL differently dies
+        procs[1].wait(10)
+        gate.open()
+        wait_until(lambda: store.get_run(run_id).status == "done", timeout=120, what="the survivor to finish")
+        assert store.get_run(run_id).message == "48 grades" and store.queued_run(run_id) is None
+        asked = Counter((c["prompt"], c["temperature"]) for c in judge.state.calls if c["status"] == 200)
+        assert len(asked) == store.cache_size()
+        assert sum(n - 1 for n in asked.values()) <= in_flight
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            p.wait(60)
+        store.close()
+
+
+def test_a_run_no_worker_serves_says_why_and_a_worker_of_another_schema_refuses_to_start(tmp_path, pg_url, judge,
+                                                                                        caplog):
+    """A worker holding the key of another endpoint than the run's logs once why it skips the run, and the app's
+    /status says ``queued: no worker serves judge M at URL``. A worker never starts on a database of another
+    schema revision (here: one a newer release migrated), with a message that says what to do."""
+    import logging
+
+    import sqlalchemy as sa
+
+    from mmvet_core.cli import main
+    from mmvet_core.service import GradingService
+
+    svc = GradingService(ServiceSettings(data_dir=tmp_path, database_url=pg_url, workers=EXTERNAL))
+    store = Store(pg_url)
+    elsewhere = Worker(store, ServiceSettings(host_key="sk-host", host_base_url="http://127.0.0.1:9/v1"), lease=5.0)
+    try:
+        settings = JudgeSettings(base_url=judge.url + "/", model="judge-x")
+        run_id = queue_for_workers(store, tiny(3), settings)
+        with caplog.at_level(logging.WARNING, logger="mmvet_grader"):
+            elsewhere.tend()
+            elsewhere.tend()
+        said = [r.getMessage() for r in caplog.records if run_id in r.getMessage()]
+        assert len(said) == 1 and f"judge judge-x at {judge.url}" in said[0] and "127.0.0.1:9/v1" in said[0]
+        status = svc.reading.status(run_id)
+        assert (status["status"], status["message"]) == ("queued", f"no worker serves judge judge-x at {judge.url}")
+    finally:
+        elsewhere.leave()
+        svc.jobs.shutdown()
+        svc.store.close()
+
+    with store._tx() as conn:
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = 'ffff0000newer'"))
+    store.close()
+    assert main(["worker", "--db", pg_url]) == 2
+    with pytest.raises(Exception, match="made by a newer release.*run workers of the same release"):
+        Store(pg_url, migrate=False)

@@ -187,7 +187,8 @@ class RunReading:
         running = self.jobs.is_running(run_id)
         # a new or grown check changes the card's estimate: the card, the board and MCP read one stored estimate
         # of the current check, so a status computed before that check is stale too
-        key = (stamp, running, self.jobs.failure(run_id), self.judges.checks_version())
+        note = self.jobs.queue_note(run_id) if running else None     # a queued run no worker serves: why
+        key = (stamp, running, self.jobs.failure(run_id), self.judges.checks_version(), note)
         now = time.monotonic()
         hit = self._status_cache.get(run_id)
         if hit is not None and hit[0] == key:
@@ -198,6 +199,8 @@ class RunReading:
         else:
             out = self._compute_status(run_id)
             self._cache_status(run_id, (key, now, out))
+        if note and out["status"] == "queued":
+            out = {**out, "message": note}
         return {**out, "waiting_until": self.jobs.waiting_until(run_id)}
 
     def _cache_status(self, run_id: str, entry: tuple) -> None:
@@ -257,10 +260,14 @@ class RunReading:
         return version
 
     def with_failure(self, view: RunView) -> RunView:
-        """`view` with the failure a full disk kept from the stored status (which may still say running)."""
+        """`view` with the failure a full disk kept from the stored status (which may still say running), or with
+        why a queued run waits when no grading worker serves its judge."""
         failure = self.jobs.failure(view.run.id)
         if failure and view.run.status == "running":
             return replace(view, run=replace(view.run, status="failed", message=failure))
+        note = self.jobs.queue_note(view.run.id) if view.run.status == "queued" else None
+        if note:                # a queued run no worker serves says why, not "waiting for a grading worker"
+            return replace(view, run=replace(view.run, message=note))
         return view
 
     def sample(self, run_id: str, sample_id: str) -> dict:

@@ -22,7 +22,7 @@ from ._checks import ChecksFacet
 from ._database import Database
 from ._keeping import KeepingFacet
 from ._pace import PaceFacet
-from ._queue import QueueFacet, RunSlots, SlotsTaken
+from ._queue import QueueFacet, RunSlots, SliceFacet, SlotsTaken
 from ._records import GradeRow, RunRecord, StoreError, new_run_id
 from ._runs import RunsFacet
 from ._usage import UsageFacet
@@ -35,7 +35,7 @@ __all__ = ["DATABASE_URL_VAR", "GradeRow", "RunRecord", "RunSlots", "SlotsTaken"
 STORE_UNREACHABLE = "the store is unreachable; nothing is lost"
 
 
-class Store(RunsFacet, AnswersFacet, ChecksFacet, UsageFacet, KeepingFacet, BoardFacet, QueueFacet, PaceFacet,
-            Database):
+class Store(RunsFacet, AnswersFacet, ChecksFacet, UsageFacet, KeepingFacet, BoardFacet, QueueFacet, SliceFacet,
+            PaceFacet, Database):
     """The database at `location` (a SQLite file path, created with its folder when missing, or a PostgreSQL
     URL), with every facet the product stores. Safe to share between threads."""

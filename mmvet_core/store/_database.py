@@ -20,11 +20,12 @@ class Database:
     """A database the store lives in, opened at `location`: a SQLite file path, or a database URL
     (``postgresql://user:password@host:port/database``); see `create_backend`."""
 
-    def __init__(self, location: str | Path, *, check: bool = True):
+    def __init__(self, location: str | Path, *, check: bool = True, migrate: bool = True):
         """Open (or create) the database and bring its schema to this release's (Alembic migrations; a SQLite
         file of an earlier release is upgraded in place). `check` runs the backend's thorough checks (SQLite:
         ``PRAGMA quick_check``, where a damaged file raises `StoreError` with what it found) and compares the
-        database with the one of the last start (`warnings`)."""
+        database with the one of the last start (`warnings`). Without `migrate` (a grading worker) a database at
+        another schema revision than this release's is refused (`StoreError` saying which and what to do)."""
         self._backend: Backend = create_backend(location)
         #: the SQLite file (a Path), or the PostgreSQL URL without its password
         self.path = self._backend.path
@@ -37,7 +38,10 @@ class Database:
         try:
             existed = self._backend.prepare(self._engine, check=check)
             with self._backend.connect(self._engine) as conn, self._backend.begin(conn, lock="schema"):
-                _migrate.upgrade(conn, self._name())
+                if migrate:
+                    _migrate.upgrade(conn, self._name())
+                else:
+                    _migrate.require_head(conn, self._name())
                 db_id = self._identity(conn)
         except StoreError:
             self.close()
@@ -47,6 +51,11 @@ class Database:
             raise StoreError(self._backend.open_failed(e)) from e
         if check:
             self.warnings.extend(self._backend.identity_warnings(db_id, existed))
+
+    @property
+    def conninfo(self) -> str | None:
+        """The PostgreSQL URL with its password, for the task queue's own connections (None on SQLite)."""
+        return getattr(self._backend, "conninfo", None)
 
     def _name(self) -> str:
         return self.path.name if isinstance(self.path, Path) else str(self.path)

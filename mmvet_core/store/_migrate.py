@@ -60,6 +60,25 @@ def upgrade(connection: Connection, name: str) -> bool:
     return True
 
 
+def require_head(connection: Connection, name: str) -> None:
+    """Refuse (`StoreError`) a database whose schema is not this release's, without changing it: what a grading
+    worker does, so that a worker of another release never writes rows the app's release does not expect."""
+    current, head = current_revision(connection), head_revision()
+    if current == head:
+        return
+    if current is None:
+        why = "has no schema of MM-Vet Grader yet"
+        fix = "start the app (python app.py) of this release on it once: it creates the schema"
+    elif _known(current):
+        why = f"is at an older schema (revision {current}; this release's is {head})"
+        fix = "upgrade the app replicas to this release first (the first to start migrates the database), then " \
+              "start the workers"
+    else:
+        why = f"was made by a newer release (schema revision {current}; this release knows up to {head})"
+        fix = "run workers of the same release as the app replicas"
+    raise StoreError(f"the database {name} {why}: a grading worker never migrates it; {fix}")
+
+
 def _known(revision: str) -> bool:
     try:
         return _scripts().get_revision(revision) is not None

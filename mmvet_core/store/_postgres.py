@@ -41,6 +41,11 @@ class PostgresBackend:
         self.path = self._url.set(drivername="postgresql").render_as_string(hide_password=True)
         self.lock = contextlib.nullcontext()
 
+    @property
+    def conninfo(self) -> str:
+        """The URL as libpq takes it, password included: for the task queue's own connections, never shown."""
+        return self._url.set(drivername="postgresql").render_as_string(hide_password=False)
+
     def create_engine(self) -> Engine:
         try:
             import psycopg  # noqa: F401  (checked here for a clear message; SQLAlchemy imports it itself)

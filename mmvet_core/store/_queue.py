@@ -1,12 +1,10 @@
 """The grading queue: runs that a process is grading, or that a grading worker may take (`mmvet_core/workers.py`).
 
-A row is a lease: its `holder` (a process id of `workers.process_id`) grades the run until `lease_until`, a time on
+Runs graded by the grading workers are rows nobody holds: their work is sliced into procrastinate's jobs
+(`SliceFacet`, `mmvet_core/taskqueue.py`). A row held by a process is a lease: its `holder` (a process id of `workers.process_id`) grades the run until `lease_until`, a time on
 the database's clock (one clock for every machine), and renews it while it lives. A holder that dies stops renewing;
-once its lease has passed, a worker takes a *claimable* row over (a run graded with the host's key or with no key,
-which any worker can continue), while a row only its holder could grade (a visitor's own key lives in that
-process's memory alone) is reaped: its run becomes ``stopped`` and its owner resumes it. A claim on PostgreSQL
-locks the row it takes with ``FOR UPDATE SKIP LOCKED``, so workers claiming at once take different runs without
-waiting for each other; on SQLite (one machine) the claim is one statement under the file's write lock.
+once its lease has passed a row only its holder could grade (a visitor's own key lives in that process's memory
+alone) is reaped: its run becomes ``stopped`` and its owner resumes it.
 """
 from __future__ import annotations
 
@@ -81,22 +79,6 @@ class QueueFacet:
                 if taken + slots.besides_visitor >= slots.per_visitor:
                     raise SlotsTaken("visitor")
             conn.execute(upsert)
-
-    def claim_run(self, holder: str, lease: float, endpoints: list[str]) -> dict | None:
-        """Take the oldest claimable run of one of `endpoints` that nobody holds (waiting, or its holder's lease
-        passed) for `lease` seconds; None when there is none. Its row as a dict (``work`` decoded, ``stop``,
-        ``claims``: how many times a process took it, this time included)."""
-        q, now = t.grading_queue, self._backend.clock()
-        free = sa.or_(q.c.holder.is_(None), q.c.lease_until < now)
-        pick = (sa.select(q.c.run_id).where(q.c.claimable == 1, q.c.endpoint.in_(endpoints), free)
-                .order_by(q.c.enqueued_at).limit(1).with_for_update(skip_locked=True).scalar_subquery())
-        with self._tx() as conn:
-            row = conn.execute(
-                sa.update(q).where(q.c.run_id == pick, free)
-                .values(holder=holder, lease_until=now + lease, claims=q.c.claims + 1, claimed_at=time.time(),
-                        waiting_until=None)
-                .returning(*q.c)).mappings().first()
-        return _decoded(row) if row is not None else None
 
     def renew_leases(self, holder: str, lease: float) -> dict[str, bool]:
         """Extend every lease `holder` holds by `lease` seconds from now: ``{run id: Stop pressed}`` of the rows it
@@ -179,6 +161,74 @@ class QueueFacet:
     def database_time(self) -> float:
         """The database's clock now (seconds since the epoch)."""
         return float(self._query(sa.select(self._backend.clock()))[0][0])
+
+
+class SliceFacet:
+    """What the grading workers keep beside procrastinate's jobs (`mmvet_core/taskqueue.py`): a run waiting for
+    workers is a claimable row of the queue that nobody holds (its slots, its Stop flag, its generation
+    ``enqueued_at``), graded slice by slice; the worker that stores its last grade ends it. And which judge
+    endpoints the live workers serve (rows ``worker:<holder>`` of ``meta``), so a run nobody can grade says so."""
+
+    def mark_running(self, run_id: str) -> None:
+        """A worker started grading a queued run: ``queued`` becomes ``running`` (any other status stays)."""
+        r = t.runs
+        self._exec(sa.update(r).where(r.c.id == run_id, r.c.status == "queued")
+                   .values(status="running", message="", updated_at=time.time()))
+
+    def queue_marks(self, run_ids: list[str]) -> dict[str, tuple[float, bool]]:
+        """``{run id: (enqueued_at, Stop pressed)}`` of those of `run_ids` still in the queue (one query)."""
+        if not run_ids:
+            return {}
+        q = t.grading_queue
+        rows = self._query(sa.select(q.c.run_id, q.c.enqueued_at, q.c.stop).where(q.c.run_id.in_(run_ids)))
+        return {r.run_id: (float(r.enqueued_at), bool(r.stop)) for r in rows}
+
+    def finish_queued(self, run_id: str, generation: float, status: str, message: str) -> bool:
+        """End a run graded by slices: its row of this `generation` leaves the queue and the run gets `status`, in
+        one transaction; False (nothing written) when the row is gone (another worker ended it, Stop, a delete)
+        or belongs to a later grading (Resume)."""
+        q, r = t.grading_queue, t.runs
+        with self._tx() as conn:
+            gone = conn.execute(sa.delete(q).where(q.c.run_id == run_id, q.c.holder.is_(None),
+                                                   q.c.enqueued_at == generation)).rowcount
+            if gone:
+                conn.execute(sa.update(r).where(r.c.id == run_id)
+                             .values(status=status, message=message, updated_at=time.time()))
+        return bool(gone)
+
+    def waiting_runs(self) -> list[dict]:
+        """The runs waiting for grading workers (claimable rows nobody holds), oldest first (``work`` decoded)."""
+        q = t.grading_queue
+        return [_decoded(row) for row in self._rows(sa.select(q).where(q.c.claimable == 1, q.c.holder.is_(None))
+                                                    .order_by(q.c.enqueued_at))]
+
+    def announce_worker(self, holder: str, serves: list[str], info: dict | None = None) -> None:
+        """A grading worker says it lives and which judge endpoints it serves (`workers.endpoint_of`); repeated
+        while it runs, on the database's clock."""
+        m = t.meta
+        value = json.dumps({"serves": serves, "at": self.database_time(), **(info or {})})
+        insert = self._backend.insert(m).values(key=f"worker:{holder}", value=value)
+        self._exec(insert.on_conflict_do_update(index_elements=["key"], set_={"value": insert.excluded.value}))
+
+    def forget_worker(self, holder: str) -> None:
+        self._exec(sa.delete(t.meta).where(t.meta.c.key == f"worker:{holder}"))
+
+    def live_workers(self, max_age: float) -> dict[str, dict]:
+        """The workers that announced themselves in the last `max_age` seconds: ``{holder: what it said}``; rows
+        older than an hour are removed (workers that died)."""
+        m, now = t.meta, self.database_time()
+        out = {}
+        for row in self._query(sa.select(m.c.key, m.c.value).where(m.c.key.like("worker:%"))):
+            try:
+                said = json.loads(row.value)
+                age = now - float(said["at"])
+            except (ValueError, KeyError, TypeError):
+                continue
+            if age <= max_age:
+                out[row.key.split(":", 1)[1]] = said
+            elif age > 3600:
+                self._exec(sa.delete(m).where(m.c.key == row.key))
+        return out
 
 
 def _decoded(row) -> dict:
