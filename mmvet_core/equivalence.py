@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .graded import OFFICIAL_JUDGES
-from .judgecheck import JudgeCheckResult, prediction_hash
+from .judgecheck import JudgeCheckResult, answer_traits, origin_text, prediction_hash
 
 #: How the number is named wherever it is shown.
 LABEL = "official-equivalent estimate"
@@ -44,6 +44,9 @@ DISCLAIMER = "an estimate, not the official MM-Vet metric"
 IN_SAMPLE_SHARE = 0.9
 IN_SAMPLE = "in-sample"
 EXTRAPOLATED = "extrapolated"
+UNLIKE = "unlike the references"
+#: At most this many reasons are named in the label (every one is in `Equivalence.unlike`).
+UNLIKE_SHOWN = 3
 
 
 @dataclass
@@ -80,6 +83,8 @@ class Equivalence:
     left_out: str = ""              # the reference left out of the correction (in-sample)
     pairs: int = 0                  # reference pairs the correction rests on
     columns: list[EquivalentColumn] = field(default_factory=list)
+    unlike: list[str] = field(default_factory=list)             # why the run is unlike the references
+    origin: str = ""                # where the check comes from, when imported (`judgecheck.origin_text`)
 
     @property
     def total(self) -> EquivalentColumn | None:
@@ -91,7 +96,8 @@ class Equivalence:
         when = time.strftime("%Y-%m-%d", time.gmtime(self.check_created_at)) if self.check_created_at else "?"
         rng = (f", official totals {self.reference_range[0]:.1f}–{self.reference_range[1]:.1f}"
                if len(self.reference_range) == 2 else "")
-        return f"check {self.check_id[:8] or '?'} ({when}; {len(self.references)} reference models{rng})"
+        origin = f"; {self.origin}" if self.origin else ""
+        return f"check {self.check_id[:8] or '?'} ({when}; {len(self.references)} reference models{rng}{origin})"
 
     def csv_text(self) -> str:
         """`make_equivalent_csv_text` of this estimate (the file `runs.export_run` writes beside the official
@@ -107,7 +113,16 @@ class Equivalence:
         if not self.available or t is None:
             return None
         return {"estimate": round(t.estimate, 1), "low": round(t.low, 1), "high": round(t.high, 1),
-                "label": self.label, "check": self.check_id, "check_text": self.check_text}
+                "label": self.label_with_reasons, "check": self.check_id, "check_text": self.check_text}
+
+    @property
+    def label_with_reasons(self) -> str:
+        """The labels as a table cell shows them, the reasons a run is unlike the references included:
+        ``extrapolated · unlike the references: refusals or empty answers 33 % (references 0–8 %)``."""
+        parts = [x for x in self.label.split(", ") if x and x != UNLIKE]
+        if self.unlike:
+            parts.append(f"{UNLIKE}: {'; '.join(self.unlike[:UNLIKE_SHOWN])}")
+        return " · ".join(parts)
 
 
 def unavailable_reason(run_judge: dict, benchmark_version: str, check: JudgeCheckResult | None) -> str | None:
@@ -155,10 +170,12 @@ def in_sample_model(check: JudgeCheckResult, predictions: dict | None, *, hashes
 def estimate_equivalent(benchmark, scores: dict[str, list[float | None]], check: JudgeCheckResult | None, *,
                         run_judge: dict, predictions: dict | None = None, benchmark_version: str = "v1",
                         resamples: int | None = None, seed: int = 0,
-                        prediction_hashes: dict | None = None) -> Equivalence:
+                        prediction_hashes: dict | None = None, traits: dict | None = None) -> Equivalence:
     """The official-equivalent estimate of a run (`scores`: sample id -> per-run grades, `benchmark` its benchmark)
     from its judge's check: total and each capability. Pure; never raises for a missing check (the result says why
-    there is no estimate). `predictions`: the run's answers (for the in-sample label)."""
+    there is no estimate). `predictions`: the run's answers (for the in-sample label and the traits the correction
+    assumes are like the references': refusals, length); `traits`: instead of the answers, their
+    `judgecheck.answer_traits` (a leaderboard entry keeps those)."""
     from .benchmark import load_bundled_v1
     from .calibration import DEFAULT_RESAMPLES, PairSet, estimate_run, leave_one_model_out, LomoTable, strata_of
 
@@ -192,18 +209,97 @@ def estimate_equivalent(benchmark, scores: dict[str, list[float | None]], check:
     if not cols or cols[0].name != "total":
         return Equivalence(False, "nothing graded yet", judge)
     lo, hi = est.range
+    if traits is None and predictions:
+        traits = answer_traits(predictions)
+    unlike, widen = _unlike(check, pairs, strata, grades, traits, lomo, ids)
+    for c in cols:
+        w = widen.get(c.name, 0.0)
+        if w > 0:
+            c.low, c.high, c.widened = max(0.0, c.low - w), min(100.0, c.high + w), c.widened + w
     eq = Equivalence(True, check.correction_note, judge, check.check_id, check.created_at, list(pairs.models),
-                     [lo, hi], pairs=est.pairs, columns=cols, left_out=left_out or "")
+                     [lo, hi], pairs=est.pairs, columns=cols, left_out=left_out or "", unlike=unlike,
+                     origin=origin_text(check))
+    labels, notes = [], []
     if left_out is not None:
-        eq.label = IN_SAMPLE
-        eq.label_note = (f"in-sample: these answers are the check's reference {left_out}; it is left out of the "
-                         f"correction, which rests on the other {len(pairs.models)}")
+        labels.append(IN_SAMPLE)
+        notes.append(f"in-sample: these answers are the check's reference {left_out}; it is left out of the "
+                     f"correction, which rests on the other {len(pairs.models)}")
     elif est.extrapolated > 0:
         side = "above" if cols[0].estimate > hi else "below"
-        eq.label = EXTRAPOLATED
-        eq.label_note = (f"extrapolated: {est.extrapolated:.1f} points {side} the references' official totals "
-                         f"({lo:.1f}–{hi:.1f}); the interval is widened by {cols[0].widened:.1f}")
+        labels.append(EXTRAPOLATED)
+        notes.append(f"extrapolated: {est.extrapolated:.1f} points {side} the references' official totals "
+                     f"({lo:.1f}–{hi:.1f}); the interval is widened by {est.columns[0].widened:.1f}")
+    if unlike:
+        labels.append(UNLIKE)
+        more = f" and {len(unlike) - UNLIKE_SHOWN} more" if len(unlike) > UNLIKE_SHOWN else ""
+        notes.append(f"{UNLIKE}: {'; '.join(unlike[:UNLIKE_SHOWN])}{more}; the interval is widened by "
+                     f"{widen.get('total', 0.0):.1f} (what leave-one-model-out shows for such differences)")
+    eq.label, eq.label_note = ", ".join(labels), "; ".join(notes)
     return eq
+
+
+def _unlike(check: JudgeCheckResult, pairs, strata, grades, traits: dict | None, lomo, ids) -> tuple[list[str], dict]:
+    """(the reasons the run is unlike the check's references, the widening per column in points): its trait
+    profile (`calibration.trait_profile`) against the references', the widening the leave-one-model-out rate of
+    each trait times the distance beyond the references' range (the largest over the traits)."""
+    from .calibration import trait_profile, trait_rates, unlike_findings
+
+    refs = []
+    for model in pairs.models:
+        refused, length = _reference_traits(check, model, ids)
+        j = pairs.models.index(model)
+        refs.append(trait_profile(strata.members, refused, length, pairs.candidate[j][None, :]))
+    if not refs:
+        return [], {}
+    refused = np.full(len(ids), np.nan)
+    length = np.full(len(ids), np.nan)
+    graded = np.isfinite(grades).any(axis=0)
+    for k, sid in enumerate(ids):
+        t = (traits or {}).get(sid)
+        if graded[k] and isinstance(t, (list, tuple)) and len(t) == 2:
+            refused[k], length[k] = float(t[0]), float(t[1])
+    run = trait_profile(strata.members & graded[:, None], refused, length, grades)
+    ref_arr = np.stack(refs)
+    counts = (strata.members & graded[:, None]).sum(axis=0)
+    findings = unlike_findings(run, ref_arr, strata.columns, counts)
+    if not findings:
+        return [], {}
+    rates = trait_rates(ref_arr, lomo, pairs.models)
+    widen: dict[str, float] = {}
+    for f in findings:
+        widen[f.column] = max(widen.get(f.column, 0.0), rates[f.trait] * f.distance)
+    # the total widens at least as much as the capability that moved most would move it (its share of samples)
+    share = {c: counts[j] / max(counts[0], 1) for j, c in enumerate(strata.columns)}
+    widen["total"] = max([widen.get("total", 0.0), *(w * share[c] for c, w in widen.items())])
+    return [f.text() for f in findings], widen
+
+
+def _reference_traits(check: JudgeCheckResult, model: str, ids) -> tuple[np.ndarray, np.ndarray]:
+    """A reference's refusals and answer lengths on `ids` (NaN where unknown): from the check's pairs, or, for a
+    check stored before they were kept, from the bundled reference set of that name."""
+    entry = check.pairs.get(model) or {}
+    refused, length = entry.get("refused"), entry.get("length")
+    if refused is None or length is None:
+        preds = _bundled_predictions().get(model)
+        if preds is None:
+            return np.full(len(ids), np.nan), np.full(len(ids), np.nan)
+        traits = answer_traits(preds)
+        return (np.array([traits[s][0] if s in traits else np.nan for s in ids], dtype=float),
+                np.array([traits[s][1] if s in traits else np.nan for s in ids], dtype=float))
+    where = {sid: k for k, sid in enumerate(entry.get("ids") or [])}
+    return (np.array([float(refused[where[s]]) if s in where else np.nan for s in ids]),
+            np.array([float(length[where[s]]) if s in where else np.nan for s in ids]))
+
+
+_BUNDLED: dict = {}
+
+
+def _bundled_predictions() -> dict:
+    if not _BUNDLED:
+        from .judgecheck import load_references
+
+        _BUNDLED.update({r.model: r.predictions for r in load_references(which="all")})
+    return _BUNDLED
 
 
 def estimate_run(view, check: JudgeCheckResult | None, *, resamples: int | None = None) -> Equivalence:
@@ -262,7 +358,16 @@ def format_equivalent_line(eq: Equivalence) -> str:
         return f"{LABEL}: none ({eq.reason})"
     line = (f"{LABEL}: {t.estimate:.1f} [{t.low:.1f}, {t.high:.1f}] ({t.score:.1f} graded by {eq.judge}, corrected "
             f"per grade by {eq.check_text}; {DISCLAIMER})")
-    return f"{line} — {eq.label.upper()}{eq.label_note[len(eq.label):]}" if eq.label else line
+    return f"{line} — {label_text(eq.label_note)}" if eq.label_note else line
+
+
+def label_text(note: str) -> str:
+    """The labels of a note in capitals, their reasons as they are: ``EXTRAPOLATED: …; UNLIKE THE REFERENCES: …``.
+    """
+    out = note
+    for label in (IN_SAMPLE, EXTRAPOLATED, UNLIKE):
+        out = out.replace(f"{label}:", f"{label.upper()}:")
+    return out
 
 
 def format_capability_line(eq: Equivalence) -> str:

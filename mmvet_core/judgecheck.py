@@ -36,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from itertools import combinations
@@ -226,6 +227,8 @@ class JudgeCheckResult:
     calibration: dict = field(default_factory=dict)   # `calibration.correction_summary`: pairs behind each part
     check_id: str = ""              # the stored check's id (set when read from the store)
     unchanged: bool = False         # this check added nothing to the stored one (which is returned)
+    origin: dict = field(default_factory=dict)    # an imported check: where it comes from and how it was verified
+    #                                               (`checkshare`); empty for a check made here
 
     @property
     def total(self) -> CheckColumn:
@@ -362,6 +365,30 @@ def prediction_hash(text) -> str:
     return hashlib.sha256(str(text).encode("utf-8")).hexdigest()[:10]
 
 
+#: A refusal: an empty answer, or a short one that declines ("I don't know", "I'm sorry, I cannot ...").
+_REFUSAL = re.compile(r"\b(i\s+(do\s*n[o']?t|don'?t)\s+know|i'?m\s+sorry|i\s+am\s+sorry|i\s+(cannot|can'?t|am\s+unable|"
+                      r"'m\s+unable|am\s+not\s+able)|unable\s+to\s+(determine|answer|tell|provide)|as\s+an\s+ai|"
+                      r"cannot\s+be\s+determined|not\s+possible\s+to\s+(determine|tell)|no\s+answer|"
+                      r"sorry,?\s+(but\s+)?i)\b", re.IGNORECASE)
+REFUSAL_CHARS = 200
+
+
+def is_refusal(text) -> bool:
+    """True for an empty answer or a short one (at most `REFUSAL_CHARS` characters) that declines to answer.
+
+    >>> is_refusal(""), is_refusal("  I don't know."), is_refusal("I'm sorry, I cannot help"), is_refusal("Paris")
+    (True, True, True, False)
+    """
+    text = str(text or "").strip()
+    return not text or (len(text) <= REFUSAL_CHARS and _REFUSAL.search(text) is not None)
+
+
+def answer_traits(predictions: dict) -> dict[str, list[int]]:
+    """Per sample id: [1 if the answer is a refusal or empty else 0, its length in characters] (what the trait
+    profile of a run reads; a leaderboard entry keeps these, not the answers)."""
+    return {sid: [int(is_refusal(p)), len(str(p or ""))] for sid, p in predictions.items()}
+
+
 def make_pairs(benchmark: Benchmark, refs: list[Reference], candidate: dict,
                totals: dict[str, float] | None = None) -> dict:
     """Every (candidate grade, official grade) pair of the check, per reference model, in benchmark order: the
@@ -379,7 +406,9 @@ def make_pairs(benchmark: Benchmark, refs: list[Reference], candidate: dict,
                                              else (totals or {}).get(ref.model)),
                           "pred_hash": [prediction_hash(ref.predictions.get(sid, "")) for sid in ids],
                           "keyword": [round(keyword_score(benchmark.samples[sid].answer, ref.predictions.get(sid, "")),
-                                            6) for sid in ids]}
+                                            6) for sid in ids],
+                          "refused": [int(is_refusal(ref.predictions.get(sid, ""))) for sid in ids],
+                          "length": [len(str(ref.predictions.get(sid, ""))) for sid in ids]}
     return out
 
 
@@ -524,6 +553,18 @@ def _correctability(result: JudgeCheckResult) -> tuple[bool, str]:
                   f"(official totals {min(levels):.1f} to {max(levels):.1f}); each reference's official total, "
                   f"predicted from the others, is off by {float(np.sqrt(np.mean(errors ** 2))):.1f} points rms "
                   f"({float(np.max(np.abs(errors))):.1f} at most)")
+
+
+def origin_text(result: JudgeCheckResult) -> str:
+    """Where a check comes from, as an estimate names it: "" for a check made here, else ``imported from host X,
+    verified here on 62 prompts`` or ``imported from host X, NOT verified here``."""
+    o = result.origin or {}
+    if not o:
+        return ""
+    host = o.get("host") or "another host"
+    if o.get("verified"):
+        return f"imported from {host}, verified here on {o.get('verified_prompts', '?')} prompts"
+    return f"imported from {host}, NOT verified here (unverified)"
 
 
 def _three(x: float) -> str:
