@@ -325,11 +325,14 @@ def entry_equivalence(store, entry, *, resamples: int | None = None) -> Equivale
     meta = entry.meta
     judge = {"model": meta.get("judge", "?"), "provider": "openai", "prompt_examples": None}
     fingerprint, hashes = meta.get("judge_check_fingerprint"), meta.get("prediction_hashes")
-    if not fingerprint:
+    traits = meta.get("answer_traits")
+    if not fingerprint or traits is None:
         from .leaderboard import estimate_keys
         run = store.get_run(entry.run_id) if entry.run_id else None
         keys = estimate_keys(run, str(meta.get("judge_kind"))) if run is not None else {}
-        fingerprint, hashes = keys.get("judge_check_fingerprint"), keys.get("prediction_hashes")
+        if not fingerprint:
+            fingerprint, hashes = keys.get("judge_check_fingerprint"), keys.get("prediction_hashes")
+        traits = keys.get("answer_traits") if traits is None else traits
     if not fingerprint:
         return Equivalence(False, "the entry does not say which judge check could correct it", judge["model"])
     check = check_of_fingerprint(store, fingerprint)
@@ -341,7 +344,7 @@ def entry_equivalence(store, entry, *, resamples: int | None = None) -> Equivale
     ids = [sid for sid in meta.get("sample_ids") or bench.ids if sid in bench.samples]
     return estimate_equivalent(bench.subset(ids, meta.get("subset") or "entry"), entry.scores, check,
                                run_judge=judge, benchmark_version=version, resamples=resamples,
-                               prediction_hashes=hashes or {})
+                               prediction_hashes=hashes or {}, traits=traits)
 
 
 def format_equivalent_line(eq: Equivalence) -> str:

@@ -287,16 +287,18 @@ def make_snapshot(view, *, tool_version: str = "", trusted=None) -> tuple[dict, 
 
 def estimate_keys(run, kind: str) -> dict:
     """What a successor entry keeps to find its official-equivalent estimate later (never the endpoint's address):
-    the fingerprint of its judge's check and its answers' hashes (the in-sample test)."""
+    the fingerprint of its judge's check, its answers' hashes (the in-sample test) and their traits (refused or
+    not, length: the unlike-the-references test)."""
     if kind != "successor" or run.judge.get("provider") in ("imported", "baseline") \
             or run.judge.get("prompt_examples") is not None:
         return {}
     from .judge import JudgeSettings
-    from .judgecheck import check_settings, prediction_hash
+    from .judgecheck import answer_traits, check_settings, prediction_hash
 
     settings = JudgeSettings(**{k: v for k, v in run.judge.items() if k in JudgeSettings.__dataclass_fields__})
     return {"judge_check_fingerprint": check_settings(settings).fingerprint(),
-            "prediction_hashes": {sid: prediction_hash(p) for sid, p in run.predictions.items()}}
+            "prediction_hashes": {sid: prediction_hash(p) for sid, p in run.predictions.items()},
+            "answer_traits": answer_traits(run.predictions)}
 
 
 # --------------------------------------------------------------------------------------------------------------

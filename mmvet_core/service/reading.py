@@ -170,7 +170,7 @@ class RunReading:
         return {"official_equivalent": format_equivalent_line(eq), "official_equivalent_shown": shown,
                 "official_equivalent_capabilities": format_capability_line(eq),
                 "official_equivalent_label": eq.label, "official_equivalent_check": eq.check_text if eq.available
-                else "", "official_equivalent_estimate": eq.to_dict()}
+                else "", "official_equivalent_unlike": list(eq.unlike), "official_equivalent_estimate": eq.to_dict()}
 
     def status(self, run_id: str) -> dict:
         """Progress and scores of a run (what a script polls after grade). Computed once per change of the run
