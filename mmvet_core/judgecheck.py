@@ -556,15 +556,16 @@ def _correctability(result: JudgeCheckResult) -> tuple[bool, str]:
 
 
 def origin_text(result: JudgeCheckResult) -> str:
-    """Where a check comes from, as an estimate names it: "" for a check made here, else ``imported from host X,
-    verified here on 62 prompts`` or ``imported from host X, NOT verified here``."""
+    """Where a check comes from, as an estimate names it: "" for a check made here, else ``imported: check 3f2a9c1b
+    of host X, verified here on 62 prompts`` or ``imported: check … of host X, NOT verified here (unverified)``."""
     o = result.origin or {}
     if not o:
         return ""
     host = o.get("host") or "another host"
+    of = f"check {str(o.get('check_id') or '?')[:8]} of {host}"
     if o.get("verified"):
-        return f"imported from {host}, verified here on {o.get('verified_prompts', '?')} prompts"
-    return f"imported from {host}, NOT verified here (unverified)"
+        return f"imported: {of}, verified here on {o.get('verified_prompts', '?')} prompts"
+    return f"imported: {of}, NOT verified here (unverified)"
 
 
 def _three(x: float) -> str:
