@@ -347,7 +347,7 @@ def sample_prompts(exported: dict[tuple[str, str], float], *, share: float = VER
 
 
 async def regrade(store, settings: JudgeSettings, judge, picked: list[tuple[str, str]], *,
-                  concurrency: int = 16) -> tuple[dict[tuple[str, str], float], int, str]:
+                  concurrency: int = 16, budget=None) -> tuple[dict[tuple[str, str], float], int, str]:
     """Grade the picked (reference, sample) prompts with the importer's judge (through the store: every answer
     is kept, and an answer already stored costs nothing). Returns (grades, judge calls made, why grading stopped
     early or "")."""
@@ -366,7 +366,7 @@ async def regrade(store, settings: JudgeSettings, judge, picked: list[tuple[str,
             run_id = create_run(store, benchmark=sub, spec="mmvet-v1", n_runs=1, settings=settings,
                                 predictions={sid: refs[model].predictions[sid] for sid in ids},
                                 model_name=f"judge-check import {model}", results_format="reference", reuse=True)
-            outcome = await grade_run(store, run_id, sub, judge, concurrency=concurrency)
+            outcome = await grade_run(store, run_id, sub, judge, concurrency=concurrency, budget=budget)
             calls += outcome.stats.calls
             view = load_run_view(store, run_id, evidence_for=None)
             for sid, scores in view.effective_scores().items():
@@ -432,7 +432,7 @@ def origin_of(facts: dict, verification: Verification | None) -> dict:
 async def import_check(store, settings: JudgeSettings, api_key: str | None, source: str | Path, *,
                        verify_prompts: bool = True, share: float = VERIFY_SHARE, least: int = VERIFY_MIN,
                        seed: int = VERIFY_SEED, resamples: int = 10_000, judge=None,
-                       concurrency: int = 16) -> ImportOutcome:
+                       concurrency: int = 16, budget=None) -> ImportOutcome:
     """Import an exported check (`read_export`) as the check of the judge `settings` describe at this endpoint:
     rows checked (`parse_rows`), then, with `verify_prompts`, a seeded share of its prompts graded again here
     (`regrade`) and the rule applied (`verify`); the check is recomputed from the grades and stored with its
@@ -446,7 +446,7 @@ async def import_check(store, settings: JudgeSettings, api_key: str | None, sour
     if verify_prompts:
         picked = sample_prompts(exported, share=share, least=least, seed=seed)
         judge = judge if judge is not None else make_judge(settings, api_key)
-        here, calls, message = await regrade(store, settings, judge, picked, concurrency=concurrency)
+        here, calls, message = await regrade(store, settings, judge, picked, concurrency=concurrency, budget=budget)
         verification = verify(exported, here, picked, calls)
         if message and not verification.accepted:
             raise CheckShareError(f"the verification stopped: {message}; nothing was imported (the answers it "

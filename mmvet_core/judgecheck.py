@@ -673,7 +673,8 @@ def current_check(store, settings: JudgeSettings) -> JudgeCheckResult | None:
 
 
 def check_of_fingerprint(store, fingerprint: str) -> JudgeCheckResult | None:
-    """`current_check` of the judge whose check settings have this fingerprint."""
+    """`current_check` of the judge whose check settings have this fingerprint (a check made here first, then
+    the one with the most reference models, then the latest)."""
     prompt = check_prompt_id()
     best = None
     for entry in store.judge_checks():
@@ -685,7 +686,9 @@ def check_of_fingerprint(store, fingerprint: str) -> JudgeCheckResult | None:
             continue                          # a damaged entry is skipped, not a crash
         result.check_id = str(entry.get("id", ""))
         result.created_at = float(entry.get("created_at") or result.created_at or 0.0)
-        key = (len(result.models), result.created_at)
+        # a check made here wins over an imported one (an import serves a judge this host has not checked, and
+        # never rewrites the check made here)
+        key = (not result.origin, len(result.models), result.created_at)
         if best is None or key > best[0]:
             best = (key, result)
     return None if best is None else best[1]
