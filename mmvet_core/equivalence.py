@@ -85,6 +85,7 @@ class Equivalence:
     columns: list[EquivalentColumn] = field(default_factory=list)
     unlike: list[str] = field(default_factory=list)             # why the run is unlike the references
     origin: str = ""                # where the check comes from, when imported (`judgecheck.origin_text`)
+    basis: str = ""                 # `FILE_BASIS` for a grade file's judge, as the file records it
 
     @property
     def total(self) -> EquivalentColumn | None:
@@ -347,6 +348,45 @@ def entry_equivalence(store, entry, *, resamples: int | None = None) -> Equivale
                                prediction_hashes=hashes or {}, traits=traits)
 
 
+#: How an estimate of a grade file names what it rests on: the judge the file says graded it.
+FILE_BASIS = "judge as recorded in the file"
+
+
+def recorded_equivalence(store, benchmark, scores: dict, *, judge_counts: dict, prompt: str,
+                         predictions: dict | None = None, resamples: int | None = None) -> Equivalence:
+    """The official-equivalent estimate of grades someone already holds (a grade file: the MM-Vet Space's zip,
+    an official grade JSON, lmms-eval's logs, VLMEvalKit's tables), from the check here of the judge the file
+    records (`judgecheck.check_of_judge_model`), labelled `FILE_BASIS`. None of it is verified: the file's word for
+    its judge is taken, and said. No estimate (and why) for a file graded with another prompt than the official
+    one (no check here measures another prompt), by several judges, by an unnamed judge, by the official judge
+    itself, or by a judge without a check here."""
+    from .graded import PROMPT_LABELS, is_official_judge
+    from .judgecheck import check_of_judge_model
+
+    judges = [j for j in judge_counts if j and j != "unknown"]
+    model = judges[0] if len(judges) == 1 else ""
+    if prompt != "official":
+        return Equivalence(False, f"the file was graded with {PROMPT_LABELS.get(prompt, prompt)}; the judge checks "
+                                  "here measure the official prompt, so no check with that prompt exists here",
+                           model or "?")
+    if len(judges) != 1 or len(judge_counts) != 1:
+        return Equivalence(False, "the file records several judges (or none): an estimate needs one judge",
+                           model or "?")
+    if is_official_judge(model):
+        return Equivalence(False, "graded by the official judge itself: no correction applies", model)
+    check = check_of_judge_model(store, model)
+    if check is None:
+        return Equivalence(False, f"no judge check of {model}, the judge as recorded in the file, is stored here: "
+                                  f"run `python -m mmvet_core judge-check --judge-model {model}` or import one",
+                           model)
+    eq = estimate_equivalent(benchmark, scores, check, run_judge={"model": model, "provider": "openai",
+                                                                  "prompt_examples": None},
+                             predictions=predictions or None, benchmark_version=benchmark.version,
+                             resamples=resamples)
+    eq.basis = FILE_BASIS
+    return eq
+
+
 def format_equivalent_line(eq: Equivalence) -> str:
     """The one-line summary (CLI, run card): the estimate and its interval, labelled, the check it rests on and
     its label (in-sample, extrapolated), or why there is none.
@@ -359,8 +399,9 @@ def format_equivalent_line(eq: Equivalence) -> str:
     t = eq.total
     if not eq.available or t is None:
         return f"{LABEL}: none ({eq.reason})"
-    line = (f"{LABEL}: {t.estimate:.1f} [{t.low:.1f}, {t.high:.1f}] ({t.score:.1f} graded by {eq.judge}, corrected "
-            f"per grade by {eq.check_text}; {DISCLAIMER})")
+    basis = f" ({eq.basis})" if eq.basis else ""
+    line = (f"{LABEL}: {t.estimate:.1f} [{t.low:.1f}, {t.high:.1f}] ({t.score:.1f} graded by {eq.judge}{basis}, "
+            f"corrected per grade by {eq.check_text}; {DISCLAIMER})")
     return f"{line} — {label_text(eq.label_note)}" if eq.label_note else line
 
 

@@ -694,6 +694,32 @@ def check_of_fingerprint(store, fingerprint: str) -> JudgeCheckResult | None:
     return None if best is None else best[1]
 
 
+def check_of_judge_model(store, model: str) -> JudgeCheckResult | None:
+    """The check here of the judge a grade file records (`model`, as its ``model`` / ``eval_model`` field says),
+    at any endpoint, with the official prompt: a check of that model, or of the alias it is a dated version of
+    (``gpt-4.1`` for ``gpt-4.1-2025-04-14``); a check made here first, then the most reference models, then the
+    latest. None when there is none."""
+    from .graded import judges_compatible
+
+    prompt = check_prompt_id()
+    best = None
+    for entry in store.judge_checks():
+        if entry.get("prompt", "") not in (prompt, "") or not entry.get("judge_model"):
+            continue
+        if not judges_compatible(model, str(entry["judge_model"])):
+            continue
+        try:
+            result = JudgeCheckResult.from_dict(entry["result"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        result.check_id = str(entry.get("id", ""))
+        result.created_at = float(entry.get("created_at") or result.created_at or 0.0)
+        key = (not result.origin, len(result.models), result.created_at)
+        if best is None or key > best[0]:
+            best = (key, result)
+    return None if best is None else best[1]
+
+
 def stored_check(store, settings: JudgeSettings, refs: list[Reference] | None = None) -> JudgeCheckResult | None:
     """The stored check of the judge `settings` describe: `current_check`, or the latest check of exactly these
     reference sets when `refs` is given."""

@@ -325,7 +325,14 @@ class Judges:
         hit = self._equivalence_cache.get(view.run.id)
         if hit is not None and hit[0] == key:
             return hit[1]
-        eq = estimate_run(view, run_check(self.store, view.run.judge))
+        judge = view.run.judge
+        if judge.get("provider") == "imported":        # a grade file: the check of the judge it records
+            from ..equivalence import recorded_equivalence
+            eq = recorded_equivalence(self.store, view.benchmark, view.effective_scores(),
+                                      judge_counts=judge.get("judge_counts") or {}, prompt=judge.get("prompt", ""),
+                                      predictions=view.run.predictions)
+        else:
+            eq = estimate_run(view, run_check(self.store, judge))
         if len(self._equivalence_cache) >= EQUIVALENCE_CACHE_SIZE:
             self._equivalence_cache.pop(next(iter(self._equivalence_cache)))
         self._equivalence_cache[view.run.id] = (key, eq)

@@ -166,7 +166,8 @@ class RunReading:
         # shown on a card when there is an estimate, or when the reason helps (check this judge; the check
         # refuses): not for the baseline, imported grades or the official judge, which need none
         shown = eq.available or (view.scores.complete and judge.get("provider") not in ("baseline", "imported")
-                                 and judge.get("model") not in OFFICIAL_JUDGES)
+                                 and judge.get("model") not in OFFICIAL_JUDGES) or (
+            judge.get("provider") == "imported" and not judge.get("official_metric"))   # a grade file: why not
         return {"official_equivalent": format_equivalent_line(eq), "official_equivalent_shown": shown,
                 "official_equivalent_capabilities": format_capability_line(eq),
                 "official_equivalent_label": eq.label, "official_equivalent_check": eq.check_text if eq.available
