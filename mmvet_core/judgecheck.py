@@ -227,6 +227,7 @@ class JudgeCheckResult:
     calibration: dict = field(default_factory=dict)   # `calibration.correction_summary`: pairs behind each part
     check_id: str = ""              # the stored check's id (set when read from the store)
     unchanged: bool = False         # this check added nothing to the stored one (which is returned)
+    coarse_note: str = ""           # a coarse judge (0 / 0.5 / 1): why its intervals cannot be narrowed, if so
     origin: dict = field(default_factory=dict)    # an imported check: where it comes from and how it was verified
     #                                               (`checkshare`); empty for a check made here
 
@@ -436,6 +437,7 @@ def calibrate(result: JudgeCheckResult, benchmark: Benchmark) -> None:
         result.calibration["rmse"] = lomo.rmse
         result.calibration["keyword_rmse"] = leave_one_model_out(keyword, strata).rmse
     result.correctable, result.correction_note = _correctability(result)
+    result.coarse_note = coarse_note(result)
 
 
 class _quiet:
@@ -568,6 +570,63 @@ def origin_text(result: JudgeCheckResult) -> str:
     return f"imported: {of}, NOT verified here (unverified)"
 
 
+#: A judge is coarse when at least this share of its grades are 0, 0.5 or 1 ...
+COARSE_SHARE = 0.95
+#: ... while at least this share of the official grades lie between those values.
+COARSE_BETWEEN = 0.05
+#: The widest interval an estimate should have (issue 30): a coarse judge whose references predict each other
+#: worse than this allows is told why it cannot be narrowed.
+TARGET_WIDTH = 6.0
+
+
+def coarse_note(result: JudgeCheckResult) -> str:
+    """For a judge that grades coarsely (`COARSE_SHARE` of its grades 0, 0.5 or 1 while official grades lie
+    between): why its estimates' intervals cannot be narrowed to `TARGET_WIDTH` points with these references, in
+    numbers (each of its grade values stands for several official grades, in proportions that differ from model
+    to model; the leave-one-model-out errors that follow; the width they imply at least); "" for a judge that is
+    not coarse, or whose references allow it."""
+    from .calibration import LomoTable, t95
+
+    cand, off, per_model = [], [], {}
+    for model, entry in result.pairs.items():
+        c = np.array([np.nan if v is None else float(v) for v in entry.get("candidate", [])])
+        o = np.array([np.nan if v is None else float(v) for v in entry.get("official", [])])
+        ok = np.isfinite(c) & np.isfinite(o)
+        cand.append(c[ok])
+        off.append(o[ok])
+        per_model[model] = (c[ok], o[ok])
+    if not cand:
+        return ""
+    c, o = np.concatenate(cand), np.concatenate(off)
+    on_grid = np.isin(np.round(c, 3), (0.0, 0.5, 1.0))
+    between = ~np.isin(np.round(o, 3), (0.0, 0.5, 1.0))
+    if not c.size or on_grid.mean() < COARSE_SHARE or between.mean() < COARSE_BETWEEN:
+        return ""
+    lomo = LomoTable.from_dict(result.lomo)
+    if lomo is None or len(lomo.rows) < 2:
+        return ""
+    errors = lomo.errors(0)
+    scatter = float(np.mean([r.scatter_var[0] for r in lomo.rows]))
+    half = max(t95(len(lomo.rows) - 1) * math.sqrt(scatter + lomo.model_var(0)), float(np.max(np.abs(errors))))
+    if 2 * half <= TARGET_WIDTH:
+        return ""
+    spreads = []
+    for value in (0.0, 0.5, 1.0):
+        means = {m: float(np.mean(oo[np.round(cc, 3) == value])) for m, (cc, oo) in per_model.items()
+                 if (np.round(cc, 3) == value).sum() >= 5}
+        if len(means) >= 2:
+            lo_m, hi_m = min(means, key=means.get), max(means, key=means.get)
+            spreads.append(f"behind its {value:g}: {means[lo_m]:.3f} ({lo_m}) to {means[hi_m]:.3f} ({hi_m})")
+    return (f"This judge grades coarsely: {on_grid.mean():.0%} of its grades are 0, 0.5 or 1, while "
+            f"{between.mean():.0%} of the official grades lie between. Each of its grades stands for several "
+            "official grades, in proportions that differ from model to model (the mean official grade "
+            + "; ".join(spreads) + f"), so each reference predicted from the others is off by up to "
+            f"{float(np.max(np.abs(errors))):.1f} points (rms {float(np.sqrt(np.mean(errors ** 2))):.1f}), and an "
+            f"estimate's 95 % interval is at least {2 * half:.1f} points wide. These references cannot narrow it to "
+            f"{TARGET_WIDTH:g} points: that needs reference models whose proportions agree (or many more of them), "
+            "or a judge that keeps the information (a finer scale, or several runs at a temperature, averaged).")
+
+
 def _three(x: float) -> str:
     return "n/a (one run)" if x is None or math.isnan(x) else f"{x:.3f}"
 
@@ -613,6 +672,9 @@ def format_check(result: JudgeCheckResult) -> str:
     lines.append("")
     lines.append(result.verdict)
     lines.extend(format_correction(result))
+    if result.coarse_note:
+        lines.append("")
+        lines.append(result.coarse_note)
     if result.correctable:
         lines.append(f"Official-equivalent estimates of this judge's runs: available (an estimate: {result.correction_note}).")
     elif result.correction_note:
