@@ -147,6 +147,20 @@ def _prediction_hashes(v):
             raise ValueError(f"sample {sid}: {str(h)[:40]!r} is not a prediction hash")
 
 
+def _answer_traits(v):
+    """sample id -> [1 if a refusal or empty else 0, answer length in characters] (`judgecheck.answer_traits`)."""
+    if not isinstance(v, dict):
+        raise ValueError(f"must be a mapping, not {type(v).__name__}")
+    if len(v) > MAX_SAMPLES:
+        raise ValueError(f"at most {MAX_SAMPLES} samples ({len(v)} given)")
+    for sid, t in v.items():
+        if not isinstance(sid, str) or not _SAMPLE_ID.match(sid):
+            raise ValueError(f"{str(sid)[:40]!r} is not a sample id")
+        if (not isinstance(t, list) or len(t) != 2 or any(type(x) is not int for x in t) or t[0] not in (0, 1)
+                or not 0 <= t[1] <= 10_000_000):
+            raise ValueError(f"sample {sid}: {str(t)[:40]!r} is not [refused 0/1, length]")
+
+
 def _sample_caps(v):
     if not isinstance(v, dict):
         raise ValueError(f"must be a mapping, not {type(v).__name__}")
@@ -220,6 +234,7 @@ META_FIELDS: dict[str, tuple[bool, Callable[[Any], None]]] = {     # name: (requ
     "grades_sha": (False, _text(64, pattern=_HEX)),
     "judge_check_fingerprint": (False, _text(64, pattern=_HEX)),    # the estimate's check (`leaderboard.estimate_keys`)
     "prediction_hashes": (False, _prediction_hashes),                 # the estimate's in-sample test
+    "answer_traits": (False, _answer_traits),                         # the estimate's unlike-the-references test
 }
 
 

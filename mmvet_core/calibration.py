@@ -486,3 +486,109 @@ def correction_summary(pairs: PairSet, strata: Strata, shrink: float = SHRINK) -
         "cells_own": int((n_int >= shrink).sum()),
         "shrink": shrink,
     }
+
+
+# ---- runs unlike the references (issue 30) ------------------------------------------------------------------
+#: What the correction assumes is like the references, measured per column (total, each capability): the share
+#: of refusals and empty answers, the answers' typical length (mean of log(1 + characters)) and the share of
+#: grades that are exactly 0 or 1.
+TRAITS = ("refusals", "length", "extreme")
+#: Points of error per unit of a trait (a share, or log-length) an interval widens by at least, beyond the
+#: references' range: a run a third of whose answers are of a kind no reference shows may be off by 0.1 per such
+#: sample (3 points); answers e times longer than any reference's by 3 points.
+MIN_TRAIT_RATE = {"refusals": 10.0, "length": 3.0, "extreme": 10.0}
+#: A reference counts as outside the others' range on a trait (its leave-one-out error then measures the rate)
+#: from this distance on.
+TRAIT_EDGE = {"refusals": 0.02, "length": 0.1, "extreme": 0.03}
+#: ... and no rate above this is taken from one reference (a reference just beyond the others would make it
+#: unbounded).
+MAX_TRAIT_RATE = 60.0
+
+
+def trait_profile(members: np.ndarray, refused: np.ndarray, length: np.ndarray, grades: np.ndarray) -> np.ndarray:
+    """Per trait (`TRAITS`) and column: the share of the column's answers that are refusals or empty, the mean
+    log(1 + characters) of its answers (NaN entries: answer unknown) and the share of its grades (``grades``:
+    R × N) that are exactly 0 or 1 -> 3 × k (NaN where a column has nothing to measure)."""
+    m = members.astype(float)
+    out = np.full((len(TRAITS), members.shape[1]), np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for t, values in ((0, refused), (1, np.log1p(length))):
+            ok = np.isfinite(values)
+            out[t] = (np.where(ok, values, 0.0) @ m) / (ok.astype(float) @ m)
+        g = np.asarray(grades, dtype=float)
+        ok = np.isfinite(g)
+        ext = ok & ((np.round(g, DECIMALS) == 0.0) | (np.round(g, DECIMALS) == 1.0))
+        out[2] = (ext.astype(float).sum(0) @ m) / (ok.astype(float).sum(0) @ m)
+    return out
+
+
+@dataclass
+class TraitFinding:
+    """A run outside the references' range on one trait in one column."""
+
+    trait: str
+    column: str
+    value: float
+    low: float                      # the references' range
+    high: float
+    distance: float                 # beyond the range (trait units)
+
+    def text(self) -> str:
+        where = "" if self.column == "total" else f"on {self.column}, "
+        if self.trait == "length":
+            def chars(x):
+                return f"{math.expm1(x):.0f}"
+            return (f"{where}typical answer length {chars(self.value)} characters (references {chars(self.low)}–"
+                    f"{chars(self.high)})")
+        what = "refusals or empty answers" if self.trait == "refusals" else "grades of exactly 0 or 1"
+        return f"{where}{what} {100 * self.value:.0f} % (references {100 * self.low:.0f}–{100 * self.high:.0f} %)"
+
+
+def _trait_tolerance(trait: str, edge: float, n: float) -> float:
+    """How far beyond the references' range a column of `n` samples may lie on `trait` and still be like them:
+    2.5 standard errors of a share at the range's edge (at least 5 %) plus 5 points of share; for the length,
+    2.5 / √n plus 0.2 of log-length (answers 22 % longer or shorter). Measured on the shipped references: none
+    of them, left out, lies beyond the others by more than that on its total, and so the label is kept for runs
+    that differ in kind (a third of the answers refused, answers several times longer)."""
+    n = max(float(n), 1.0)
+    if trait == "length":
+        return 0.2 + 2.5 / math.sqrt(n)
+    p = min(max(edge, 0.05), 0.95)
+    return 0.05 + 2.5 * math.sqrt(p * (1 - p) / n)
+
+
+def unlike_findings(run: np.ndarray, refs: np.ndarray, columns: Sequence[str], counts: Sequence[float]) -> list[TraitFinding]:
+    """Where the run's trait profile (3 × k) lies outside the references' (M × 3 × k) range by more than chance
+    (`counts`: samples per column), total first, then each capability."""
+    out = []
+    for t, trait in enumerate(TRAITS):
+        for j, column in enumerate(columns):
+            vals = refs[:, t, j][np.isfinite(refs[:, t, j])]
+            v = run[t, j]
+            if not vals.size or not math.isfinite(v):
+                continue
+            lo, hi = float(vals.min()), float(vals.max())
+            dist = max(0.0, v - hi, lo - v)
+            if dist > _trait_tolerance(trait, hi if v > hi else lo, counts[j]):
+                out.append(TraitFinding(trait, column, float(v), lo, hi, float(dist)))
+    return out
+
+
+def trait_rates(refs: np.ndarray, lomo: "LomoTable", models: Sequence[str]) -> dict[str, float]:
+    """Points of total error per unit of each trait, from the leave-one-model-out rows whose reference lies
+    outside the other references' range on it (at least `MIN_TRAIT_RATE`, at most `MAX_TRAIT_RATE` each)."""
+    by_model = {r.model: r for r in lomo.rows}
+    rates = {}
+    for t, trait in enumerate(TRAITS):
+        found = [MIN_TRAIT_RATE[trait]]
+        for m, model in enumerate(models):
+            row = by_model.get(model)
+            others = np.delete(refs[:, t, 0], m)
+            others = others[np.isfinite(others)]
+            if row is None or not others.size or not math.isfinite(refs[m, t, 0]):
+                continue
+            dist = max(0.0, refs[m, t, 0] - others.max(), others.min() - refs[m, t, 0])
+            if dist >= TRAIT_EDGE[trait] and math.isfinite(row.error[0]):
+                found.append(min(MAX_TRAIT_RATE, abs(row.error[0]) / dist))
+        rates[trait] = float(max(found))
+    return rates

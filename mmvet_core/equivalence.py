@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .graded import OFFICIAL_JUDGES
-from .judgecheck import JudgeCheckResult, prediction_hash
+from .judgecheck import JudgeCheckResult, answer_traits, origin_text, prediction_hash
 
 #: How the number is named wherever it is shown.
 LABEL = "official-equivalent estimate"
@@ -49,6 +49,9 @@ DISCLAIMER = "an estimate, not the official MM-Vet metric"
 IN_SAMPLE_SHARE = 0.9
 IN_SAMPLE = "in-sample"
 EXTRAPOLATED = "extrapolated"
+UNLIKE = "unlike the references"
+#: At most this many reasons are named in the label (every one is in `Equivalence.unlike`).
+UNLIKE_SHOWN = 3
 
 
 @dataclass
@@ -85,6 +88,9 @@ class Equivalence:
     left_out: str = ""              # the reference left out of the correction (in-sample)
     pairs: int = 0                  # reference pairs the correction rests on
     columns: list[EquivalentColumn] = field(default_factory=list)
+    unlike: list[str] = field(default_factory=list)             # why the run is unlike the references
+    origin: str = ""                # where the check comes from, when imported (`judgecheck.origin_text`)
+    basis: str = ""                 # `FILE_BASIS` for a grade file's judge, as the file records it
 
     @property
     def total(self) -> EquivalentColumn | None:
@@ -96,7 +102,8 @@ class Equivalence:
         when = time.strftime("%Y-%m-%d", time.gmtime(self.check_created_at)) if self.check_created_at else "?"
         rng = (f", official totals {self.reference_range[0]:.1f}–{self.reference_range[1]:.1f}"
                if len(self.reference_range) == 2 else "")
-        return f"check {self.check_id[:8] or '?'} ({when}; {len(self.references)} reference models{rng})"
+        origin = f"; {self.origin}" if self.origin else ""
+        return f"check {self.check_id[:8] or '?'} ({when}; {len(self.references)} reference models{rng}{origin})"
 
     def csv_text(self) -> str:
         """`make_equivalent_csv_text` of this estimate (the file `runs.export_run` writes beside the official
@@ -121,7 +128,16 @@ class Equivalence:
         if not self.available or t is None:
             return None
         return {"estimate": round(t.estimate, 1), "low": round(t.low, 1), "high": round(t.high, 1),
-                "label": self.label, "check": self.check_id, "check_text": self.check_text}
+                "label": self.label_with_reasons, "check": self.check_id, "check_text": self.check_text}
+
+    @property
+    def label_with_reasons(self) -> str:
+        """The labels as a table cell shows them, the reasons a run is unlike the references included:
+        ``extrapolated · unlike the references: refusals or empty answers 33 % (references 0–8 %)``."""
+        parts = [x for x in self.label.split(", ") if x and x != UNLIKE]
+        if self.unlike:
+            parts.append(f"{UNLIKE}: {'; '.join(self.unlike[:UNLIKE_SHOWN])}")
+        return " · ".join(parts)
 
 
 #: Why a run graded with a visitor's own key at this server's own endpoint gets no estimate.
@@ -175,10 +191,12 @@ def in_sample_model(check: JudgeCheckResult, predictions: dict | None, *, hashes
 def estimate_equivalent(benchmark, scores: dict[str, list[float | None]], check: JudgeCheckResult | None, *,
                         run_judge: dict, predictions: dict | None = None, benchmark_version: str = "v1",
                         resamples: int | None = None, seed: int = 0,
-                        prediction_hashes: dict | None = None) -> Equivalence:
+                        prediction_hashes: dict | None = None, traits: dict | None = None) -> Equivalence:
     """The official-equivalent estimate of a run (`scores`: sample id -> per-run grades, `benchmark` its benchmark)
     from its judge's check: total and each capability. Pure; never raises for a missing check (the result says why
-    there is no estimate). `predictions`: the run's answers (for the in-sample label)."""
+    there is no estimate). `predictions`: the run's answers (for the in-sample label and the traits the correction
+    assumes are like the references': refusals, length); `traits`: instead of the answers, their
+    `judgecheck.answer_traits` (a leaderboard entry keeps those)."""
     from .benchmark import load_bundled_v1
     from .calibration import DEFAULT_RESAMPLES, PairSet, estimate_run, leave_one_model_out, LomoTable, strata_of
 
@@ -212,18 +230,97 @@ def estimate_equivalent(benchmark, scores: dict[str, list[float | None]], check:
     if not cols or cols[0].name != "total":
         return Equivalence(False, "nothing graded yet", judge)
     lo, hi = est.range
+    if traits is None and predictions:
+        traits = answer_traits(predictions)
+    unlike, widen = _unlike(check, pairs, strata, grades, traits, lomo, ids)
+    for c in cols:
+        w = widen.get(c.name, 0.0)
+        if w > 0:
+            c.low, c.high, c.widened = max(0.0, c.low - w), min(100.0, c.high + w), c.widened + w
     eq = Equivalence(True, check.correction_note, judge, check.check_id, check.created_at, list(pairs.models),
-                     [lo, hi], pairs=est.pairs, columns=cols, left_out=left_out or "")
+                     [lo, hi], pairs=est.pairs, columns=cols, left_out=left_out or "", unlike=unlike,
+                     origin=origin_text(check))
+    labels, notes = [], []
     if left_out is not None:
-        eq.label = IN_SAMPLE
-        eq.label_note = (f"in-sample: these answers are the check's reference {left_out}; it is left out of the "
-                         f"correction, which rests on the other {len(pairs.models)}")
+        labels.append(IN_SAMPLE)
+        notes.append(f"in-sample: these answers are the check's reference {left_out}; it is left out of the "
+                     f"correction, which rests on the other {len(pairs.models)}")
     elif est.extrapolated > 0:
         side = "above" if cols[0].estimate > hi else "below"
-        eq.label = EXTRAPOLATED
-        eq.label_note = (f"extrapolated: {est.extrapolated:.1f} points {side} the references' official totals "
-                         f"({lo:.1f}–{hi:.1f}); the interval is widened by {cols[0].widened:.1f}")
+        labels.append(EXTRAPOLATED)
+        notes.append(f"extrapolated: {est.extrapolated:.1f} points {side} the references' official totals "
+                     f"({lo:.1f}–{hi:.1f}); the interval is widened by {est.columns[0].widened:.1f}")
+    if unlike:
+        labels.append(UNLIKE)
+        more = f" and {len(unlike) - UNLIKE_SHOWN} more" if len(unlike) > UNLIKE_SHOWN else ""
+        notes.append(f"{UNLIKE}: {'; '.join(unlike[:UNLIKE_SHOWN])}{more}; the interval is widened by "
+                     f"{widen.get('total', 0.0):.1f} (what leave-one-model-out shows for such differences)")
+    eq.label, eq.label_note = ", ".join(labels), "; ".join(notes)
     return eq
+
+
+def _unlike(check: JudgeCheckResult, pairs, strata, grades, traits: dict | None, lomo, ids) -> tuple[list[str], dict]:
+    """(the reasons the run is unlike the check's references, the widening per column in points): its trait
+    profile (`calibration.trait_profile`) against the references', the widening the leave-one-model-out rate of
+    each trait times the distance beyond the references' range (the largest over the traits)."""
+    from .calibration import trait_profile, trait_rates, unlike_findings
+
+    refs = []
+    for model in pairs.models:
+        refused, length = _reference_traits(check, model, ids)
+        j = pairs.models.index(model)
+        refs.append(trait_profile(strata.members, refused, length, pairs.candidate[j][None, :]))
+    if not refs:
+        return [], {}
+    refused = np.full(len(ids), np.nan)
+    length = np.full(len(ids), np.nan)
+    graded = np.isfinite(grades).any(axis=0)
+    for k, sid in enumerate(ids):
+        t = (traits or {}).get(sid)
+        if graded[k] and isinstance(t, (list, tuple)) and len(t) == 2:
+            refused[k], length[k] = float(t[0]), float(t[1])
+    run = trait_profile(strata.members & graded[:, None], refused, length, grades)
+    ref_arr = np.stack(refs)
+    counts = (strata.members & graded[:, None]).sum(axis=0)
+    findings = unlike_findings(run, ref_arr, strata.columns, counts)
+    if not findings:
+        return [], {}
+    rates = trait_rates(ref_arr, lomo, pairs.models)
+    widen: dict[str, float] = {}
+    for f in findings:
+        widen[f.column] = max(widen.get(f.column, 0.0), rates[f.trait] * f.distance)
+    # the total widens at least as much as the capability that moved most would move it (its share of samples)
+    share = {c: counts[j] / max(counts[0], 1) for j, c in enumerate(strata.columns)}
+    widen["total"] = max([widen.get("total", 0.0), *(w * share[c] for c, w in widen.items())])
+    return [f.text() for f in findings], widen
+
+
+def _reference_traits(check: JudgeCheckResult, model: str, ids) -> tuple[np.ndarray, np.ndarray]:
+    """A reference's refusals and answer lengths on `ids` (NaN where unknown): from the check's pairs, or, for a
+    check stored before they were kept, from the bundled reference set of that name."""
+    entry = check.pairs.get(model) or {}
+    refused, length = entry.get("refused"), entry.get("length")
+    if refused is None or length is None:
+        preds = _bundled_predictions().get(model)
+        if preds is None:
+            return np.full(len(ids), np.nan), np.full(len(ids), np.nan)
+        traits = answer_traits(preds)
+        return (np.array([traits[s][0] if s in traits else np.nan for s in ids], dtype=float),
+                np.array([traits[s][1] if s in traits else np.nan for s in ids], dtype=float))
+    where = {sid: k for k, sid in enumerate(entry.get("ids") or [])}
+    return (np.array([float(refused[where[s]]) if s in where else np.nan for s in ids]),
+            np.array([float(length[where[s]]) if s in where else np.nan for s in ids]))
+
+
+_BUNDLED: dict = {}
+
+
+def _bundled_predictions() -> dict:
+    if not _BUNDLED:
+        from .judgecheck import load_references
+
+        _BUNDLED.update({r.model: r.predictions for r in load_references(which="all")})
+    return _BUNDLED
 
 
 def estimate_run(view, check: JudgeCheckResult | None, *, resamples: int | None = None,
@@ -242,36 +339,43 @@ def estimate_run(view, check: JudgeCheckResult | None, *, resamples: int | None 
 
 
 def estimate_inputs(check: JudgeCheckResult, benchmark, scores: dict, *, run_judge: dict, benchmark_version: str,
-                    prediction_hashes: dict, resamples: int | None, seed: int) -> str:
+                    prediction_hashes: dict, resamples: int | None, seed: int, traits: dict | None = None) -> str:
     """What an estimate is computed from, as a digest (the key of its stored copy beside its check's id): the
     grades per sample of the benchmark's samples, the answers' hashes, the judge's name, the benchmark version and
     the bootstrap's size and seed. A run and its leaderboard entry with the same grades have the same inputs."""
     rows = [[sid, [None if g is None else round(float(g), 6) for g in (scores.get(sid) or [])]]
             for sid in sorted(benchmark.samples)]
     ident = json.dumps([check.check_id, benchmark_version, str(run_judge.get("model", "?")), rows,
-                        sorted((prediction_hashes or {}).items()), resamples or 0, seed], ensure_ascii=False)
+                        sorted((prediction_hashes or {}).items()), resamples or 0, seed,
+                        sorted((k, list(v)) for k, v in (traits or {}).items())], ensure_ascii=False)
     return hashlib.sha256(ident.encode("utf-8")).hexdigest()
 
 
 def stored_equivalent(store, benchmark, scores: dict[str, list[float | None]], check: JudgeCheckResult | None, *,
                       run_judge: dict, predictions: dict | None = None, benchmark_version: str = "v1",
                       resamples: int | None = None, seed: int = 0,
-                      prediction_hashes: dict | None = None) -> Equivalence:
+                      prediction_hashes: dict | None = None, traits: dict | None = None) -> Equivalence:
     """`estimate_equivalent`, stored once per (check, `estimate_inputs`) in `store` (`Store.put_estimate`: the
     first stored wins, so racing processes agree): the card, ``/status``, the leaderboard and MCP read this one
     estimate, never one each. Without a store (or a stored check id) it is computed as is."""
     if prediction_hashes is None and predictions:
         prediction_hashes = {sid: prediction_hash(p) for sid, p in predictions.items()}
+    if traits is None and predictions:
+        traits = answer_traits(predictions)       # what the unlike-the-references test reads
     reason = unavailable_reason(run_judge, benchmark_version, check)
-    if store is None or reason is not None or not check.check_id:
+
+    def compute() -> Equivalence:
         return estimate_equivalent(benchmark, scores, check, run_judge=run_judge, benchmark_version=benchmark_version,
-                                   resamples=resamples, seed=seed, prediction_hashes=prediction_hashes)
+                                   resamples=resamples, seed=seed, prediction_hashes=prediction_hashes, traits=traits)
+
+    if store is None or reason is not None or not check.check_id:
+        return compute()
     inputs = estimate_inputs(check, benchmark, scores, run_judge=run_judge, benchmark_version=benchmark_version,
-                             prediction_hashes=prediction_hashes or {}, resamples=resamples, seed=seed)
+                             prediction_hashes=prediction_hashes or {}, resamples=resamples, seed=seed,
+                             traits=traits)
     stored = store.get_estimate(check.check_id, inputs)
     if stored is None:
-        eq = estimate_equivalent(benchmark, scores, check, run_judge=run_judge, benchmark_version=benchmark_version,
-                                 resamples=resamples, seed=seed, prediction_hashes=prediction_hashes)
+        eq = compute()
         if not eq.available:
             return eq                    # "nothing graded yet": not worth a row
         stored = store.put_estimate(check.check_id, inputs, eq.to_dict())
@@ -289,11 +393,14 @@ def entry_equivalence(store, entry, *, resamples: int | None = None) -> Equivale
     meta = entry.meta
     judge = {"model": meta.get("judge", "?"), "provider": "openai", "prompt_examples": None}
     fingerprint, hashes = meta.get("judge_check_fingerprint"), meta.get("prediction_hashes")
-    if not fingerprint:
+    traits = meta.get("answer_traits")
+    if not fingerprint or traits is None:
         from .leaderboard import estimate_keys
         run = store.get_run(entry.run_id) if entry.run_id else None
         keys = estimate_keys(run, str(meta.get("judge_kind"))) if run is not None else {}
-        fingerprint, hashes = keys.get("judge_check_fingerprint"), keys.get("prediction_hashes")
+        if not fingerprint:
+            fingerprint, hashes = keys.get("judge_check_fingerprint"), keys.get("prediction_hashes")
+        traits = keys.get("answer_traits") if traits is None else traits
     if not fingerprint:
         return Equivalence(False, "the entry does not say which judge check could correct it", judge["model"])
     check = check_of_fingerprint(store, fingerprint)
@@ -305,7 +412,46 @@ def entry_equivalence(store, entry, *, resamples: int | None = None) -> Equivale
     ids = [sid for sid in meta.get("sample_ids") or bench.ids if sid in bench.samples]
     return stored_equivalent(store, bench.subset(ids, meta.get("subset") or "entry"), entry.scores, check,
                              run_judge=judge, benchmark_version=version, resamples=resamples,
-                             prediction_hashes=hashes or {})
+                             prediction_hashes=hashes or {}, traits=traits)
+
+
+#: How an estimate of a grade file names what it rests on: the judge the file says graded it.
+FILE_BASIS = "judge as recorded in the file"
+
+
+def recorded_equivalence(store, benchmark, scores: dict, *, judge_counts: dict, prompt: str,
+                         predictions: dict | None = None, resamples: int | None = None) -> Equivalence:
+    """The official-equivalent estimate of grades someone already holds (a grade file: the MM-Vet Space's zip,
+    an official grade JSON, lmms-eval's logs, VLMEvalKit's tables), from the check here of the judge the file
+    records (`judgecheck.check_of_judge_model`), labelled `FILE_BASIS`. None of it is verified: the file's word for
+    its judge is taken, and said. No estimate (and why) for a file graded with another prompt than the official
+    one (no check here measures another prompt), by several judges, by an unnamed judge, by the official judge
+    itself, or by a judge without a check here."""
+    from .graded import PROMPT_LABELS, is_official_judge
+    from .judgecheck import check_of_judge_model
+
+    judges = [j for j in judge_counts if j and j != "unknown"]
+    model = judges[0] if len(judges) == 1 else ""
+    if prompt != "official":
+        return Equivalence(False, f"the file was graded with {PROMPT_LABELS.get(prompt, prompt)}; the judge checks "
+                                  "here measure the official prompt, so no check with that prompt exists here",
+                           model or "?")
+    if len(judges) != 1 or len(judge_counts) != 1:
+        return Equivalence(False, "the file records several judges (or none): an estimate needs one judge",
+                           model or "?")
+    if is_official_judge(model):
+        return Equivalence(False, "graded by the official judge itself: no correction applies", model)
+    check = check_of_judge_model(store, model)
+    if check is None:
+        return Equivalence(False, f"no judge check of {model}, the judge as recorded in the file, is stored here: "
+                                  f"run `python -m mmvet_core judge-check --judge-model {model}` or import one",
+                           model)
+    eq = stored_equivalent(store, benchmark, scores, check, run_judge={"model": model, "provider": "openai",
+                                                                       "prompt_examples": None},
+                           predictions=predictions or None, benchmark_version=benchmark.version,
+                           resamples=resamples)
+    eq.basis = FILE_BASIS
+    return eq
 
 
 def format_equivalent_line(eq: Equivalence) -> str:
@@ -320,9 +466,19 @@ def format_equivalent_line(eq: Equivalence) -> str:
     t = eq.total
     if not eq.available or t is None:
         return f"{LABEL}: none ({eq.reason})"
-    line = (f"{LABEL}: {t.estimate:.1f} [{t.low:.1f}, {t.high:.1f}] ({t.score:.1f} graded by {eq.judge}, corrected "
-            f"per grade by {eq.check_text}; {DISCLAIMER})")
-    return f"{line} — {eq.label.upper()}{eq.label_note[len(eq.label):]}" if eq.label else line
+    basis = f" ({eq.basis})" if eq.basis else ""
+    line = (f"{LABEL}: {t.estimate:.1f} [{t.low:.1f}, {t.high:.1f}] ({t.score:.1f} graded by {eq.judge}{basis}, "
+            f"corrected per grade by {eq.check_text}; {DISCLAIMER})")
+    return f"{line} — {label_text(eq.label_note)}" if eq.label_note else line
+
+
+def label_text(note: str) -> str:
+    """The labels of a note in capitals, their reasons as they are: ``EXTRAPOLATED: …; UNLIKE THE REFERENCES: …``.
+    """
+    out = note
+    for label in (IN_SAMPLE, EXTRAPOLATED, UNLIKE):
+        out = out.replace(f"{label}:", f"{label.upper()}:")
+    return out
 
 
 def format_capability_line(eq: Equivalence) -> str:

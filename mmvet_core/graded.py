@@ -225,6 +225,8 @@ def read_grade_file(path: str | Path, benchmark: Benchmark, *, max_bytes: int = 
     path = Path(path)
     if not path.is_file():
         raise GradeFileError(f"no such grade file: {path}")
+    if path.suffix.lower() == ".zip":
+        return _from_zip(path, benchmark, max_bytes)
     obj = _looks_like_grade_json(path, max_bytes)
     if obj is not None:
         try:
@@ -232,6 +234,38 @@ def read_grade_file(path: str | Path, benchmark: Benchmark, *, max_bytes: int = 
         except GradeFileError as e:
             raise GradeFileError(str(e) if str(e).startswith(path.name) else f"{path.name}: {e}") from None
     return _from_results(path, benchmark, max_bytes)
+
+
+def _from_zip(path: Path, benchmark: Benchmark, max_bytes: int) -> GradeSet:
+    """The official grade JSON inside a zip as the MM-Vet Space (and the official evaluator's users) hand it out:
+    the one entry named ``{model}_{judge}-grade-{N}runs.json`` (in any folder of the zip; the CSVs beside it are
+    recomputed, not read), extracted safely (`archive`) and read as it comes."""
+    import tempfile
+
+    from .archive import ArchiveError, check_zip, entry_name, safe_extract_zip
+
+    try:
+        infos = check_zip(path)
+    except ArchiveError as e:
+        raise GradeFileError(f"{path.name}: {e}") from None
+    grades = [i for i in infos if not i.is_dir() and OFFICIAL_GRADE_NAME.match(entry_name(i).rsplit("/", 1)[-1])]
+    if len(grades) != 1:
+        raise GradeFileError(f"{path.name}: a zip of grades holds exactly one official grade file "
+                             f"{{model}}_{{judge}}-grade-{{N}}runs.json; this one holds {len(grades)}")
+    name = entry_name(grades[0]).rsplit("/", 1)[-1]
+    with tempfile.TemporaryDirectory(prefix="grade-zip-") as tmp:
+        try:
+            safe_extract_zip(path, tmp, only={entry_name(grades[0]): name})
+        except ArchiveError as e:
+            raise GradeFileError(f"{path.name}: {e}") from None
+        inner = Path(tmp) / name
+        obj = _looks_like_grade_json(inner, max_bytes)
+        if obj is None:
+            raise GradeFileError(f"{path.name}: {name} is not an official grade file")
+        gs = _from_official(inner, obj, benchmark)
+    gs.path = str(path)
+    gs.notes.append(f"read from {name} inside {path.name}")
+    return gs
 
 
 def missing_ids(scores: dict[str, list[float | None]], benchmark: Benchmark, n_runs: int | None = None) -> list[str]:

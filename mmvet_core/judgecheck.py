@@ -44,6 +44,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from itertools import combinations
@@ -277,6 +278,9 @@ class JudgeCheckResult:
     calibration: dict = field(default_factory=dict)   # `calibration.correction_summary`: pairs behind each part
     check_id: str = ""              # the stored check's id (set when read from the store)
     unchanged: bool = False         # this check added nothing to the stored one (which is returned)
+    coarse_note: str = ""           # a coarse judge (0 / 0.5 / 1): why its intervals cannot be narrowed, if so
+    origin: dict = field(default_factory=dict)    # an imported check: where it comes from and how it was verified
+    #                                               (`checkshare`); empty for a check made here
 
     @property
     def total(self) -> CheckColumn:
@@ -413,6 +417,30 @@ def prediction_hash(text) -> str:
     return hashlib.sha256(str(text).encode("utf-8")).hexdigest()[:10]
 
 
+#: A refusal: an empty answer, or a short one that declines ("I don't know", "I'm sorry, I cannot ...").
+_REFUSAL = re.compile(r"\b(i\s+(do\s*n[o']?t|don'?t)\s+know|i'?m\s+sorry|i\s+am\s+sorry|i\s+(cannot|can'?t|am\s+unable|"
+                      r"'m\s+unable|am\s+not\s+able)|unable\s+to\s+(determine|answer|tell|provide)|as\s+an\s+ai|"
+                      r"cannot\s+be\s+determined|not\s+possible\s+to\s+(determine|tell)|no\s+answer|"
+                      r"sorry,?\s+(but\s+)?i)\b", re.IGNORECASE)
+REFUSAL_CHARS = 200
+
+
+def is_refusal(text) -> bool:
+    """True for an empty answer or a short one (at most `REFUSAL_CHARS` characters) that declines to answer.
+
+    >>> is_refusal(""), is_refusal("  I don't know."), is_refusal("I'm sorry, I cannot help"), is_refusal("Paris")
+    (True, True, True, False)
+    """
+    text = str(text or "").strip()
+    return not text or (len(text) <= REFUSAL_CHARS and _REFUSAL.search(text) is not None)
+
+
+def answer_traits(predictions: dict) -> dict[str, list[int]]:
+    """Per sample id: [1 if the answer is a refusal or empty else 0, its length in characters] (what the trait
+    profile of a run reads; a leaderboard entry keeps these, not the answers)."""
+    return {sid: [int(is_refusal(p)), len(str(p or ""))] for sid, p in predictions.items()}
+
+
 def make_pairs(benchmark: Benchmark, refs: list[Reference], candidate: dict,
                totals: dict[str, float] | None = None) -> dict:
     """Every (candidate grade, official grade) pair of the check, per reference model, in benchmark order: the
@@ -430,7 +458,9 @@ def make_pairs(benchmark: Benchmark, refs: list[Reference], candidate: dict,
                                              else (totals or {}).get(ref.model)),
                           "pred_hash": [prediction_hash(ref.predictions.get(sid, "")) for sid in ids],
                           "keyword": [round(keyword_score(benchmark.samples[sid].answer, ref.predictions.get(sid, "")),
-                                            6) for sid in ids]}
+                                            6) for sid in ids],
+                          "refused": [int(is_refusal(ref.predictions.get(sid, ""))) for sid in ids],
+                          "length": [len(str(ref.predictions.get(sid, ""))) for sid in ids]}
     return out
 
 
@@ -458,6 +488,7 @@ def calibrate(result: JudgeCheckResult, benchmark: Benchmark) -> None:
         result.calibration["rmse"] = lomo.rmse
         result.calibration["keyword_rmse"] = leave_one_model_out(keyword, strata).rmse
     result.correctable, result.correction_note = _correctability(result)
+    result.coarse_note = coarse_note(result)
 
 
 class _quiet:
@@ -577,6 +608,76 @@ def _correctability(result: JudgeCheckResult) -> tuple[bool, str]:
                   f"({float(np.max(np.abs(errors))):.1f} at most)")
 
 
+def origin_text(result: JudgeCheckResult) -> str:
+    """Where a check comes from, as an estimate names it: "" for a check made here, else ``imported: check 3f2a9c1b
+    of host X, verified here on 62 prompts`` or ``imported: check … of host X, NOT verified here (unverified)``."""
+    o = result.origin or {}
+    if not o:
+        return ""
+    host = o.get("host") or "another host"
+    of = f"check {str(o.get('check_id') or '?')[:8]} of {host}"
+    if o.get("verified"):
+        return f"imported: {of}, verified here on {o.get('verified_prompts', '?')} prompts"
+    return f"imported: {of}, NOT verified here (unverified)"
+
+
+#: A judge is coarse when at least this share of its grades are 0, 0.5 or 1 ...
+COARSE_SHARE = 0.95
+#: ... while at least this share of the official grades lie between those values.
+COARSE_BETWEEN = 0.05
+#: The widest interval an estimate should have (issue 30): a coarse judge whose references predict each other
+#: worse than this allows is told why it cannot be narrowed.
+TARGET_WIDTH = 6.0
+
+
+def coarse_note(result: JudgeCheckResult) -> str:
+    """For a judge that grades coarsely (`COARSE_SHARE` of its grades 0, 0.5 or 1 while official grades lie
+    between): why its estimates' intervals cannot be narrowed to `TARGET_WIDTH` points with these references, in
+    numbers (each of its grade values stands for several official grades, in proportions that differ from model
+    to model; the leave-one-model-out errors that follow; the width they imply at least); "" for a judge that is
+    not coarse, or whose references allow it."""
+    from .calibration import LomoTable, t95
+
+    cand, off, per_model = [], [], {}
+    for model, entry in result.pairs.items():
+        c = np.array([np.nan if v is None else float(v) for v in entry.get("candidate", [])])
+        o = np.array([np.nan if v is None else float(v) for v in entry.get("official", [])])
+        ok = np.isfinite(c) & np.isfinite(o)
+        cand.append(c[ok])
+        off.append(o[ok])
+        per_model[model] = (c[ok], o[ok])
+    if not cand:
+        return ""
+    c, o = np.concatenate(cand), np.concatenate(off)
+    on_grid = np.isin(np.round(c, 3), (0.0, 0.5, 1.0))
+    between = ~np.isin(np.round(o, 3), (0.0, 0.5, 1.0))
+    if not c.size or on_grid.mean() < COARSE_SHARE or between.mean() < COARSE_BETWEEN:
+        return ""
+    lomo = LomoTable.from_dict(result.lomo)
+    if lomo is None or len(lomo.rows) < 2:
+        return ""
+    errors = lomo.errors(0)
+    scatter = float(np.mean([r.scatter_var[0] for r in lomo.rows]))
+    half = max(t95(len(lomo.rows) - 1) * math.sqrt(scatter + lomo.model_var(0)), float(np.max(np.abs(errors))))
+    if 2 * half <= TARGET_WIDTH:
+        return ""
+    spreads = []
+    for value in (0.0, 0.5, 1.0):
+        means = {m: float(np.mean(oo[np.round(cc, 3) == value])) for m, (cc, oo) in per_model.items()
+                 if (np.round(cc, 3) == value).sum() >= 5}
+        if len(means) >= 2:
+            lo_m, hi_m = min(means, key=means.get), max(means, key=means.get)
+            spreads.append(f"behind its {value:g}: {means[lo_m]:.3f} ({lo_m}) to {means[hi_m]:.3f} ({hi_m})")
+    return (f"This judge grades coarsely: {on_grid.mean():.0%} of its grades are 0, 0.5 or 1, while "
+            f"{between.mean():.0%} of the official grades lie between. Each of its grades stands for several "
+            "official grades, in proportions that differ from model to model (the mean official grade "
+            + "; ".join(spreads) + f"), so each reference predicted from the others is off by up to "
+            f"{float(np.max(np.abs(errors))):.1f} points (rms {float(np.sqrt(np.mean(errors ** 2))):.1f}), and an "
+            f"estimate's 95 % interval is at least {2 * half:.1f} points wide. These references cannot narrow it to "
+            f"{TARGET_WIDTH:g} points: that needs reference models whose proportions agree (or many more of them), "
+            "or a judge that keeps the information (a finer scale, or several runs at a temperature, averaged).")
+
+
 def _three(x: float) -> str:
     return "n/a (one run)" if x is None or math.isnan(x) else f"{x:.3f}"
 
@@ -622,6 +723,9 @@ def format_check(result: JudgeCheckResult) -> str:
     lines.append("")
     lines.append(result.verdict)
     lines.extend(format_correction(result))
+    if result.coarse_note:
+        lines.append("")
+        lines.append(result.coarse_note)
     if result.correctable:
         lines.append(f"Official-equivalent estimates of this judge's runs: available (an estimate: {result.correction_note}).")
     elif result.correction_note:
@@ -683,8 +787,10 @@ def current_check(store, settings: JudgeSettings, scope: CheckScope = HOST_SCOPE
 
 def check_of_fingerprint(store, fingerprint: str) -> JudgeCheckResult | None:
     """`current_check` of the check stored under this fingerprint (`check_fingerprint`), made by the server
-    (``host``) or, under a visitor's own fingerprint, by that visitor. A check stored before checks recorded who
-    made them (scope "") is never one (anybody could have made it), nor one of any other scope."""
+    (``host``: its own key, the host's CLI, or a check the host imported) or, under a visitor's own fingerprint,
+    by that visitor. A check stored before checks recorded who made them (scope "") is never one (anybody could
+    have made it), nor one of any other scope. Among them: a check made here first, then the one with the most
+    reference models, then the latest."""
     prompt = check_prompt_id()
     best = None
     for entry in store.judge_checks():
@@ -697,7 +803,36 @@ def check_of_fingerprint(store, fingerprint: str) -> JudgeCheckResult | None:
             continue                          # a damaged entry is skipped, not a crash
         result.check_id = str(entry.get("id", ""))
         result.created_at = float(entry.get("created_at") or result.created_at or 0.0)
-        key = (len(result.models), result.created_at)
+        # a check made here wins over an imported one (an import serves a judge this host has not checked, and
+        # never rewrites the check made here)
+        key = (not result.origin, len(result.models), result.created_at)
+        if best is None or key > best[0]:
+            best = (key, result)
+    return None if best is None else best[1]
+
+
+def check_of_judge_model(store, model: str) -> JudgeCheckResult | None:
+    """The check here of the judge a grade file records (`model`, as its ``model`` / ``eval_model`` field says),
+    at any endpoint, with the official prompt, made (or imported) by the host: a check of that model, or of the alias it is a dated version of
+    (``gpt-4.1`` for ``gpt-4.1-2025-04-14``); a check made here first, then the most reference models, then the
+    latest. None when there is none."""
+    from .graded import judges_compatible
+
+    prompt = check_prompt_id()
+    best = None
+    for entry in store.judge_checks():
+        if entry.get("prompt", "") not in (prompt, "") or not entry.get("judge_model") \
+                or entry.get("scope") != HOST:       # the server's checks only: never a visitor's
+            continue
+        if not judges_compatible(model, str(entry["judge_model"])):
+            continue
+        try:
+            result = JudgeCheckResult.from_dict(entry["result"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        result.check_id = str(entry.get("id", ""))
+        result.created_at = float(entry.get("created_at") or result.created_at or 0.0)
+        key = (not result.origin, len(result.models), result.created_at)
         if best is None or key > best[0]:
             best = (key, result)
     return None if best is None else best[1]

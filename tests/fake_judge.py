@@ -119,6 +119,42 @@ SUCCESSORS: dict[str, Callable] = {
 }
 
 
+def answer_length(sample, prompt: str) -> int:
+    """The length of the answer a filled official v1 prompt carries (for simulated judges that look at it)."""
+    from mmvet_core.prompt import render_prompt
+
+    return len(prompt) - len(render_prompt("v1", sample.question, sample.answer, ""))
+
+
+def _question_hash(sample) -> int:
+    return int(hashlib.sha256(sample.id.encode("utf-8")).hexdigest()[:8], 16)
+
+
+def _coarse(o: float) -> float:
+    return round(o * 2) / 2
+
+
+def _long_kind(o: float, s, p) -> float:
+    return o + 0.15 if answer_length(s, p) > 200 else o
+
+
+def _fifth(o: float, s, p) -> float:
+    h = _question_hash(s)
+    return (o + 0.3 if h % 2 else o - 0.3) if h % 5 == 0 else o
+
+
+#: Harder successors (issue 30): a coarse judge (0, 0.5 or 1 only), one kinder to long answers, one that
+#: disagrees with GPT-4 on a fifth of the questions for every model alike, and all of them at once on another
+#: scale (not coarse). The held-out bench and tests/test_calibration.py run them beside `SUCCESSORS`.
+HARDER_SUCCESSORS: dict[str, Callable] = {
+    "coarse: 0, 0.5 or 1 only": lambda o, s, p: _coarse(o),
+    "kinder to long answers (+0.15 over 200 characters)": _long_kind,
+    "disagrees on a fifth of the questions (±0.3)": _fifth,
+    "everything at once, on another scale": lambda o, s, p: 0.15 + 0.8 * min(1.0, max(0.0, _fifth(_long_kind(
+        o, s, p), s, p))),
+}
+
+
 def simulate_grades(answer: Callable[[str, float], str], predictions: dict[str, str]) -> dict[str, list[float | None]]:
     """What the fake judge answering `answer` gives each sample of `predictions` (the official parse of its
     answer), without the HTTP round trip: sample id -> [grade]."""

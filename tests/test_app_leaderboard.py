@@ -327,16 +327,19 @@ def test_an_extrapolated_run_is_labelled_on_its_card_and_the_board_shows_its_est
         expect(page.locator("#validation-report textarea")).to_have_value(re.compile(r"218 of 218"))
         page.locator("#grade-button").click()
         wait_progress(page, r"^done: 218 / 218")
-    expect(page.locator("#card-equivalent-label")).to_have_text("extrapolated")
+    # every answer a refusal: unlike the references in kind too (issue 30), said with the reason
+    expect(page.locator("#card-equivalent-label")).to_have_text("extrapolated, unlike the references")
     card = page.locator("#card-equivalent")
     expect(card).to_contain_text("EXTRAPOLATED: ")
+    expect(card).to_contain_text("UNLIKE THE REFERENCES: refusals or empty answers 100 % (references 0–")
     expect(card).to_contain_text(re.compile(rf"corrected per grade by check {check_id[:8]} \(\d{{4}}-\d\d-\d\d; "
                                             r"6 reference models, official totals 21\.6–60\.9\)"))
     publish_from_card(page, "Blank model")
     open_board(page, board_app.url, "q=Blank model&refs=0")
     column = lb.TABLE_COLUMNS.index(lb.ESTIMATE_COLUMN)
     cell = page.locator(f'#board-table [data-testid="cell-0-{column}"]')    # the estimate column
-    expect(cell).to_have_text(re.compile(rf"^\s*\d+\.\d \[\d+\.\d, \d+\.\d\] · extrapolated · check {check_id[:8]} "))
+    expect(cell).to_have_text(re.compile(rf"^\s*\d+\.\d \[\d+\.\d, \d+\.\d\] · extrapolated · unlike the references: "
+                                         rf"refusals or empty answers 100 % \(references 0–\d+ %\).* · check {check_id[:8]} "))
     expect(page.locator("#board-table [role=columnheader]").nth(column)).to_contain_text(lb.ESTIMATE_COLUMN)
     open_board(page, board_app.url, "judge=official&benchmark=v1")           # the paper's rows
     expect(page.locator(f'#board-table [data-testid="cell-0-{column}"]')).to_have_text("official metric")

@@ -70,7 +70,10 @@ def test_a_model_beyond_the_references_is_extrapolated_and_widened(bench, plus_t
     # a run answering every sample as well as the references' best: far above their range
     scores = {sid: [1.0] for sid in bench.ids}
     eq = estimate_equivalent(bench, scores, check, run_judge=RUN, predictions={}, resamples=200)
-    assert eq.label == EXTRAPOLATED and eq.total.widened > 0 and eq.total.high <= 100.0
+    assert eq.label.split(", ")[0] == EXTRAPOLATED and eq.total.widened > 0 and eq.total.high <= 100.0
+    # every grade 1.0: unlike every reference in kind too (issue 30), and said so
+    assert eq.label.endswith("unlike the references") and eq.unlike[0] == \
+        "grades of exactly 0 or 1 100 % (references 19–51 %)"
     assert "EXTRAPOLATED:" in format_equivalent_line(eq) and "above the references' official totals" in eq.label_note
 
 
@@ -128,3 +131,50 @@ def test_a_judge_no_better_than_corrected_keyword_matching_gets_no_estimate(benc
     assert check.calibration["rmse"] >= check.calibration["keyword_rmse"] > 0.25
     check.check_id = "x"
     assert "no closer to the official grades" in unavailable_reason(RUN, "v1", check)
+
+
+# ---- issue 30: a run unlike the references ----------------------------------------------------------------
+def _refused_third(ref):
+    """The reference with every third answer replaced by "I don't know." (official grade 0 for those: GPT-4-0613
+    gives a refusal nothing), and its official total recomputed."""
+    from mmvet_core.aggregate import aggregate_scores
+
+    bench = load_bundled_v1()
+    refused = set(bench.ids[::3])
+    preds = {sid: ("I don't know." if sid in refused else p) for sid, p in ref.predictions.items()}
+    official = {sid: ([0.0] * len(runs) if sid in refused else runs) for sid, runs in ref.official.items()}
+    n = max(len(v) for v in official.values())
+    total = aggregate_scores(bench, official, n).total.mean
+    return preds, official, total
+
+
+@pytest.mark.parametrize("successor", ["official + 0.1, capped at 1", "kinder to long answers (+0.15 over 200 "
+                                                                      "characters)"])
+def test_a_reference_with_a_third_of_its_answers_refused_is_unlike_the_references_and_its_interval_holds(
+        bench, successor):
+    from mmvet_core.equivalence import UNLIKE, label_text
+    from tests.fake_judge import HARDER_SUCCESSORS, SUCCESSORS
+
+    fn = {**SUCCESSORS, **HARDER_SUCCESSORS}[successor]
+    refs = load_references()
+    unseen = next(r for r in refs if r.model == "internlm-xcomposer2-vl-7b")
+    preds, official, total = _refused_third(unseen)
+    # the judge grades a refusal (a short answer) as it grades any short answer the official judge gave 0
+    refusal = repr(min(1.0, max(0.0, fn(0.0, bench.samples["v1_0"], ""))))
+    answer = official_grades_answer(which="all", transform=fn, otherwise=lambda p, t: refusal)
+    others = [r for r in refs if r.model != unseen.model]
+    check = assess_judge(bench, others, {r.model: simulate_grades(answer, r.predictions) for r in others},
+                         {"model": "judge-b"}, resamples=300)
+    eq = estimate_equivalent(bench, simulate_grades(answer, preds), check, run_judge=RUN, predictions=preds,
+                             resamples=300)
+    t = eq.total
+    assert UNLIKE in eq.label and eq.unlike[0].startswith("refusals or empty answers 34 %"), eq.label_note
+    assert t.low <= total <= t.high and t.widened > 0, (total, t)
+    line = format_equivalent_line(eq)
+    assert "UNLIKE THE REFERENCES: refusals or empty answers 34 % (references 0–" in line     # 73 + 1 of 218
+    assert eq.short()["label"].startswith(UNLIKE + ": refusals or empty answers 34 %")
+    assert label_text(eq.label_note) in line
+    # the same reference as it is: like the others, no label
+    plain = estimate_equivalent(bench, simulate_grades(answer, unseen.predictions), check, run_judge=RUN,
+                                predictions=unseen.predictions, resamples=300)
+    assert UNLIKE not in plain.label and not plain.unlike

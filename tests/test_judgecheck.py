@@ -319,3 +319,28 @@ def test_a_stored_check_without_intervals_still_reads(refs):
     assert "Δ̄ judge" in format_check(back)
     assert references_key(refs) == ("internlm-xcomposer2-vl-7b+llava-v1.5-13b+llava-v1.5-7b+qwen2.5-vl-3b+"
                                     "qwen2.5-vl-3b-claude-images+qwen2.5-vl-3b-gemini-images")
+
+
+def test_a_coarse_judge_is_told_why_its_intervals_cannot_be_narrowed_and_a_fine_one_is_not():
+    """Issue 30 part 4: a judge that answers only 0, 0.5 or 1 (the official grade rounded to the nearest half),
+    checked on the default references: its report says that it grades coarsely, what each of its grades stands
+    for per model, and why these references cannot narrow its intervals to 6 points; official + 0.1 says
+    nothing of the kind."""
+    from mmvet_core.benchmark import load_bundled_v1
+    from mmvet_core.judgecheck import assess_judge, format_check, load_references
+    from tests.fake_judge import HARDER_SUCCESSORS, official_grades_answer, simulate_grades
+
+    bench, refs = load_bundled_v1(), load_references()
+    coarse = official_grades_answer(which="all", transform=HARDER_SUCCESSORS["coarse: 0, 0.5 or 1 only"])
+    check = assess_judge(bench, refs, {r.model: simulate_grades(coarse, r.predictions) for r in refs},
+                         {"model": "judge-c"}, resamples=200)
+    note = check.coarse_note
+    assert note.startswith("This judge grades coarsely: 100% of its grades are 0, 0.5 or 1")
+    assert "behind its 0: 0.000 (qwen2.5-vl-3b-claude-images) to 0.029 (llava-v1.5-13b)" in note
+    assert "cannot narrow it to 6 points" in note and note in format_check(check)
+    width = float(note.split("interval is at least ")[1].split(" ")[0])
+    assert width > 6.0
+    fine = official_grades_answer(0.1)
+    check = assess_judge(bench, refs, {r.model: simulate_grades(fine, r.predictions) for r in refs},
+                         {"model": "judge-b"}, resamples=200)
+    assert check.coarse_note == "" and "coarsely" not in format_check(check)

@@ -210,3 +210,113 @@ def test_checking_the_shut_down_official_judge_stops_before_any_paid_call_and_a_
             finally:
                 s.jobs.shutdown()
                 s.store.close()
+
+
+def test_a_run_unlike_the_references_is_labelled_on_the_cli_line_the_card_status_mcp_and_the_leaderboard(tmp_path):
+    """Issue 30 part 3: llava-v1.5-7b-rerun (no reference of the check) with a third of its answers replaced by
+    "I don't know." is graded by judge-b (official + 0.1; a refusal gets 0.1 like any answer GPT-4 gave 0), whose
+    check is stored here. Every surface of the estimate says "unlike the references" with the reason: the CLI line,
+    the run card, /status, MCP run_scores and the leaderboard's estimate column."""
+    import json
+    import subprocess
+    import sys
+
+    from mmvet_core.benchmark import load_bundled_v1
+    from mmvet_core.judge import JudgeSettings
+    from mmvet_core.judgecheck import assess_judge, check_prompt_id, check_settings, load_references
+    from mmvet_core.store import Store
+    from tests.fake_judge import official_grades_answer, simulate_grades
+    from ui.mcp import scores_of
+
+    bench = load_bundled_v1()
+    answer = official_grades_answer(0.1, which="all", otherwise=lambda p, t: "0.1")
+    rerun = json.loads((RESULTS.parent / "llava-v1.5-7b-rerun.json").read_text(encoding="utf-8"))
+    unlike = tmp_path / "rerun-refusing.json"
+    unlike.write_text(json.dumps({sid: "I don't know." if k % 3 == 0 else rerun[sid]
+                                  for k, sid in enumerate(bench.ids)}), encoding="utf-8")
+    with FakeJudgeServer(FakeState(answer_fn=answer, model_reported="judge-b")) as srv:
+        refs = load_references()
+        settings = check_settings(JudgeSettings(base_url=srv.url, model="judge-b"))
+        check = assess_judge(bench, refs, {r.model: simulate_grades(answer, r.predictions) for r in refs},
+                             settings.to_dict(), resamples=300)
+        svc = make_service(tmp_path, srv.url, judge_model="judge-b")
+        try:
+            svc.store.put_judge_check(settings.fingerprint(), settings.to_dict(), check.to_dict(),
+                                      prompt=check_prompt_id(), refs=check.references)
+            run_id, _ = svc.runs.start(str(unlike), ALL, 1, JudgeChoice(JUDGE_HOST), owner="me", visitor="v")
+            status = wait_done(svc, run_id)
+            card = status["card"]
+            # ~20 official: below the references too (extrapolated), and unlike them in kind
+            assert card["official_equivalent_label"] == "extrapolated, unlike the references"
+            assert "UNLIKE THE REFERENCES: refusals or empty answers 3" in card["official_equivalent"]
+            assert card["official_equivalent_unlike"][0].startswith("refusals or empty answers 3")
+            mcp = scores_of(svc, svc.store.get_run(run_id), False)["official_equivalent"]
+            assert mcp["official_equivalent_label"] == "extrapolated, unlike the references"
+            assert "UNLIKE THE REFERENCES: refusals" in mcp["official_equivalent"]
+            svc.board.publish(run_id, "Refusing model", "", "me", visitor="v")
+            [row] = [r for r in svc.board.leaderboard({"q": "Refusing model"}) if r.name == "Refusing model"]
+            assert "unlike the references: refusals or empty answers 3" in row.estimate_text()
+            assert row.to_json()["official_equivalent_label"].startswith(
+                "extrapolated · unlike the references: refusals")
+        finally:
+            close(svc)
+        db = tmp_path / "cli.db"
+        store = Store(db)
+        store.put_judge_check(settings.fingerprint(), settings.to_dict(), check.to_dict(), prompt=check_prompt_id(),
+                              refs=check.references)
+        store.close()
+        proc = subprocess.run([sys.executable, "-m", "mmvet_core", "grade", str(unlike), "--base-url", srv.url,
+                               "--judge-model", "judge-b", "--db", str(db), "--out", str(tmp_path / "out")],
+                              capture_output=True, text=True, timeout=300,
+                              env={**__import__("os").environ, "OPENAI_API_KEY": "sk-x"},
+                              cwd=Path(__file__).resolve().parent.parent)
+    assert proc.returncode == 0, proc.stderr
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("official-equivalent estimate: "))
+    assert "UNLIKE THE REFERENCES: refusals or empty answers 3" in line
+
+
+def test_the_app_exports_a_check_and_another_host_imports_it_verified_and_refuses_a_tampered_one(tmp_path):
+    """Issue 30 part 1 through the service (the Judges view's buttons): host A's check of its judge-b (stored as a
+    check stores it) is exported as a zipped dataset folder; host B, the same judge at its own endpoint, imports it
+    after grading 63 of its prompts again, and refuses the same export with a tenth of its grades changed."""
+    import json
+    import zipfile
+
+    from mmvet_core.benchmark import load_bundled_v1
+    from mmvet_core.judge import JudgeSettings
+    from mmvet_core.judgecheck import assess_judge, check_prompt_id, check_settings, current_check, load_references
+    from tests.fake_judge import official_grades_answer, simulate_grades
+
+    answer = official_grades_answer(0.1)
+    bench, refs = load_bundled_v1(), load_references()
+    with FakeJudgeServer(FakeState(answer_fn=answer, model_reported="judge-b")) as a, \
+            FakeJudgeServer(FakeState(answer_fn=answer, model_reported="judge-b")) as b:
+        svc_a = make_service(tmp_path / "a", a.url, judge_model="judge-b")
+        svc_b = make_service(tmp_path / "b", b.url, judge_model="judge-b")
+        try:
+            with pytest.raises(ServiceError, match="no judge check of judge-b"):
+                svc_a.judges.export_check(JudgeChoice(JUDGE_HOST))
+            settings = check_settings(JudgeSettings(base_url=a.url, model="judge-b"))
+            check = assess_judge(bench, refs, {r.model: simulate_grades(answer, r.predictions) for r in refs},
+                                 settings.to_dict(), resamples=200)
+            svc_a.store.put_judge_check(settings.fingerprint(), settings.to_dict(), check.to_dict(),
+                                        prompt=check_prompt_id(), refs=check.references)
+            zipped = svc_a.judges.export_check(JudgeChoice(JUDGE_HOST))
+            with zipfile.ZipFile(zipped) as z:
+                assert sorted(z.namelist()) == ["README.md", "check.jsonl"]
+                assert "127.0.0.1" not in z.read("check.jsonl").decode()
+                rows = [json.loads(x) for x in z.read("check.jsonl").decode().splitlines()]
+            tampered = tmp_path / "check.jsonl"
+            tampered.write_text("".join(json.dumps({**r, "grades": [0.0 if g >= 0.5 else 1.0 for g in r["grades"]]}
+                                                   if k % 10 == 0 else r) + "\n" for k, r in enumerate(rows)))
+            with pytest.raises(ServiceError, match="refused: verification on 63 prompts"):
+                svc_b.judges.import_check(JudgeChoice(JUDGE_HOST), str(tampered), "me", "v")
+            assert current_check(svc_b.store, JudgeSettings(base_url=b.url, model="judge-b")) is None
+            calls = len(b.state.chat_calls())
+            message = svc_b.judges.import_check(JudgeChoice(JUDGE_HOST), zipped, "me", "v")
+            assert "verification on 63 prompts" in message and len(b.state.chat_calls()) == calls   # stored answers
+            imported = current_check(svc_b.store, JudgeSettings(base_url=b.url, model="judge-b"))
+            assert imported.origin["verified"] and imported.correctable
+        finally:
+            close(svc_a)
+            close(svc_b)

@@ -24,9 +24,9 @@ class GradeFileView:
 def build_grade_file(page: Page) -> GradeFileView:
     """Lay out the (collapsed) accordion with its file drop."""
     with gr.Accordion("Open a grade file (no judge call)", open=False, elem_id="grade-file-section"):
-        grade_json_file = gr.File(label="An official grade JSON, a VLMEvalKit graded table, a graded lmms-eval "
-                                        "log", elem_id="grade-json-file", height=90,
-                                  file_types=[".json", ".jsonl", ".xlsx", ".tsv", ".csv"])
+        grade_json_file = gr.File(label="An official grade JSON (or the MM-Vet Space's zip), a VLMEvalKit graded "
+                                        "table, a graded lmms-eval log", elem_id="grade-json-file", height=90,
+                                  file_types=[".json", ".jsonl", ".xlsx", ".tsv", ".csv", ".zip"])
     return GradeFileView(grade_json_file)
 
 

@@ -31,6 +31,10 @@ class JudgeCheckView:
     refresh: gr.Button | None = None
     export: gr.DownloadButton | None = None
     board: gr.Dataframe | None = None
+    export_button: gr.Button | None = None          # checks that travel (issue 30): export / import
+    export_file: gr.File | None = None
+    import_file: gr.File | None = None
+    import_button: gr.Button | None = None
 
 
 def build_judge_check(page: Page) -> JudgeCheckView:
@@ -45,7 +49,17 @@ def build_judge_check(page: Page) -> JudgeCheckView:
         button = gr.Button("Check this judge", size="sm", elem_id="judge-check-button")
         report = gr.Textbox(label="Judge check", lines=4, max_lines=30, interactive=False,
                             elem_id="judge-check-report", buttons=["copy"])
-    return JudgeCheckView(section, button, report)
+        gr.Markdown("Checks travel between hosts: export this judge's check (no key, no private host name), or "
+                    "import one exported elsewhere; an import is verified first by grading 5 % of its prompts "
+                    "(at least 60) again with this judge.", elem_id="judge-check-share-help")
+        export_button = gr.Button("Export this judge's check", size="sm", elem_id="judge-check-export")
+        export_file = gr.File(label="Exported check (a dataset folder, zipped)", interactive=False,
+                              elem_id="judge-check-export-file")
+        import_file = gr.File(label="Import a check: its check.jsonl or its folder zipped", file_types=[".jsonl", ".zip"],
+                              elem_id="judge-check-import-file")
+        import_button = gr.Button("Import and verify", size="sm", elem_id="judge-check-import")
+    return JudgeCheckView(section, button, report, export_button=export_button, export_file=export_file,
+                          import_file=import_file, import_button=import_button)
 
 
 def build_judge_board(page: Page, jc: JudgeCheckView) -> JudgeCheckView:
@@ -102,9 +116,26 @@ def wire_judge_check(page: Page, jc: JudgeCheckView, judge_choice: gr.Radio, bas
         return (text, gr.Accordion(open=True, visible=True), gr.Accordion(open=True),
                 *board(sort_label, "", request))
 
+    @toasts(1)
+    def export_check(judge_c, url, model, key):
+        return judges.export_check(judge_of(judge_c, url, model, key))
+
+    @toasts(4)
+    def import_check(judge_c, url, model, key, owner_tok, sort_label, upload, request: gr.Request):
+        if not upload:
+            gr.Warning("Choose the exported check first (its check.jsonl or its folder zipped).")
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        path = upload if isinstance(upload, str) else getattr(upload, "name", "")
+        message = judges.import_check(judge_of(judge_c, url, model, key), path, owner_tok, visitor(svc, request))
+        gr.Info(esc(message))
+        return check_text(judge_c, url, model, key, owner_tok, sort_label, request)
+
     inputs = [judge_choice, base_url_box, judge_model, api_key, page.owner, jc.sort]
     outputs = [jc.report, check_timer, jc.board, jc.export]
     jc.button.click(check_judge, inputs, outputs, api_visibility="private")
+    if jc.export_button is not None:
+        jc.export_button.click(export_check, inputs[:4], [jc.export_file], api_visibility="private")
+        jc.import_button.click(import_check, [*inputs, jc.import_file], outputs, api_visibility="private")
     check_timer.tick(check_text, inputs, outputs, api_visibility="private", show_progress="hidden")
     judge_choice.change(check_text, inputs, outputs, api_visibility="private")
     for box in (base_url_box, judge_model, api_key):     # (on blur: a base URL is checked when it is used)

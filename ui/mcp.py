@@ -364,7 +364,7 @@ def run_tools(svc: GradingService) -> tuple:
             integrations: Also return the 16 capability integrations (default: total and the six capabilities).
 
         Returns:
-            A JSON object: model, judge, status, complete; total {score, ci [low, high], official, std, n}; capabilities {name: same}; integrations when asked; metric_note (why the metric is not the official one, e.g. the baseline judge); official_equivalent (for a successor judge checked against the official one, its official-equivalent estimate, when this server computes one: the labelled line, official_equivalent_label "in-sample" (the run's answers are one of the check's references, left out of the correction) or "extrapolated" (outside the references' range, interval widened) or "", official_equivalent_check (the check it rests on: id, date, reference models and their range), official_equivalent_estimate (every column with its interval); else null).
+            A JSON object: model, judge, status, complete; total {score, ci [low, high], official, std, n}; capabilities {name: same}; integrations when asked; metric_note (why the metric is not the official one, e.g. the baseline judge); official_equivalent (for a successor judge checked against the official one, its official-equivalent estimate, when this server computes one: the labelled line, official_equivalent_label "in-sample" (the run's answers are one of the check's references, left out of the correction) or "extrapolated" (outside the references' range, interval widened), with ", unlike the references" when its answers differ in kind from every reference's (refusals, length, grades of exactly 0 or 1; the reasons in official_equivalent_unlike, interval widened), or "", official_equivalent_check (the check it rests on: id, date, reference models and their range), official_equivalent_estimate (every column with its interval); else null).
         """
         return _answer(scores_of(svc, _own(svc, run_id, owner_token), integrations))
 
@@ -414,7 +414,7 @@ def board_tools(svc: GradingService) -> tuple:
             offset: Skip this many rows first (0: the top); pass the answer's next_offset to read the next page.
 
         Returns:
-            A JSON object: filter (as applied); rank_note (how to read the ranks); count (rows matching); next_offset (the offset of the next page, null after the last); entries, each {entry, name, link, judge, judge_kind, provenance, verified, rank_note, benchmark, runs, total, ci [low, high], rank [best, worst] or null, capabilities, date, reference, official_equivalent ([estimate, low, high] for a successor judge with a check on this server, else null), official_equivalent_label, official_equivalent_check}.
+            A JSON object: filter (as applied); rank_note (how to read the ranks); count (rows matching); next_offset (the offset of the next page, null after the last); entries, each {entry, name, link, judge, judge_kind, provenance, verified, rank_note, benchmark, runs, total, ci [low, high], rank [best, worst] or null, capabilities, date, reference, official_equivalent ([estimate, low, high] for a successor judge with a check on this server, else null), official_equivalent_label (in-sample, extrapolated, "unlike the references: <reasons>"), official_equivalent_check}.
         """
         board = svc.board.leaderboard_json({"judge": judge or "", "benchmark": benchmark or "", "query": query or "",
                                            "sort": sort or "rank", "descending": bool(descending),

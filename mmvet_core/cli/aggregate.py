@@ -44,6 +44,8 @@ def cmd_aggregate(args) -> int:
     print(f"Metric: {note or 'the official MM-Vet metric (gpt-4-0613, official prompt)'}")
     for line in grades.notes:
         print(f"Note: {line}")
+    if note:                      # not the official metric: an estimate where a check of the file's judge is here
+        print(file_estimate_line(args, benchmark, grades))
     graded = sum(s is not None for sid in benchmark.ids for s in (grades.scores.get(sid) or [])[:grades.n_runs])
     partial = (graded, len(benchmark) * grades.n_runs) if missing else None
     if missing:
@@ -84,12 +86,36 @@ def cmd_aggregate(args) -> int:
     return 0
 
 
+def file_estimate_line(args, benchmark, grades) -> str:
+    """The official-equivalent estimate of the file's grades from the check here of the judge it records
+    (`equivalence.recorded_equivalence`), or why there is none; the database is only read (none: no check)."""
+    from ..equivalence import format_capability_line, format_equivalent_line, recorded_equivalence
+    from ..store import Store, store_exists
+    from .common import default_db
+
+    db = args.db or default_db()
+    if not store_exists(db):
+        from ..equivalence import Equivalence
+        eq = Equivalence(False, f"no database with judge checks at {db}", grades.judge_text())
+    else:
+        store = Store(db)
+        try:
+            eq = recorded_equivalence(store, benchmark, grades.scores, judge_counts=grades.judge_counts(),
+                                      prompt=grades.prompt, predictions=grades.predictions)
+        finally:
+            store.close()
+    caps = format_capability_line(eq)
+    return format_equivalent_line(eq) + (f"\n  per capability (estimates): {caps}" if caps else "")
+
+
 AGGREGATE = Command("aggregate", "scores and official CSVs from a grade file, without any judge call: an "
                                  "official grade JSON, a VLMEvalKit graded table ({model}_MMVet_{judge}"
                                  ".xlsx/.tsv/.csv/.json) or a graded lmms-eval sample log", (
     option("grade_json", metavar="GRADE_FILE"),
     *BENCHMARK_OPTIONS,
     option("--judge-name", default=None, help="judge name in file names (default: from the file)"),
+    option("--db", default=None, help="database whose judge checks give the file's estimate (default: the usual "
+                                      "one; only read)"),
     option("--samples", action="store_true", help="also print every sample's score and judge"),
     option("--complete-only", action="store_true",
            help="refuse a grade file that lacks a grade for some sample (exit 2); by default its total is "

@@ -20,8 +20,14 @@ from .parser import Command, UsageError, option
 
 
 def cmd_judge_check(args) -> int:
+    if args.export and args.import_source:
+        raise UsageError("--export and --import: one at a time")
+    if args.import_source:
+        return cmd_import_check(args)
     settings, key = judge_settings(args)
     store = Store(args.db or default_db())
+    if args.export:
+        return cmd_export_check(args, store, settings)
     try:
         refs = load_references(which=args.references)
     except ValueError as e:
@@ -59,6 +65,68 @@ def cmd_judge_check(args) -> int:
         (out / "judge-check.json").write_text(json.dumps(result.to_dict(), indent=2), encoding="utf-8")
         print(f"wrote {out / 'judge-check.json'}")
     return 0 if result.n_graded == result.n_expected else 1
+
+
+def cmd_export_check(args, store, settings) -> int:
+    """`judge-check --export DIR`: the judge's check here as a dataset folder (`checkshare.export_check`)."""
+    from ..checkshare import CheckShareError, export_check
+
+    try:
+        path, n = export_check(store, settings, args.export, host_name=args.host_name or "")
+    except CheckShareError as e:
+        raise UsageError(str(e)) from e
+    print(f"Exported the check of {settings.model}: {n} reference prompts with their judge answers and grades "
+          f"to {path} (and README.md; no key, no private host name).")
+    print("Another host imports it with: python -m mmvet_core judge-check --judge-model "
+          f"{settings.model} --import {Path(args.export)}")
+    return 0
+
+
+def cmd_import_check(args) -> int:
+    """`judge-check --import SOURCE`: an exported check, verified here before it is trusted
+    (`checkshare.import_check`); without a key it is stored unverified."""
+    from ..checkshare import CheckShareError, import_check, read_export, sample_prompts, parse_rows
+
+    if args.baseline:
+        raise UsageError("--import needs --judge-model (the judge the check is of), not --baseline")
+    try:
+        settings, key = judge_settings(args)
+    except UsageError:
+        if args.judge_model is None:
+            raise
+        from ..judge import JudgeSettings
+        settings, key = JudgeSettings(model=args.judge_model, max_tokens=args.max_tokens), None
+    verify = not args.no_verify and (key is not None or settings.base_url is not None)
+    store = Store(args.db or default_db())
+    if verify:
+        if args.verify_seed is None:          # drawn now: an exporter must not know which prompts are re-graded
+            import secrets
+            args.verify_seed = secrets.randbelow(2 ** 31)
+        settings = checked_judge(settings, key)
+        try:
+            _, _, exported = parse_rows(read_export(args.import_source), settings.model)
+        except CheckShareError as e:
+            raise UsageError(str(e)) from e
+        n = len(sample_prompts(exported, share=args.verify_share, least=args.verify_min, seed=args.verify_seed))
+        print(f"Importing a check of {settings.model}: {n} of its prompts are graded again here with your judge "
+              f"to verify it ({args.verify_share:.0%}, at least {args.verify_min}; seed {args.verify_seed}).")
+    else:
+        print("Warning: no judge key (or --no-verify): the check is imported WITHOUT verification and stored as "
+              "unverified; every estimate resting on it says so.")
+    try:
+        outcome = asyncio.run(import_check(store, settings, key, args.import_source, verify_prompts=verify,
+                                           share=args.verify_share, least=args.verify_min, seed=args.verify_seed,
+                                           resamples=args.resamples, concurrency=args.concurrency))
+    except CheckShareError as e:
+        print(f"Import refused: {e}", file=sys.stderr)
+        return 1
+    if outcome.verification is not None:
+        print(f"Verified: {outcome.verification.text()}.")
+    print(f"Imported as check {outcome.result.check_id} of {settings.model} at this endpoint "
+          f"({'verified' if outcome.verification else 'UNVERIFIED'}; from {outcome.facts.get('host')}, check "
+          f"{str(outcome.facts.get('check_id'))[:8]} of {outcome.facts.get('date')}).")
+    print(format_check(outcome.result))
+    return 0
 
 
 async def _judge_check(store, settings, key, concurrency, total, refs, resamples, seed):
@@ -109,6 +177,20 @@ JUDGE_CHECK = Command("judge-check", "grade the bundled reference sets (model ou
     option("--resamples", type=int, default=10_000, help="bootstrap resamples of the intervals (default 10000)"),
     option("--seed", type=int, default=0, help="bootstrap seed (default 0)"),
     option("--out", default=None, help="folder for judge-check.json (the full result)"),
+    option("--export", default=None, metavar="DIR",
+           help="write this judge's check here as a dataset folder (datasets.load_dataset reads it) instead of "
+                "checking: every reference prompt's judge answers and grades, no key, no private host name"),
+    option("--host-name", default=None, help="with --export: the name estimates give this host (default: "
+                                             "'an unnamed host')"),
+    option("--import", dest="import_source", default=None, metavar="SOURCE",
+           help="import an exported check (a folder, or a Hugging Face dataset owner/name): a share of its "
+                "prompts is graded again here to verify it; without a key it is stored unverified"),
+    option("--verify-share", type=float, default=0.05, help="with --import: share of the prompts re-graded "
+                                                            "(default 0.05)"),
+    option("--verify-min", type=int, default=60, help="with --import: at least this many (default 60)"),
+    option("--verify-seed", type=int, default=None,
+           help="with --import: the seed of the pick (default: drawn at random and printed)"),
+    option("--no-verify", action="store_true", help="with --import: store it unverified without any call"),
 ), run=cmd_judge_check)
 
 JUDGES = Command("judges", "the chat models your endpoint serves, each with its shutdown date and, "

@@ -259,6 +259,81 @@ class Judges:
         text = format_check(self._shown_check(result, not host))
         return (text if host else text + "\n" + VISITOR_CHECK_NOTE), False
 
+    # ---- checks that travel (`checkshare`) ----
+    def export_check(self, choice: JudgeChoice) -> str:
+        """The chosen judge's check here as a zip of its dataset folder (`checkshare.export_check`: no key, no
+        private host name), written to the exports folder; returns its path. `ServiceError` when there is no
+        complete check of it."""
+        import shutil
+        import tempfile
+
+        from ..checkshare import CheckShareError, export_check
+
+        jset, _, _ = self.inputs.judge_for(choice)
+        if jset.provider == "baseline":
+            raise ServiceError("The offline baseline has no judge check to export.")
+        out = self.exports_dir / "checks"
+        out.mkdir(parents=True, exist_ok=True)
+        host = endpoint_host({"base_url": self.settings.public_url}) if self.settings.public_url else ""
+        with tempfile.TemporaryDirectory(dir=out) as tmp:
+            try:
+                export_check(self.store, jset, Path(tmp) / "check", host_name=host)
+            except CheckShareError as e:
+                raise ServiceError(str(e)) from None
+            safe = "".join(c if c.isalnum() or c in "-._" else "-" for c in jset.model)[:80]
+            made = shutil.make_archive(str(out / f".{safe}-check.{threading.get_ident()}"), "zip", Path(tmp) / "check")
+            final = out / f"mmvet-judge-check-{safe}.zip"
+            Path(made).replace(final)
+        return str(final)
+
+    def import_check(self, choice: JudgeChoice, path: str, owner: str, visitor: str) -> str:
+        """Import an exported check (its ``check.jsonl``, or its folder zipped) as the chosen judge's check at its
+        endpoint, VERIFIED first: a seeded 5 % of its prompts (at least 60) graded again with that judge, charged
+        like grading with the host's key (`checkshare.import_check`). The page never stores an unverified check.
+        Returns what to tell the user; `ServiceError` for a refused file or a failed verification."""
+        import tempfile
+
+        from ..archive import ArchiveError, safe_extract_zip
+        from ..checkshare import EXPORT_FILE, CheckShareError, import_check
+        from ..judge import answer_scope
+        from ..judgecheck import visitor_scope
+
+        if not owner:
+            raise ServiceError("Your session has no id yet; reload the page.")
+        jset, key, host = self.inputs.judge_for(choice)
+        if jset.provider == "baseline":
+            raise ServiceError("Pick the judge the check is of (the server's or your own) to import it.")
+        src = Path(path or "")
+        if not src.is_file() or src.stat().st_size > 50_000_000:
+            raise ServiceError("Upload the exported check: its check.jsonl, or its folder zipped (at most 50 MB).")
+        self.exports_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=self.exports_dir) as tmp:
+            folder = Path(tmp) / "check"
+            try:
+                if src.suffix.lower() == ".zip":
+                    safe_extract_zip(src, folder, only={EXPORT_FILE: EXPORT_FILE})
+                else:
+                    folder.mkdir()
+                    (folder / EXPORT_FILE).write_bytes(src.read_bytes())
+            except (ArchiveError, OSError) as e:
+                raise ServiceError(f"The zip cannot be read: {e}") from None
+            budget = self.limits.budget.hook(visitor) if host else None
+            judge = self.limits.make_judge(jset, key, host)
+            try:
+                # a check imported from the page is the visitor's own: visible to them alone, never the server's
+                # check nor an estimate for anybody (issue 33: no visitor action reaches the server's check)
+                scope = visitor_scope(owner, answer_scope(key) if not host else "host-judge")
+                outcome = self.jobs.call(import_check(self.store, jset, key, folder, judge=judge,
+                                                      concurrency=self.settings.run_concurrency, budget=budget,
+                                                      scope=scope),
+                                         timeout=600)
+            except CheckShareError as e:
+                raise ServiceError(str(e)) from None
+        v = outcome.verification
+        return (f"Imported the check of {jset.model} from {outcome.facts.get('host')} as check "
+                f"{outcome.result.check_id[:8]}: {v.text() if v else 'unverified'}. It is yours: you alone see its "
+                "report; estimates on this server rest only on checks the host made or imported itself.")
+
     # ---- the successor board ----
     def judge_board(self, sort: str = "delta_bar", owner: str = "") -> list:
         """The successor board (`successors.BoardRow`): every judge this server checked with its own key, sorted
@@ -340,10 +415,16 @@ class Judges:
         hit = self._equivalence_cache.get(view.run.id)
         if hit is not None and hit[0] == key:
             return hit[1]
-        if self.visitor_key_at_server(view.run.judge):
-            eq = Equivalence(False, VISITOR_KEY_AT_SERVER, str(view.run.judge.get("model", "?")))
+        judge = view.run.judge
+        if self.visitor_key_at_server(judge):
+            eq = Equivalence(False, VISITOR_KEY_AT_SERVER, str(judge.get("model", "?")))
+        elif judge.get("provider") == "imported":        # a grade file: the server's check of the judge it records
+            from ..equivalence import recorded_equivalence
+            eq = recorded_equivalence(self.store, view.benchmark, view.effective_scores(),
+                                      judge_counts=judge.get("judge_counts") or {}, prompt=judge.get("prompt", ""),
+                                      predictions=view.run.predictions)
         else:
-            eq = estimate_run(view, run_check(self.store, view.run.judge), store=self.store)
+            eq = estimate_run(view, run_check(self.store, judge), store=self.store)
         if len(self._equivalence_cache) >= EQUIVALENCE_CACHE_SIZE:
             self._equivalence_cache.pop(next(iter(self._equivalence_cache)))
         self._equivalence_cache[view.run.id] = (key, eq)

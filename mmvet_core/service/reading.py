@@ -166,11 +166,12 @@ class RunReading:
         # shown on a card when there is an estimate, or when the reason helps (check this judge; the check
         # refuses): not for the baseline, imported grades or the official judge, which need none
         shown = eq.available or (view.scores.complete and judge.get("provider") not in ("baseline", "imported")
-                                 and judge.get("model") not in OFFICIAL_JUDGES)
+                                 and judge.get("model") not in OFFICIAL_JUDGES) or (
+            judge.get("provider") == "imported" and not judge.get("official_metric"))   # a grade file: why not
         return {"official_equivalent": format_equivalent_line(eq), "official_equivalent_shown": shown,
                 "official_equivalent_capabilities": format_capability_line(eq),
                 "official_equivalent_label": eq.label, "official_equivalent_check": eq.check_text if eq.available
-                else "", "official_equivalent_estimate": eq.to_dict()}
+                else "", "official_equivalent_unlike": list(eq.unlike), "official_equivalent_estimate": eq.to_dict()}
 
     def status(self, run_id: str) -> dict:
         """Progress and scores of a run (what a script polls after grade). Computed once per change of the run
