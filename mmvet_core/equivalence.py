@@ -248,9 +248,17 @@ def entry_equivalence(store, entry, *, resamples: int | None = None) -> Equivale
                                prediction_hashes=hashes or {})
 
 
+def entry_estimate(store, entry, *, resamples: int | None = None) -> dict:
+    """What a board row shows of an entry's estimate: `Equivalence.short()` (its numbers rounded once, there), or
+    ``{"reason": …}`` when there is none. The same computation as a run card's (`estimate_run`, same resamples and
+    seed), so the board and the card agree to the digit."""
+    eq = entry_equivalence(store, entry, resamples=resamples)
+    return eq.short() or {"reason": eq.reason}
+
+
 def format_equivalent_line(eq: Equivalence) -> str:
-    """The one-line summary (CLI, run card): the estimate and its interval, labelled, the check it rests on and
-    its label (in-sample, extrapolated), or why there is none.
+    """The summary (CLI, run card): the estimate and its interval, labelled, the check it rests on, and its label
+    (in-sample, extrapolated) on a line of its own; or why there is none.
 
     >>> col = EquivalentColumn("total", 38.4, 30.9, 28.5, 33.4)
     >>> print(format_equivalent_line(Equivalence(True, "", "judge-b", "3f2a9c1bd0", 0.0, ["a", "b", "c"],
@@ -262,14 +270,19 @@ def format_equivalent_line(eq: Equivalence) -> str:
         return f"{LABEL}: none ({eq.reason})"
     line = (f"{LABEL}: {t.estimate:.1f} [{t.low:.1f}, {t.high:.1f}] ({t.score:.1f} graded by {eq.judge}, corrected "
             f"per grade by {eq.check_text}; {DISCLAIMER})")
-    return f"{line} — {eq.label.upper()}{eq.label_note[len(eq.label):]}" if eq.label else line
+    return f"{line}\n{eq.label.upper()}{eq.label_note[len(eq.label):]}" if eq.label else line
+
+
+def format_capability_items(eq: Equivalence) -> list[str]:
+    """``["rec 31.0 [25.1, 37.2]", "ocr ...", ...]`` (empty without an estimate)."""
+    if not eq.available:
+        return []
+    return [f"{c.name} {c.estimate:.1f} [{c.low:.1f}, {c.high:.1f}]" for c in eq.columns[1:]]
 
 
 def format_capability_line(eq: Equivalence) -> str:
     """``rec 31.0 [25.1, 37.2]  ocr ...`` (empty without an estimate)."""
-    if not eq.available:
-        return ""
-    return "  ".join(f"{c.name} {c.estimate:.1f} [{c.low:.1f}, {c.high:.1f}]" for c in eq.columns[1:])
+    return "  ".join(format_capability_items(eq))
 
 
 def hover_text(eq: Equivalence, column: str) -> str:

@@ -19,8 +19,11 @@ from .records import ServiceError
 from .runs import Runs
 from .settings import ServiceSettings
 
-#: Bootstrap draws of a leaderboard entry's official-equivalent estimate (a run's card uses the default 1000).
-BOARD_RESAMPLES = 300
+#: Bootstrap draws of a leaderboard entry's official-equivalent estimate: None, the run card's own default
+#: (`calibration.DEFAULT_RESAMPLES`, same seed). With 300 draws here and 1000 on the card, the same run and check
+#: read 7.4 [4.9, 9.8] on the board and 7.4 [5.0, 9.7] on the card (issue 29): one computation, rounded once in
+#: `Equivalence.short`, is what every surface shows.
+BOARD_RESAMPLES = None
 
 
 #: The most rows one page of the API's or MCP's leaderboard holds (Gradio post-processes every value of an
@@ -213,11 +216,8 @@ class Board:
         for row in rows:
             entry = entries.get(row.entry) if row.entry else None
             if entry is not None and entry.meta.get("judge_kind") == "successor":
-                eq = self._entry_estimate(entry)
                 row = copy.copy(row)
-                row.official_equivalent = [eq["estimate"], eq["low"], eq["high"]] if eq else None
-                row.official_equivalent_label = eq.get("label", "") if eq else ""
-                row.official_equivalent_check = eq.get("check_text", "") if eq else ""
+                lb.set_estimate(row, self._entry_estimate(entry))
             out.append(row)
         self._with_estimates = (rows, checks, out)
         return out
@@ -225,13 +225,12 @@ class Board:
     def _entry_estimate(self, entry) -> dict | None:
         """A successor entry's official-equivalent estimate on the board (`equivalence.entry_equivalence`),
         computed once per entry version and stored check."""
-        from ..equivalence import entry_equivalence
+        from ..equivalence import entry_estimate
 
         key = (entry.version, self.store.judge_checks_stamp())
         hit = self._estimates.get(entry.id)
         if hit is None or hit[0] != key:
-            hit = self._estimates[entry.id] = (key, entry_equivalence(self.store, entry,
-                                                                      resamples=BOARD_RESAMPLES).short())
+            hit = self._estimates[entry.id] = (key, entry_estimate(self.store, entry, resamples=BOARD_RESAMPLES))
         return hit[1]
 
     def leaderboard(self, filters=None) -> list:
