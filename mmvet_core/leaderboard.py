@@ -99,8 +99,8 @@ ESTIMATE_COLUMN = "official-equivalent (estimate)"
 OFFICIAL_METRIC = "official metric"
 #: Columns of the board's table (CSV / the view), in order: the numbers first (rank range, name, total with its
 #: interval, the estimate with its interval and label, judge), then the rest (the view shows them on request).
-TABLE_COLUMNS = ["rank", "name", "total", "95% CI", ESTIMATE_COLUMN, "judge", "rank group", "kind", "provenance",
-                 "benchmark", "runs", *SIX, "date", "version", "entry"]
+TABLE_COLUMNS = ["rank", "name", "total", "95% CI", ESTIMATE_COLUMN, "judge", "rank group", "estimate check", "kind",
+                 "provenance", "benchmark", "runs", *SIX, "date", "version", "entry"]
 #: The columns the view shows before a visitor chooses others (they fit 1440 px without sideways scrolling).
 LEADING_COLUMNS = TABLE_COLUMNS[:6]
 #: Sortable keys of `BoardFilter.sort`.
@@ -555,11 +555,19 @@ class BoardRow:
         parts = [f"{est:.1f} [{low:.1f}, {high:.1f}]", self.official_equivalent_label, self.official_equivalent_check]
         return " · ".join(p for p in parts if p)
 
+    def estimate_cell(self) -> str:
+        """The estimate column's cell: ``33.0 [30.0, 36.3] · extrapolated`` (the check it rests on is a column of
+        its own), "official metric", or why there is none."""
+        text = self.estimate_text()
+        if self.official_equivalent and self.official_equivalent_check:
+            return text.replace(f" · {self.official_equivalent_check}", "")
+        return text
+
     def cells(self) -> list:
         """The row as the view's table shows it (`TABLE_COLUMNS`)."""
         ci = "" if None in self.ci else f"[{self.ci[0]:.1f}, {self.ci[1]:.1f}]"
-        return [self.rank_cell(), self.name, _num(self.total), ci, self.estimate_text(), self.judge, self.group,
-                self.kind, self.provenance, self.benchmark_label, self.runs,
+        return [self.rank_cell(), self.name, _num(self.total), ci, self.estimate_cell(), self.judge, self.group,
+                self.official_equivalent_check, self.kind, self.provenance, self.benchmark_label, self.runs,
                 *[_num(self.capabilities.get(c)) for c in SIX], self.date,
                 "paper" if self.reference else self.version, self.entry]
 
