@@ -351,6 +351,9 @@ def wire_setup(page: Page, g: GradeView, field: JudgeField) -> None:
                           [g.base_url, g.judge_model, g.api_key, g.mode, g.check_link, g.judge_picker,
                            g.server_judge], queue=False, api_visibility="private")
     if offered:      # a server judge picked: it is the judge model the server's judge grades with
+        # the labels carry each judge's check status as of now (a check stored since the page was built)
+        gr.on(None, lambda: gr.Dropdown(choices=svc.judges.server_judge_choices()), None, g.server_judge,
+              api_visibility="private", show_progress="hidden")
         g.server_judge.input(lambda name: name or gr.skip(), g.server_judge, g.judge_model, queue=False,
                              api_visibility="private") \
             .then(check, check_inputs, check_outputs, api_visibility="private") \

@@ -295,7 +295,7 @@ def build_leaderboard(demo: gr.Blocks, page: Page, tab: gr.Tab | None = None) ->
         table = gr.Dataframe(headers=list(lb.LEADING_COLUMNS), datatype=datatypes(list(lb.LEADING_COLUMNS)),
                              interactive=False, type="array", label="Leaderboard", show_label=False,
                              elem_id="board-table", max_height=560, show_search="filter", pinned_columns=2,
-                             wrap=True, column_widths=["90px", "22%", "70px", "110px", "26%", "16%"])
+                             wrap=True, column_widths=["80px", "22%", "70px", "120px", "26%", "16%"])
         with gr.Accordion("More columns", open=False, elem_id="board-columns-section"):
             columns = gr.CheckboxGroup(MORE_COLUMNS, value=[], show_label=False, elem_id="board-columns")
         page_no = gr.State(1)
