@@ -215,6 +215,8 @@ def test_done_when_a_checked_judge_corrects_runs_and_a_smaller_check_changes_no_
         proc = subprocess.run([sys.executable, "-m", "mmvet_core", *args, "--base-url", srv.url, "--judge-model",
                                "judge-b", "--db", db], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
         assert proc.returncode == 0, proc.stderr
+        # every line fits a terminal, the estimate's and its labels' too (issue 32 part 4)
+        assert max(map(len, proc.stdout.splitlines())) <= 100, proc.stdout
         return proc.stdout
 
     def grade(name, out):
