@@ -20,6 +20,10 @@ from ui.common import build_page, wire_load
 from ui.compare import build_compare
 from ui.grade import build_grade, wire_grade
 from ui.grade_file import build_grade_file, wire_grade_file
+from ui.judge_check import CSS as JUDGES_CSS
+from ui.judge_check import TAB_ID as JUDGES_TAB
+from ui.judge_check import build_judges
+from ui.leaderboard import TAB_ID as BOARD_TAB
 from ui.leaderboard import build_leaderboard
 from ui.mcp import hide_other_endpoints, register_mcp_tools
 from ui.my_runs import build_my_runs, wire_my_runs
@@ -40,12 +44,42 @@ os.environ.setdefault("FORWARDED_ALLOW_IPS", "")
 ATTRIBUTION = ("MM-Vet © Yu et al., *MM-Vet: Evaluating Large Multimodal Models for Integrated Capabilities* "
                "(ICML 2024), licensed [CC BY-NC 4.0](https://creativecommons.org/licenses/by-nc/4.0/). "
                "Scores follow the official evaluator (Apache-2.0).")
+GRADE_TAB, ABOUT_TAB = "grade", "about"
+ABOUT = """### What MM-Vet is
+MM-Vet (Yu et al., ICML 2024) asks 218 open-ended questions about images that need several capabilities at once:
+recognition, OCR, knowledge, language generation, spatial awareness and math. A model's free-form answers are graded
+by an LLM judge (0 to 1, with a few-shot prompt), and the score is the mean, per capability, per capability
+integration (16 combinations) and in total, in points out of 100.
+
+### The method
+This app grades a results file exactly as the official evaluator does when the judge answers the same: the official
+prompt, the official re-asks of an unparsable answer, the official aggregation and rounding, one or more judge runs
+(mean ± std). Every judge answer is stored the moment it arrives (nothing paid for is asked twice), every grade can
+be inspected and overridden by hand, and every score comes with a 95 % bootstrap interval over the questions.
+Leaderboard ranks are ranges from paired bootstrap tests, only among entries graded by the same judge on the same
+samples.
+
+### After gpt-4-0613
+The official judge, `gpt-4-0613`, was shut down by OpenAI on 2026-10-23: the official metric can no longer be
+recomputed for new results. Another judge's scores are **not** the MM-Vet metric. The **Judges** tab checks a
+candidate judge against reference models whose official grades are known (how far, with intervals, and whether it
+orders models the same way); a checked judge's runs get an **official-equivalent estimate** — what gpt-4-0613 would
+likely have given, with its interval, always labelled as an estimate. Official grade files made before the shutdown
+open without any judge call (*Open a grade file*). With no key, the offline keyword baseline gives a rough score that
+is not the MM-Vet metric.
+
+### Data and licence
+""" + ATTRIBUTION + """ The benchmark's images and questions are redistributed under that licence
+(non-commercial use, with attribution); the reference sets used by judge checks list their sources in
+`assets/reference/SOURCES.md`. The code of this app is open source.
+"""
 CSS = """
 #run-card .card {border:1px solid var(--border-color-primary); border-radius:8px; padding:8px 12px;}
 #run-card .card h3 {margin:0 0 4px 0;}
 #run-card .card dl {display:grid; grid-template-columns:max-content 1fr; gap:2px 12px; margin:0; font-size:0.9em;}
 #run-card .card dt {color:var(--body-text-color-subdued);}
 #run-card .card dd {margin:0; overflow-wrap:anywhere;}
+#card-equivalent {white-space:pre-line;}
 #results-file {min-height:0;}
 .judge-note {border-left:3px solid var(--color-accent); padding:4px 8px; font-size:0.9em; overflow-wrap:anywhere;}
 /* toasts at the bottom right: at the top right they covered Grade and the progress bar of the run they announce */
@@ -62,16 +96,24 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
         demo.svc = svc  # for tests and the launcher
         register_api(svc)   # first: the scripts' endpoints keep their plain names (the page's events are private)
         register_mcp_tools(svc)                # the agents' tools (docs/agents.md)
-        page = build_page(svc, settings)       # session (owner token, open run), header, read-only note
+        page = build_page(svc, settings)       # session (owner token, open run), header, arrival line
 
-        # ---- the views, in page order ----
-        grade = build_grade(page)              # setup (with the judge check) | progress, score, card, radars
-        samples = build_samples(page)          # samples table, filters, one sample, override
-        my_runs = build_my_runs(page)          # the visitor's runs
-        grade_file = build_grade_file(page)    # open a grade file (no judge call)
-        build_compare(page)                    # compare runs and grade files (its own handlers)
-        build_leaderboard(demo, page)          # published runs, honest ranks (its own handlers and API)
-        gr.Markdown(ATTRIBUTION)
+        # ---- the views, tab by tab (a Space's shape: Grade, Leaderboard, Judges, About) ----
+        with gr.Tabs(selected=GRADE_TAB, elem_id="tabs") as tabs:
+            page.tabs = tabs
+            with gr.Tab("Grade", id=GRADE_TAB, elem_id="tab-grade"):
+                grade = build_grade(page)              # setup | Grade, progress, score, card, radars
+                samples = build_samples(page)          # samples table, filters, one sample, override
+                my_runs = build_my_runs(page)          # the visitor's runs
+                grade_file = build_grade_file(page)    # open a grade file (no judge call)
+                build_compare(page)                    # compare runs and grade files (its own handlers)
+            with gr.Tab("Leaderboard", id=BOARD_TAB, elem_id="tab-leaderboard") as board_tab:
+                build_leaderboard(demo, page, board_tab)   # published runs, honest ranks (handlers and API)
+            with gr.Tab("Judges", id=JUDGES_TAB, elem_id="tab-judges"):
+                grade.judge_check = build_judges(page)     # check a judge: the report; the successor board
+            with gr.Tab("About", id=ABOUT_TAB, elem_id="tab-about"):
+                gr.Markdown(ABOUT, elem_id="about")
+        gr.Markdown(ATTRIBUTION, elem_id="attribution")
 
         # ---- handlers that update other views' components ----
         display = wire_grade(page, grade, samples, my_runs)
@@ -116,7 +158,7 @@ def session_middleware(settings: AppSettings):
 def launch_options(settings: AppSettings) -> dict:
     """`demo.launch` keyword arguments (shared by `python app.py` and the tests)."""
     sessions = settings.sessions
-    return dict(ssr_mode=False, css=CSS, max_file_size=f"{settings.max_upload_mb}mb",
+    return dict(ssr_mode=False, css=CSS + JUDGES_CSS, max_file_size=f"{settings.max_upload_mb}mb",
                 app_kwargs={"middleware": [request_limit_middleware(settings),      # requests per client
                                            session_middleware(settings)]},          # gone clients, sessions
                 # a session keeps ~400 KB of this page's configuration: a bound on them all

@@ -218,3 +218,53 @@ def make_compare_figures(cmp, pair: int = 0) -> tuple[go.Figure, go.Figure]:
               for s in cmp.sets]
     radar = make_radar(series, caps, "Capabilities (common samples)")
     return scatter, radar
+
+
+def make_check_lomo(result) -> go.Figure | None:
+    """The judge check's leave-one-model-out plot (`judgecheck.JudgeCheckResult`): each reference model's official
+    total (x) against the total its per-grade correction, fit on the other references, predicts (y); the diagonal
+    is a perfect prediction. None when the check has no such table."""
+    from mmvet_core.calibration import LomoTable
+
+    lomo = LomoTable.from_dict(getattr(result, "lomo", None))
+    if lomo is None or not lomo.rows:
+        return None
+    xs = [r.official_total for r in lomo.rows]
+    ys = [r.predicted[0] for r in lomo.rows]
+    lo, hi = min(xs + ys) - 5, max(xs + ys) + 5
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="perfect", line={"dash": "dot"},
+                             hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers+text", text=[_plain(r.model) for r in lomo.rows],
+                             textposition="top center", marker={"size": 9}, name="references",
+                             customdata=[r.error[0] for r in lomo.rows],
+                             hovertemplate="%{text}: official %{x:.1f}, predicted %{y:.1f} "
+                                           "(error %{customdata:+.1f})<extra></extra>"))
+    fig.update_layout(title="Official total vs leave-one-model-out prediction",
+                      xaxis={"title": "official total (gpt-4-0613)", "range": [lo, hi]},
+                      yaxis={"title": "predicted from the other references", "range": [lo, hi]},
+                      showlegend=False, height=360, margin={"l": 60, "r": 20, "t": 50, "b": 50})
+    return fig
+
+
+def make_check_shifts(result) -> go.Figure:
+    """The judge check's shift per column (total and each capability): candidate − official score in points,
+    pooled over the reference models, with its 95 % paired bootstrap interval; 0 is no shift."""
+    cols = [c for c in result.columns if c.shift == c.shift]          # (NaN: a column without samples)
+    names = [c.name for c in cols]
+    shifts = [c.shift for c in cols]
+    ivs = [c.shift_interval or [c.shift, c.shift] for c in cols]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=shifts, y=names, mode="markers", marker={"size": 10}, name="shift",
+                             error_x={"type": "data", "symmetric": False,
+                                      "array": [hi - s for s, (_, hi) in zip(shifts, ivs)],
+                                      "arrayminus": [s - lo for s, (lo, _) in zip(shifts, ivs)]},
+                             customdata=ivs,
+                             hovertemplate="%{y}: %{x:+.1f} [%{customdata[0]:+.1f}, %{customdata[1]:+.1f}] points"
+                                           "<extra></extra>"))
+    fig.add_vline(x=0, line_dash="dot")
+    fig.update_layout(title="Shift per column (candidate − official, 95 % interval)",
+                      xaxis={"title": "points", "zeroline": False},
+                      yaxis={"autorange": "reversed", "type": "category"},
+                      showlegend=False, height=360, margin={"l": 60, "r": 20, "t": 50, "b": 50})
+    return fig

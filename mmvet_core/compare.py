@@ -460,8 +460,9 @@ def format_report(cmp: Comparison, *, integrations: bool = True) -> str:
         role = "reference" if k == 0 else f"set {k + 1}"
         std = f" ± {_fmt(t.std)}" if t.std is not None else ""
         floor = f", noise floor Δ̄ {_fmt(t.noise_floor, 3)}" if t.noise_floor is not None else ""
-        lines.append(f"  {role}: {s.name} [{s.kind}; judge {s.judge or '?'}; {s.n_runs} run(s)]: "
-                     f"total {_fmt(t.score)} {_ci(t.low, t.high)}{std}{floor}")
+        # the set's name on one line, its numbers on the next: a long file name never splits them (100 columns)
+        lines.append(f"  {role}: {s.name} [{s.kind}; judge {s.judge or '?'}; {s.n_runs} run(s)]:")
+        lines.append(f"    total {_fmt(t.score)} {_ci(t.low, t.high)}{std}{floor}")
         if s.note:
             lines.append(f"      {s.note}")
     for p in cmp.pairs:

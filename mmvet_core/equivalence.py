@@ -454,9 +454,17 @@ def recorded_equivalence(store, benchmark, scores: dict, *, judge_counts: dict, 
     return eq
 
 
+def entry_estimate(store, entry, *, resamples: int | None = None) -> dict:
+    """What a board row shows of an entry's estimate: `Equivalence.short()` (its numbers rounded once, there), or
+    ``{"reason": …}`` when there is none. The same computation as a run card's (`estimate_run`, same resamples and
+    seed), so the board and the card agree to the digit."""
+    eq = entry_equivalence(store, entry, resamples=resamples)
+    return eq.short() or {"reason": eq.reason}
+
+
 def format_equivalent_line(eq: Equivalence) -> str:
-    """The one-line summary (CLI, run card): the estimate and its interval, labelled, the check it rests on and
-    its label (in-sample, extrapolated), or why there is none.
+    """The summary (CLI, run card): the estimate and its interval, labelled, the check it rests on, and its label
+    (in-sample, extrapolated) on a line of its own; or why there is none.
 
     >>> col = EquivalentColumn("total", 38.4, 30.9, 28.5, 33.4)
     >>> print(format_equivalent_line(Equivalence(True, "", "judge-b", "3f2a9c1bd0", 0.0, ["a", "b", "c"],
@@ -469,7 +477,7 @@ def format_equivalent_line(eq: Equivalence) -> str:
     basis = f" ({eq.basis})" if eq.basis else ""
     line = (f"{LABEL}: {t.estimate:.1f} [{t.low:.1f}, {t.high:.1f}] ({t.score:.1f} graded by {eq.judge}{basis}, "
             f"corrected per grade by {eq.check_text}; {DISCLAIMER})")
-    return f"{line} — {label_text(eq.label_note)}" if eq.label_note else line
+    return f"{line}\n{label_text(eq.label_note)}" if eq.label_note else line
 
 
 def label_text(note: str) -> str:
@@ -481,11 +489,16 @@ def label_text(note: str) -> str:
     return out
 
 
+def format_capability_items(eq: Equivalence) -> list[str]:
+    """``["rec 31.0 [25.1, 37.2]", "ocr ...", ...]`` (empty without an estimate)."""
+    if not eq.available:
+        return []
+    return [f"{c.name} {c.estimate:.1f} [{c.low:.1f}, {c.high:.1f}]" for c in eq.columns[1:]]
+
+
 def format_capability_line(eq: Equivalence) -> str:
     """``rec 31.0 [25.1, 37.2]  ocr ...`` (empty without an estimate)."""
-    if not eq.available:
-        return ""
-    return "  ".join(f"{c.name} {c.estimate:.1f} [{c.low:.1f}, {c.high:.1f}]" for c in eq.columns[1:])
+    return "  ".join(format_capability_items(eq))
 
 
 def hover_text(eq: Equivalence, column: str) -> str:

@@ -57,6 +57,7 @@ from .aggregate import aggregate_scores
 from .benchmark import ASSETS_DIR, Benchmark, load_bundled_v1
 from .export import load_official_grades
 from .judge import JudgeSettings, keyword_score
+from .terminal import REPORT_WIDTH, fit_lines
 from .stats import (DEFAULT_RESAMPLES, DEFAULT_SEED, column_mean_draws, draw_counts, kendall_tau,
                     percentile_interval, slope_draws)
 
@@ -682,60 +683,127 @@ def _three(x: float) -> str:
     return "n/a (one run)" if x is None or math.isnan(x) else f"{x:.3f}"
 
 
-def format_check(result: JudgeCheckResult) -> str:
-    """The plain-text report the CLI prints."""
+#: The report's tables (`check_tables`): per column (total and capabilities), per reference model.
+COLUMN_HEADERS = ["column", "n", "Δ̄ judge", "Δ̄ GPT-4 self", "Δ̄ keyword", "shift [95% interval]"]
+REFERENCE_HEADERS = ["reference", "official", "judge", "Δ̄", "GPT-4 Δ̄", "shift [95%]", "LOMO", "error"]
+LEGEND = ("Δ̄: mean absolute difference of per-sample scores to the official grades (0 = the same, 1 = opposite); "
+          "shift: candidate − official score in points, pooled (mean over the models) and per model, with its 95 % "
+          "paired bootstrap interval over the questions ({resamples} resamples, seed {seed}). Per reference: its "
+          "official total, the judge's total, Δ̄ of the judge and of GPT-4-0613 against itself; LOMO: its official "
+          "total predicted by the per-grade correction fit on the other references (leave-one-model-out), and the "
+          "error (predicted − official).")
+
+
+@dataclass
+class CheckTable:
+    """One table of the report: headers and rows of cells already formatted (every number rounded once, here)."""
+
+    headers: list[str]
+    rows: list[list[str]]
+
+
+def check_tables(result: JudgeCheckResult, *, wide: bool = False) -> dict[str, CheckTable]:
+    """The report's numbers as tables, formatted once for the CLI and the app alike: ``columns`` (total and each
+    capability: n, the three Δ̄ and the pooled shift), ``references`` (per reference model: official and candidate
+    totals, Δ̄, GPT-4's own Δ̄, the total's shift, and the leave-one-model-out prediction and error when the check
+    has them); `wide` adds ``per_model``: each column's shift per reference model (the CLI's ``--wide``)."""
+    from .calibration import LomoTable
+
+    columns = CheckTable(list(COLUMN_HEADERS), [
+        [c.name, str(c.n), f"{c.delta_bar:.3f}", _three(c.gpt4_self), f"{c.baseline:.3f}",
+         format_shift(c.shift, c.shift_interval)] for c in result.columns])
+    lomo = LomoTable.from_dict(result.lomo)
+    predicted = {r.model: r for r in lomo.rows} if lomo is not None else {}
+    refs = []
+    for model, m in result.per_model.items():
+        interval = (m["shift_low"], m["shift_high"]) if "shift_low" in m else None
+        r = predicted.get(model)
+        refs.append([model, f"{m['official_total']:.1f}" if "official_total" in m else "",
+                     f"{m['candidate_total']:.1f}" if "candidate_total" in m else "", f"{m['delta_bar']:.3f}",
+                     _three(m["gpt4_self"]).replace(" (one run)", ""), format_shift(m["shift"], interval),
+                     f"{r.predicted[0]:.1f}" if r else "", f"{r.error[0]:+.1f}" if r else ""])
+    out = {"columns": columns, "references": CheckTable(list(REFERENCE_HEADERS), refs)}
+    if wide:
+        out["per_model"] = CheckTable(["column", *result.models], [
+            [c.name, *(format_shift(c.shifts.get(m), c.shift_intervals.get(m)) for m in result.models)]
+            for c in result.columns])
+    return out
+
+
+def check_headline(result: JudgeCheckResult) -> list[str]:
+    """What the report says before its numbers: the judge, the references, how many grades, the check's id."""
     judge = result.judge
     where = f" at {judge.get('base_url')}" if judge.get("base_url") else ""
-    lines = [f"Judge check of {judge.get('model')}{where} (official prompt) on {', '.join(result.models)}: "
-             f"{result.n_graded} of {result.n_expected} reference grades."]
+    lines = [f"Judge check of {judge.get('model')}{where} (official prompt): {result.n_graded} of "
+             f"{result.n_expected} reference grades, {len(result.models)} reference models "
+             f"({', '.join(result.models)})."]
     if result.check_id:
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(result.created_at)) if result.created_at else "?"
-        lines.append(f"  Check {result.check_id} of {when}: this judge's check at this endpoint; it grows as the "
+        lines.append(f"Check {result.check_id} of {when}: this judge's check at this endpoint; it grows as the "
                      "judge grades more reference sets, and official-equivalent estimates name it.")
     if result.message:
-        lines.append(f"  {result.message}")
+        lines.append(result.message)
     if result.n_graded < result.n_expected:
-        lines.append("  (incomplete: assessed on the grades made; rerun to finish without paying again)")
-    lines.append("")
-    widths = {m: max(22, len(m) + 2) for m in result.models}
-    lines.append(f"  {'column':<8}{'n':>5}{'Δ̄ judge':>10}{'Δ̄ GPT-4 self':>15}{'Δ̄ keyword':>12}  "
-                 f"{'shift [95% interval]':<22}" + "".join(f"{m:>{widths[m]}}" for m in result.models))
-    for c in result.columns:
-        per_model = "".join(f"{format_shift(c.shifts.get(m), c.shift_intervals.get(m)):>{widths[m]}}"
-                            for m in result.models)
-        lines.append(f"  {c.name:<8}{c.n:>5}{c.delta_bar:>10.3f}{c.gpt4_self:>15.3f}{c.baseline:>12.3f}  "
-                     f"{format_shift(c.shift, c.shift_interval):<22}{per_model}")
-    lines.append("")
-    for model, m in result.per_model.items():
-        official = f"official total {m['official_total']:.1f}, candidate {m['candidate_total']:.1f}, " \
-            if "official_total" in m else ""
-        interval = (m["shift_low"], m["shift_high"]) if "shift_low" in m else None
-        lines.append(f"  {model}: {m['n']} samples, {official}Δ̄ judge {m['delta_bar']:.3f}, GPT-4 self "
-                     f"{_three(m['gpt4_self'])}, keyword {m['baseline']:.3f}, total shifted "
-                     f"{format_shift(m['shift'], interval)}")
-    lines.append("")
-    lines.append("  Δ̄: mean absolute difference of per-sample scores to the official grades (0 = the same, 1 = "
-                 "opposite); shift: candidate − official score in points, pooled (mean over the models) and per "
-                 f"model on the right, with its 95 % paired bootstrap interval over the questions ({result.resamples} "
-                 f"resamples, seed {result.seed}).")
+        lines.append("(incomplete: assessed on the grades made; rerun to finish without paying again)")
+    return lines
+
+
+def estimates_line(result: JudgeCheckResult) -> str:
+    """Whether official-equivalent estimates of this judge's runs are shown, and why (not)."""
+    if result.correctable:
+        return f"Official-equivalent estimates of this judge's runs: available (an estimate: {result.correction_note})."
+    if result.correction_note:
+        return f"Official-equivalent estimates of this judge's runs: not shown ({result.correction_note})."
+    return ""
+
+
+def render_table(table: CheckTable, indent: str = "  ", width: int | None = REPORT_WIDTH) -> list[str]:
+    """A table as text: the first column left-aligned, the others right-aligned, each as wide as its widest
+    cell (two spaces between columns); names in the first column are cut (…) when the table would pass `width`."""
+    widths = [max(len(str(x)) for x in [h, *(row[i] for row in table.rows)]) for i, h in enumerate(table.headers)]
+    over = len(indent) + sum(widths) + 2 * (len(widths) - 1) - (width or 10 ** 6)
+    if over > 0:
+        widths[0] = max(len(table.headers[0]), widths[0] - over)
+        table = CheckTable(table.headers, [[r[0] if len(r[0]) <= widths[0] else r[0][:widths[0] - 1] + "…", *r[1:]]
+                                           for r in table.rows])
+
+    def line(cells):
+        first = f"{cells[0]:<{widths[0]}}"
+        return (indent + first + "".join(f"  {c:>{w}}" for c, w in zip(cells[1:], widths[1:]))).rstrip()
+    return [line(table.headers), *(line(r) for r in table.rows)]
+
+
+def format_check(result: JudgeCheckResult, *, wide: bool = False, width: int | None = REPORT_WIDTH) -> str:
+    """The plain-text report the CLI prints: the verdict first, then the tables of `check_tables` (the same
+    numbers as the app's report), the correction and whether estimates are shown. Every line is at most `width`
+    columns (prose wrapped, tables laid out to fit); `wide` adds the per-model shift table, which may be wider."""
+    tables = check_tables(result, wide=wide)
+    lines = [result.verdict, ""]
+    lines += check_headline(result)
+    lines += ["", "Per column (pooled over the reference models):", *render_table(tables["columns"]), ""]
+    lines += ["Per reference model (total):", *render_table(tables["references"]), ""]
+    if wide:
+        lines += ["Shift per reference model (points, 95% interval):",
+                  *render_table(tables["per_model"], width=None), ""]
+    lines.append(LEGEND.format(resamples=result.resamples, seed=result.seed))
     if result.level_note:
-        lines.append(f"  {result.level_note}")
-    lines.append("")
-    lines.append(result.verdict)
+        lines.append(result.level_note)
     lines.extend(format_correction(result))
     if result.coarse_note:
-        lines.append("")
-        lines.append(result.coarse_note)
-    if result.correctable:
-        lines.append(f"Official-equivalent estimates of this judge's runs: available (an estimate: {result.correction_note}).")
-    elif result.correction_note:
-        lines.append(f"Official-equivalent estimates of this judge's runs: not shown ({result.correction_note}).")
-    return "\n".join(lines)
+        lines += ["", result.coarse_note]
+    tail = estimates_line(result)
+    if tail:
+        lines += ["", tail]
+    if not wide:
+        return "\n".join(fit_lines(lines, width))
+    # the per-model table may pass the width (as asked); the prose around it is still wrapped
+    return "\n".join(x for chunk in lines for x in (fit_lines([chunk], width) if not chunk.startswith("  ")
+                                                     else [chunk]))
 
 
 def format_correction(result: JudgeCheckResult) -> list[str]:
-    """The report's part on the per-grade correction: what it rests on and the leave-one-model-out table
-    (predicted vs official total of each reference, and the error)."""
+    """The report's part on the per-grade correction: what it rests on and its leave-one-model-out error (the
+    predictions themselves are columns of the per-reference table)."""
     from .calibration import LomoTable
 
     lomo = LomoTable.from_dict(result.lomo)
@@ -748,16 +816,13 @@ def format_correction(result: JudgeCheckResult) -> list[str]:
                  + f"; {cal['cells_own']} of {cal['cells']} (capability integration, grade) cells rest on "
                  f"{cal['shrink']:g} or more pairs of their own, the others lean on their group and on all pairs."]
     if lomo.rows:
-        width = max(28, *(len(r.model) + 2 for r in lomo.rows))
-        lines.append("  Leave-one-model-out: each reference's official total predicted by a correction fit on the "
-                     "other references.")
-        lines.append(f"  {'reference':<{width}}{'official':>9}{'predicted':>11}{'error':>8}")
-        for r in sorted(lomo.rows, key=lambda r: r.official_total):
-            where = f"  (outside the others' range by {r.outside:.1f})" if r.outside > 0.5 else ""
-            lines.append(f"  {r.model:<{width}}{r.official_total:>9.1f}{r.predicted[0]:>11.1f}{r.error[0]:>+8.1f}{where}")
+        outside = [f"{r.model} by {r.outside:.1f}" for r in sorted(lomo.rows, key=lambda r: r.official_total)
+                   if r.outside > 0.5]
         e = lomo.errors(0)
-        lines.append(f"  rms error {float(np.sqrt(np.mean(e ** 2))):.2f}, largest {float(np.max(np.abs(e))):.2f} "
-                     f"points; per sample, corrected grades are {lomo.delta_bar:.3f} from the official ones, rms "
+        lines.append(f"Leave-one-model-out error of the total: rms {float(np.sqrt(np.mean(e ** 2))):.2f}, largest "
+                     f"{float(np.max(np.abs(e))):.2f} points"
+                     + (f" (outside the others' range: {', '.join(outside)})" if outside else "")
+                     + f"; per sample, corrected grades are {lomo.delta_bar:.3f} from the official ones, rms "
                      f"{lomo.rmse:.3f} (keyword matching corrected the same way: rms "
                      f"{cal.get('keyword_rmse', math.nan):.3f}).")
     return lines

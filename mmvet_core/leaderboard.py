@@ -73,6 +73,7 @@ from .board_ranks import MAX_GRADE_SETS, GroupRanks, better_matrix, bounds_from
 from .board_schema import SchemaError, check_backup_row, check_version
 from .names import NameRefused, check_visible_name, is_invisible, name_key
 from .stats import score_intervals
+from .terminal import fit_lines
 
 log = logging.getLogger(__name__)
 
@@ -96,9 +97,12 @@ SIX = ("rec", "ocr", "know", "gen", "spat", "math")
 #: The column of the official-equivalent estimate (successor judges with a check; never the official metric).
 ESTIMATE_COLUMN = "official-equivalent (estimate)"
 OFFICIAL_METRIC = "official metric"
-#: Columns of the board's table (CSV / the view), in order.
-TABLE_COLUMNS = ["rank", "name", "judge", "kind", "provenance", "benchmark", "runs", "total", "95% CI",
-                 ESTIMATE_COLUMN, *SIX, "date", "version", "entry"]
+#: Columns of the board's table (CSV / the view), in order: the numbers first (rank range, name, total with its
+#: interval, the estimate with its interval and label, judge), then the rest (the view shows them on request).
+TABLE_COLUMNS = ["rank", "name", "total", "95% CI", ESTIMATE_COLUMN, "judge", "rank group", "estimate check", "kind",
+                 "provenance", "benchmark", "runs", *SIX, "date", "version", "entry"]
+#: The columns the view shows before a visitor chooses others (they fit 1440 px without sideways scrolling).
+LEADING_COLUMNS = TABLE_COLUMNS[:6]
 #: Sortable keys of `BoardFilter.sort`.
 SORT_KEYS = ("rank", "name", "judge", "kind", "benchmark", "runs", "total", "ci_low", "ci_high", *SIX, "date")
 EXPORT_FILE = "board.jsonl"
@@ -364,7 +368,7 @@ class BoardEntry:
             integrations={c: _num(v) for c, v in (m.get("integrations") or {}).items()},
             date=str(m.get("date", "")), version=self.version, metric_note=m.get("metric_note"),
             provenance=prov.label(record), verified=prov.is_verified(record), rank_note=unranked_reason(self),
-            provenance_detail=prov.public_record(record))
+            provenance_detail=prov.public_record(record), group=group_label(m, rank_key(self) is not None))
 
 
 #: The kind of an entry whose file claims the official judge that nobody verified (never "official").
@@ -550,6 +554,8 @@ class BoardRow:
     provenance_detail: dict | None = None      # the frozen provenance record (API, MCP, JSON download)
     official_equivalent_label: str = ""     # in-sample, extrapolated
     official_equivalent_check: str = ""     # the check it rests on (id, date, reference models and their range)
+    official_equivalent_note: str = ""      # why a successor entry has no estimate ("" when it has one)
+    group: str = ""                         # its rank group in words: judge · endpoint · benchmark (`group_label`)
 
     def rank_cell(self) -> str:
         """The rank column: ``2–4``; ``ref`` for the paper's rows; ``…`` while the group is being ranked; ``—``
@@ -569,16 +575,26 @@ class BoardRow:
         if self.kind == CLAIMED_KIND:
             return "official judge claimed, not verified"
         if not self.official_equivalent:
-            return ""
+            if self.kind == "baseline":
+                return "no estimate: the keyword baseline reads no judgement"
+            return f"no estimate: {self.official_equivalent_note}" if self.official_equivalent_note else ""
         est, low, high = self.official_equivalent
         parts = [f"{est:.1f} [{low:.1f}, {high:.1f}]", self.official_equivalent_label, self.official_equivalent_check]
         return " · ".join(p for p in parts if p)
 
+    def estimate_cell(self) -> str:
+        """The estimate column's cell: ``33.0 [30.0, 36.3] · extrapolated`` (the check it rests on is a column of
+        its own), "official metric", or why there is none."""
+        text = self.estimate_text()
+        if self.official_equivalent and self.official_equivalent_check:
+            return text.replace(f" · {self.official_equivalent_check}", "")
+        return text
+
     def cells(self) -> list:
         """The row as the view's table shows it (`TABLE_COLUMNS`)."""
         ci = "" if None in self.ci else f"[{self.ci[0]:.1f}, {self.ci[1]:.1f}]"
-        return [self.rank_cell(), self.name, self.judge, self.kind, self.provenance,
-                self.benchmark_label, self.runs, _num(self.total), ci, self.estimate_text(),
+        return [self.rank_cell(), self.name, _num(self.total), ci, self.estimate_cell(), self.judge, self.group,
+                self.official_equivalent_check, self.kind, self.provenance, self.benchmark_label, self.runs,
                 *[_num(self.capabilities.get(c)) for c in SIX], self.date,
                 "paper" if self.reference else self.version, self.entry]
 
@@ -593,7 +609,9 @@ class BoardRow:
                 "reference": self.reference, "metric_note": self.metric_note,
                 "official_equivalent": self.official_equivalent,
                 "official_equivalent_label": self.official_equivalent_label,
-                "official_equivalent_check": self.official_equivalent_check, "provenance": self.provenance,
+                "official_equivalent_check": self.official_equivalent_check,
+                "official_equivalent_note": self.official_equivalent_note, "estimate_text": self.estimate_text(),
+                "rank_group": self.group, "provenance": self.provenance,
                 "verified": self.verified, "rank_note": self.rank_note}
         if detail:
             out["provenance_detail"] = self.provenance_detail
@@ -631,12 +649,43 @@ def board_rows(entries: list[BoardEntry], ranks: dict[str, tuple[int, int, int]]
         else:
             row.rank_note = RANKING_NOTE if e.id in pending else base.rank_note or GROUP_FULL_NOTE
         if estimate is not None and e.meta.get("judge_kind") == "successor":
-            eq = estimate(e)
-            row.official_equivalent = [eq["estimate"], eq["low"], eq["high"]] if eq else None
-            row.official_equivalent_label = eq.get("label", "") if eq else ""
-            row.official_equivalent_check = eq.get("check_text", "") if eq else ""
+            set_estimate(row, estimate(e))
         rows.append(row)
     return rows
+
+
+def set_estimate(row: BoardRow, eq: dict | None) -> None:
+    """Fill a successor row's estimate fields from `equivalence.Equivalence.short()` (the numbers rounded once,
+    there), or its reason from ``{"reason": …}`` when there is none."""
+    has = bool(eq) and "estimate" in eq
+    row.official_equivalent = [eq["estimate"], eq["low"], eq["high"]] if has else None
+    row.official_equivalent_label = eq.get("label", "") if has else ""
+    row.official_equivalent_check = eq.get("check_text", "") if has else ""
+    row.official_equivalent_note = "" if has else str((eq or {}).get("reason") or "")
+
+
+def group_label(meta: dict, ranked: bool) -> str:
+    """An entry's rank group in words, as the board's group headings and the ``rank group`` column say it:
+    ``judge-x · this server's judge #3f2a · MM-Vet v1`` (a successor judge by the endpoints that served it, never
+    by their address: one model name on two servers is two groups), ``gpt-4-0613 · MM-Vet v1``; an entry that is not ranked: ``… · not ranked``."""
+    judge, bench = str(meta.get("judge", "?")), str(meta.get("benchmark_label", "?"))
+    parts = [judge]
+    if meta.get("judge_kind") == "successor":
+        record = meta.get("provenance") or {}
+        endpoints = sorted(record.get("endpoints") or [])
+        # never an address (issue 33): a provider by name, else a kind with a short digest of the address, so two
+        # endpoints serving one model name stay two groups without telling anyone where they are
+        shown = []
+        for e in endpoints:
+            name = prov.shown_endpoint(str(e), str(record.get("verified_by") or ""))
+            if name != str(e).split(":")[0]:
+                name += " #" + hashlib.sha256(f"mmvet-endpoint:{e}".encode("utf-8")).hexdigest()[:4]
+            shown.append(name)
+        parts.append(", ".join(shown) or "endpoint unknown")
+    elif meta.get("judge_kind") == "baseline":
+        parts.append("offline")
+    parts.append(bench)
+    return " · ".join(parts) + ("" if ranked else " · not ranked")
 
 
 def paper_rows() -> list[BoardRow]:
@@ -654,7 +703,8 @@ def paper_rows() -> list[BoardRow]:
                                 capabilities={c: _num(v) for c, v in s["capabilities"].items()},
                                 integrations={c: _num(v) for c, v in s["integrations"].items()},
                                 date="2023 (paper)", version=0, reference=True, provenance=prov.PAPER_LABEL,
-                                verified=True, rank_note="reference row: the paper's published totals (not ranked)"))
+                                verified=True, rank_note="reference row: the paper's published totals (not ranked)",
+                                group=f"gpt-4-0613 (paper) · {label} · the paper's models (not ranked)"))
     return out
 
 
@@ -688,7 +738,7 @@ def _short(text: object, limit: int = 80) -> str:
 def _sort_value(row: BoardRow, key: str):
     """A sort key with missing values last whatever the direction (handled by the caller)."""
     if key == "rank":
-        return None if row.rank is None else (row.benchmark, row.judge, row.rank[0], row.rank[1])
+        return None if row.rank is None else (row.benchmark, row.group, row.rank[0], row.rank[1])
     if key in SIX:
         return row.capabilities.get(key)
     if key == "ci_low":
@@ -716,8 +766,8 @@ def filter_rows(rows: list[BoardRow], f: BoardFilter) -> list[BoardRow]:
     missing = [r for r in out if _sort_value(r, f.sort) is None]
     present.sort(key=lambda r: _sort_value(r, f.sort), reverse=f.descending)
     if f.sort == "rank":        # within a rank range, the higher total first
-        present.sort(key=lambda r: (r.benchmark, r.judge, r.rank[0], -(r.total or 0), r.rank[1]))
-        missing.sort(key=lambda r: (r.benchmark, -(r.total or 0)))
+        present.sort(key=lambda r: (r.benchmark, r.group, r.rank[0], -(r.total or 0), r.rank[1]))
+        missing.sort(key=lambda r: (r.benchmark, r.reference, r.group, -(r.total or 0)))
     return present + missing
 
 
@@ -1106,14 +1156,28 @@ def _fmt(total) -> str:
     return "?" if not isinstance(total, (int, float)) else f"{float(total):.1f}"
 
 
-def describe_entries(rows: Iterable[BoardRow]) -> str:
-    """A plain-text table of rows for the CLI."""
-    lines = [f"{'rank':>7}  {'total':>5}  {'95% CI':>13}  {'judge':<18} {'benchmark':<10} runs  name (entry)  "
-             "· provenance"]
+def describe_entries(rows: Iterable[BoardRow], width: int | None = 100) -> str:
+    """A plain-text table of rows for the CLI, each rank group under a heading that names it (judge, endpoint,
+    benchmark): rank range, total, 95 % interval, official-equivalent estimate (or why there is none), name;
+    the provenance on the next line. At most `width` columns (names and long estimate notes are cut with …)."""
+    def cut(text: str, n: int) -> str:
+        return text if len(text) <= n else text[:n - 1] + "…"
+    lines = [f"{'rank':>7}  {'total':>5}  {'95% CI':>12}  {'estimate (official-equivalent)':<34}  name (entry)"]
+    group = None
     for r in rows:
+        if r.group != group:
+            group = r.group
+            lines += ["", cut(f"── {group} ──", width or 10 ** 6)]
         ci = "" if None in r.ci else f"[{r.ci[0]:.1f}, {r.ci[1]:.1f}]"
         total = "" if r.total is None else f"{r.total:.1f}"
-        lines.append(f"{r.rank_cell():>7}  {total:>5}  {ci:>13}  {r.judge[:18]:<18} {r.benchmark[:10]:<10} "
-                     f"{r.runs:>4}  {r.name}" + (f" ({r.entry}, v{r.version})" if r.entry else "")
-                     + f"  · {r.provenance}")
+        est = r.estimate_text()
+        if r.official_equivalent:        # the number, its interval and label (the check goes on the next line)
+            est = " · ".join(p for p in (est.split(" · ")[0], r.official_equivalent_label) if p)
+        elif est.startswith("no estimate: "):
+            est = "none (why: below)"
+        name = r.name + (f" ({r.entry}, v{r.version})" if r.entry else "")
+        line = f"{r.rank_cell():>7}  {total:>5}  {ci:>12}  {cut(est, 34):<34}  {name}"
+        lines.append(cut(line, width) if width else line)
+        why = r.estimate_text() if est == "none (why: below)" else r.official_equivalent_check
+        lines += fit_lines([f"{'':>9}{'; '.join(p for p in (r.provenance, why) if p)}"], width)
     return "\n".join(lines)

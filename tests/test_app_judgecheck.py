@@ -17,8 +17,14 @@ LLAVA_7B = __import__("pathlib").Path(__file__).resolve().parent / "data" / "res
 
 
 def open_check(page) -> None:
-    if not page.locator("#judge-check-button").is_visible():
-        page.locator("#judge-check-section").get_by_text("Check this judge first").first.click()
+    """The Judges tab (it checks the judge chosen on the Grade tab)."""
+    page.get_by_role("tab", name="Judges").click()
+    expect(page.locator("#judge-check-button")).to_be_visible()
+
+
+def open_grade(page) -> None:
+    page.get_by_role("tab", name="Grade").click()
+    expect(page.locator("#judge-choice")).to_be_visible()
 
 
 def test_check_the_servers_judge_then_again_for_free(page, fake_server):
@@ -29,37 +35,43 @@ def test_check_the_servers_judge_then_again_for_free(page, fake_server):
     fake_server.state.answer_fn = official_grades_answer()
     try:
         page.locator("#judge-check-button").click()
-        report = page.locator("#judge-check-report textarea")
-        expect(report).to_have_value(re.compile(r"^checking: \d+ / 1308 reference grades"))
-        expect(report).to_have_value(re.compile(r"^Judge check of gpt-4-0613 at this server's endpoint \(official prompt\) on "
-                                                r"llava-v1\.5-13b, llava-v1\.5-7b, .*: 1308 of 1308 reference grades"),
-                                     timeout=180_000)
+        report = page.locator("#judge-check-report")
+        expect(report).to_contain_text(re.compile(r"checking: \d+ / 1308 reference grades"))
+        # the report: the verdict first, then the numbers as tables
+        expect(page.locator("#judge-check-verdict")).to_have_text(
+            re.compile(r"^\s*(Close to|Drifts from) the official judge"), timeout=180_000)
     finally:
         fake_server.state.answer_fn = None
-    text = report.input_value()
-    assert "Δ̄ GPT-4 self" in text and re.search(r"(Close to|Drifts from) the official judge", text)
+    text = report.inner_text()
+    assert re.search(r"Judge check of gpt-4-0613 at this server's endpoint \(official prompt\): 1308 of 1308 reference "
+                     r"grades, 6 reference models \(llava-v1\.5-13b, llava-v1\.5-7b, ", text), text
+    expect(page.locator("#judge-check-columns")).to_contain_text("Δ̄ GPT-4 self")
+    expect(page.locator("#judge-check-references [role=row], #judge-check-references tr")).to_have_count(7)
     assert "/v1" not in text and "127.0.0.1" not in text     # the server's endpoint is never named by its address
-    assert re.search(r"^  Check [\w-]+ of \d{4}-\d\d-\d\d", text, re.M) and "Leave-one-model-out" in text
+    assert re.search(r"Check [\w-]+ of \d{4}-\d\d-\d\d", text) and "Leave-one-model-out" in text
     made = len(fake_server.state.calls) - n0
     assert made >= 1243                          # 1308 grades, 1243 distinct prompts
     started = page.locator('[data-testid="toast-text"]').filter(has_text="Checking gpt-4-0613")
     expect(started).to_have_count(0)              # the first check's toast has gone (a 1308-call check outlasts it)
     page.locator("#judge-check-button").click()   # the same judge again: every answer is stored
     expect(started).to_have_count(1)
-    expect(report).to_have_value(re.compile(r"^Judge check of gpt-4-0613"))
+    expect(report).to_contain_text("Judge check of gpt-4-0613")
     assert len(fake_server.state.calls) - n0 == made
+    open_grade(page)
 
 
 def test_a_rejected_key_says_why_the_check_stopped(page):
     with FakeJudgeServer(FakeState(api_key="sk-right")) as other:
+        open_grade(page)
         page.locator("#judge-choice").get_by_text("My own key / endpoint", exact=True).click()
         page.locator("#base-url textarea, #base-url input").first.fill(other.url)
         page.locator("#api-key input").fill("sk-wrong")
         open_check(page)
         page.locator("#judge-check-button").click()
-        report = page.locator("#judge-check-report textarea")
-        expect(report).to_have_value(re.compile(r"The check stopped: .*the API key was rejected"))
+        report = page.locator("#judge-check-report")
+        expect(report).to_contain_text(re.compile(r"The check stopped: .*the API key was rejected"))
         assert 0 < len(other.state.calls) <= 32
+        open_grade(page)
 
 
 # --- issue 17: the judge picker and the retired-judge message ---------------------------------------------------
@@ -124,6 +136,7 @@ def test_a_checked_judge_gives_an_estimate_on_the_card_the_radar_and_the_share_v
     from mmvet_core.judgecheck import HOST, check_prompt_id
 
     with FakeJudgeServer(FakeState(answer_fn=official_grades_answer(0.1), model_reported="judge-b")) as own:
+        open_grade(page)
         page.locator("#judge-choice").get_by_text("My own key / endpoint", exact=True).click()
         page.locator("#base-url textarea, #base-url input").first.fill(own.url)
         page.locator("#judge-model textarea, #judge-model input").first.fill("judge-b")
@@ -131,15 +144,16 @@ def test_a_checked_judge_gives_an_estimate_on_the_card_the_radar_and_the_share_v
         open_check(page)
         expect(page.locator("#judge-check-cost")).to_contain_text("1308 judge calls at most")
         page.locator("#judge-check-button").click()
-        report = page.locator("#judge-check-report textarea")
-        expect(report).to_have_value(re.compile(r"^Judge check of judge-b .*1308 of 1308 reference grades"),
-                                     timeout=180_000)
-        assert re.search(r"total +1308 .* \+7\.\d \[\+\d\.\d, \+\d\.\d\]", report.input_value())
-        assert "seen by you only" in report.input_value() and "127.0.0.1" not in report.input_value()
+        report = page.locator("#judge-check-report")
+        expect(report).to_contain_text(re.compile(r"Judge check of judge-b .*1308 of 1308 reference grades"),
+                                       timeout=180_000)
+        total = page.locator("#judge-check-columns tr").filter(has_text="total").first
+        assert re.search(r"total\s+1308\s.*\+7\.\d \[\+\d\.\d, \+\d\.\d\]", total.inner_text().replace("\n", " "))
+        expect(report).to_contain_text("seen by you only")
+        assert "127.0.0.1" not in report.inner_text()
         checked = len(own.state.calls)
 
         # the visitor's board: their own check, after the server's, unverified and without estimates
-        page.locator("#judge-board-section").get_by_text("Successor board").first.click()
         row = page.locator("#judge-board [role=row]").filter(has_text="judge-b")
         expect(row).to_have_count(1)
         expect(row).to_contain_text(re.compile(r"\+7\.\d \[\+\d\.\d, \+\d\.\d\]"))
@@ -147,6 +161,7 @@ def test_a_checked_judge_gives_an_estimate_on_the_card_the_radar_and_the_share_v
         own_link = row.locator("a", has_text="report").get_attribute("href")
         assert re.fullmatch(r"\?check=[\w-]{24}", own_link)
         expect(page.locator("#board-csv")).to_be_visible()
+        open_grade(page)
 
         # the host checks that endpoint too (as its CLI's `judge-check --base-url` stores it): it vouches for it
         [mine] = [c for c in app_server.store.judge_checks() if c["id"] == own_link.split("=")[1]]
@@ -182,9 +197,10 @@ def test_a_checked_judge_gives_an_estimate_on_the_card_the_radar_and_the_share_v
         visitor.context.close()
     reader = new_page(browser, app_server.url + f"?check={vouched}")    # the host's check: anyone reads it
     try:
-        expect(reader.locator("#judge-check-report textarea")).to_have_value(
-            re.compile(r"^Judge check of judge-b at an endpoint the host checked \(private host\) \(official prompt\)"))
-        assert own.url not in reader.locator("#judge-check-report textarea").input_value()   # never the address
+        expect(reader.locator("#judge-check-report")).to_contain_text(
+            re.compile(r"Judge check of judge-b at an endpoint the host checked \(private host\) \(official prompt\)"))
+        assert reader.get_by_role("tab", name="Judges").get_attribute("aria-selected") == "true"
+        assert own.url not in reader.locator("#judge-check-report").inner_text()   # never the address
         reader.goto(app_server.url + own_link)            # the visitor's own check: theirs alone
         expect(reader.locator('[data-testid="toast-text"]').filter(
             has_text="This link's judge check does not exist")).to_have_count(1)

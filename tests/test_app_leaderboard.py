@@ -30,7 +30,7 @@ GRADES_7B = REFERENCE / "llava-v1.5-7b_gpt-4-grade-3runs.json"
 GRADES_7B_1RUN = REFERENCE / "llava-v1.5-7b_gpt-4-grade-1runs.json"
 HOST_SECRET = "host-secret-for-tests"
 EVIL_NAME = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
-PROVENANCE = 4          # the table's provenance column
+PROVENANCE = 6     # the provenance column once chosen: after the six leading ones (rank … judge)
 OWNER, INTRUDER = "api-owner-token-A", "api-intruder-token-B"
 
 
@@ -108,6 +108,15 @@ def open_board(page, url: str, board: str) -> None:
     expect(page.locator("#board-table [role=grid]")).to_be_visible()
 
 
+def show_column(page, name: str) -> None:
+    """Add a column to the board's leading ones (the visitor's column choice)."""
+    section = page.locator("#board-columns-section")
+    if not page.locator("#board-columns").is_visible():
+        section.get_by_text("More columns").click()
+    page.locator("#board-columns").get_by_label(name, exact=True).check()
+    expect(page.locator("#board-table [role=columnheader]").filter(has_text=name)).to_have_count(1)
+
+
 def row_count(page) -> int:
     return int(page.locator("#board-table [role=grid]").get_attribute("aria-rowcount")) - 1
 
@@ -121,10 +130,14 @@ def test_publish_filter_and_overlay_two_radars(board_app, page):
 
     open_board(page, board_app.url, "judge=official&benchmark=v1&refs=0")
     expect(page.locator("#leaderboard-section")).to_contain_text("paired bootstrap")
-    expect(page.locator("#board-table [role=grid]")).to_have_attribute("aria-rowcount", "3")
+    # a group heading row, then the two entries
+    expect(page.locator("#board-table [role=grid]")).to_have_attribute("aria-rowcount", "4")
+    expect(page.locator('#board-table [data-testid="cell-0-1"]')).to_have_text(
+        re.compile(r"^\s*▸ gpt-4 · MM-Vet v1 · not ranked"))
+    show_column(page, "provenance")
     # grade files name their judge; nobody verified it: listed, marked, not ranked (issue 26, attack 1)
-    expect(page.locator('#board-table [data-testid="cell-0-1"]')).to_have_text("LLaVA-1.5 13B")
-    for r in (0, 1):
+    expect(page.locator('#board-table [data-testid="cell-1-1"]')).to_have_text("LLaVA-1.5 13B")
+    for r in (1, 2):
         expect(page.locator(f'#board-table [data-testid="cell-{r}-0"]')).to_have_text("—")
         expect(page.locator(f'#board-table [data-testid="cell-{r}-{PROVENANCE}"]')).to_have_text(
             "imported, judge not verified")
@@ -136,10 +149,10 @@ def test_publish_filter_and_overlay_two_radars(board_app, page):
         page.locator("#board-host-secret input").fill(HOST_SECRET)
         page.locator("#board-verify").click()
         expect(page.get_by_text("verified by the host: it is ranked").last).to_be_visible()
-    expect(page.locator('#board-table [data-testid="cell-0-0"]')).to_have_text("1")
-    expect(page.locator('#board-table [data-testid="cell-1-0"]')).to_have_text("2")
-    expect(page.locator('#board-table [data-testid="cell-1-1"]')).to_have_text(EVIL_NAME)
-    expect(page.locator(f'#board-table [data-testid="cell-0-{PROVENANCE}"]')).to_have_text(
+    expect(page.locator('#board-table [data-testid="cell-1-0"]')).to_have_text("1")
+    expect(page.locator('#board-table [data-testid="cell-2-0"]')).to_have_text("2")
+    expect(page.locator('#board-table [data-testid="cell-2-1"]')).to_have_text(EVIL_NAME)
+    expect(page.locator(f'#board-table [data-testid="cell-1-{PROVENANCE}"]')).to_have_text(
         "imported, verified by the host")
     assert "board=" in page.locator("#board-link textarea").input_value()
 
@@ -147,9 +160,9 @@ def test_publish_filter_and_overlay_two_radars(board_app, page):
     # are overlaid; the card is the second's (regression: the second click was dropped, or its answer, computed
     # from the overlays the page showed when it was made, replaced the first row's)
     with HeldCalls(board_app.svc.board, "board_entry") as held:
-        page.locator('#board-table [data-testid="cell-0-1"]').click()
-        held.wait_entered(1)
         page.locator('#board-table [data-testid="cell-1-1"]').click()
+        held.wait_entered(1)
+        page.locator('#board-table [data-testid="cell-2-1"]').click()
         held.wait_entered(2)                    # the second click reached the server before the first answered
     legend = page.locator("#board-radar-caps .legendtext")
     expect(legend).to_have_count(2)
@@ -160,7 +173,7 @@ def test_publish_filter_and_overlay_two_radars(board_app, page):
 
     page.locator("#board-query input, #board-query textarea").first.fill("13B")
     page.locator("#board-query input, #board-query textarea").first.press("Enter")
-    expect(page.locator("#board-table [role=grid]")).to_have_attribute("aria-rowcount", "2")
+    expect(page.locator("#board-table [role=grid]")).to_have_attribute("aria-rowcount", "3")   # heading + row
     expect(page.locator("#board-link textarea")).to_have_value(re.compile(r"q%3D13B"))
     assert page.evaluate("window.__pwned") is None
     assert page.locator("#leaderboard-section img[src='x'], #leaderboard-section script").count() == 0
@@ -169,15 +182,15 @@ def test_publish_filter_and_overlay_two_radars(board_app, page):
     files = page.locator("#board-downloads a")
     expect(files).to_have_count(2)
     csv_text = page.request.get(files.nth(0).get_attribute("href")).text()
-    assert csv_text.splitlines()[0].startswith("rank,name,judge,kind,provenance,benchmark,runs,total,95% CI,"
-                                               "official-equivalent (estimate),rec,")
-    assert [(r[0], r[1], r[4]) for r in csv.reader(io.StringIO(csv_text))][1:] == \
+    assert csv_text.splitlines()[0].startswith("rank,name,total,95% CI,official-equivalent (estimate),judge,"
+                                               "rank group,estimate check,kind,provenance,benchmark,runs,rec,")
+    assert [(r[0], r[1], r[9]) for r in csv.reader(io.StringIO(csv_text))][1:] == \
         [("1", "LLaVA-1.5 13B", "imported, verified by the host")]
 
 
 def test_sort_by_a_column_and_the_entry_card_link_is_inert_https(board_app, page):
     open_board(page, board_app.url, "refs=0")
-    first = page.locator("#board-table [role=row]").nth(1)
+    first = page.locator("#board-table [role=row]").nth(2)         # (after the header and the group heading)
     expect(first).to_contain_text("LLaVA-1.5 13B")                 # by rank
     page.locator("#board-sort input").click()
     page.get_by_role("option", name="name", exact=True).click()
@@ -185,17 +198,18 @@ def test_sort_by_a_column_and_the_entry_card_link_is_inert_https(board_app, page
     expect(page.locator("#board-link textarea")).to_have_value(re.compile(r"sort%3Dname"))
 
     open_board(page, board_app.url, "q=LLaVA-1.5 13B&refs=0")
-    page.locator('#board-table [data-testid="cell-0-1"]').click()
+    page.locator('#board-table [data-testid="cell-1-1"]').click()
     link = page.locator("#board-card-link")
     expect(link).to_have_attribute("href", "https://github.com/haotian-liu/LLaVA")
     assert "noopener" in link.get_attribute("rel") and "nofollow" in link.get_attribute("rel")
 
 
 def test_a_javascript_link_is_refused_in_the_page(board_app, page):
-    reopen(page, board_app.url)                     # no ?board=: the board is filled when its section opens
+    reopen(page, board_app.url)                     # no ?board=: the board is filled when its tab opens
     expect(page.locator("#board-table [role=grid]")).to_have_count(0)
-    page.locator("#leaderboard-section").get_by_text("Leaderboard (published runs").first.click()
-    expect(page.locator('#board-table [data-testid="cell-0-1"]')).to_have_text("LLaVA-1.5 13B")
+    page.get_by_role("tab", name="Leaderboard").click()
+    expect(page.locator('#board-table [data-testid="cell-1-1"]')).to_have_text("LLaVA-1.5 13B")
+    page.get_by_role("tab", name="Grade").click()
     open_grade_file(page, GRADES_7B_1RUN)
     page.locator("#publish-name input, #publish-name textarea").first.fill("bad link")
     page.locator("#publish-link input, #publish-link textarea").first.fill("javascript:window.__pwned=3")
@@ -337,9 +351,11 @@ def test_an_extrapolated_run_is_labelled_on_its_card_and_the_board_shows_its_est
     publish_from_card(page, "Blank model")
     open_board(page, board_app.url, "q=Blank model&refs=0")
     column = lb.TABLE_COLUMNS.index(lb.ESTIMATE_COLUMN)
-    cell = page.locator(f'#board-table [data-testid="cell-0-{column}"]')    # the estimate column
-    expect(cell).to_have_text(re.compile(rf"^\s*\d+\.\d \[\d+\.\d, \d+\.\d\] · extrapolated · unlike the references: "
-                                         rf"refusals or empty answers 100 % \(references 0–\d+ %\).* · check {check_id[:8]} "))
+    cell = page.locator(f'#board-table [data-testid="cell-1-{column}"]')    # the estimate column, under its heading
+    expect(cell).to_have_text(re.compile(r"^\s*\d+\.\d \[\d+\.\d, \d+\.\d\] · extrapolated · unlike the references: "
+                                         r"refusals or empty answers 100 % \(references 0–\d+ %\)"))
+    show_column(page, "estimate check")                                    # the check it rests on, on request
+    expect(page.locator('#board-table [data-testid="cell-1-6"]')).to_have_text(re.compile(rf"^\s*check {check_id[:8]} "))
     expect(page.locator("#board-table [role=columnheader]").nth(column)).to_contain_text(lb.ESTIMATE_COLUMN)
     open_board(page, board_app.url, "judge=official&benchmark=v1")           # the paper's rows
-    expect(page.locator(f'#board-table [data-testid="cell-0-{column}"]')).to_have_text("official metric")
+    expect(page.locator(f'#board-table [data-testid="cell-1-{column}"]')).to_have_text("official metric")

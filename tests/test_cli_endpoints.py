@@ -65,7 +65,8 @@ def test_a_judge_with_an_announced_shutdown_is_flagged_at_start_and_the_date_is_
                        "--subset", subset_file(tmp_path), "--out", tmp_path / "out", "--db", tmp_path / "g.db",
                        env=NO_ENV)
     assert proc.returncode == 0, proc.stderr
-    note = next(line for line in proc.stdout.splitlines() if line.startswith("Note:"))
+    paragraph = proc.stdout.split("Note:", 1)[1].split("\n\n")[0]        # (wrapped at 100 columns)
+    note = " ".join(x.strip() for x in paragraph.splitlines())
     assert "judge-b" in note and "2026-12-11" in note and "stored grades stay viewable and exportable" in note
     store = Store(tmp_path / "g.db")
     (run,) = store.list_runs("")

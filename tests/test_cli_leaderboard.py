@@ -73,8 +73,10 @@ def test_show_prints_a_table_with_its_reading_rule_and_filters(board):
     shown = run_cli("leaderboard", "show", "--query", "13b", "--db", db)
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
-    assert lines[0].split()[:3] == ["rank", "total", "95%"]
-    assert [ln.split()[0] for ln in lines[1:3]] == ["1–2", "1–2"] and "llava-v1.5-7b" not in shown.stdout
+    assert lines[0].split()[:3] == ["rank", "total", "95%"] and max(map(len, lines)) <= 100
+    # the rank group under its heading (judge · endpoint · benchmark), each row followed by its provenance
+    assert lines[2] == "── gpt-4-0613 · MM-Vet v1 ──", lines[2]
+    assert [ln.split()[0] for ln in lines[3:7:2]] == ["1–2", "1–2"] and "llava-v1.5-7b" not in shown.stdout
     assert "paired bootstrap" in shown.stdout
     refs = json.loads(run_cli("leaderboard", "show", "--json", "--references", "--db", db).stdout)["entries"]
     assert any(e["reference"] and e["rank"] is None for e in refs)
@@ -111,8 +113,8 @@ def test_hide_export_import(board):
     verified = run_cli("leaderboard", "verify", entries["llava-v1.5-7b"], "--db", elsewhere)
     assert verified.returncode == 0 and "verified by the host" in verified.stdout
     table = run_cli("leaderboard", "show", "--db", elsewhere).stdout
-    assert re.search(r"^\s+1\s.*llava-v1.5-7b .*verified by the host", table, re.M)
-    assert re.search(r"^\s+—\s.*llava-v1.5-13b .*judge not verified", table, re.M)
+    assert re.search(r"^\s+1\s.*llava-v1.5-7b .*\n\s+.*verified by the host", table, re.M)
+    assert re.search(r"^\s+—\s.*llava-v1.5-13b .*\n\s+.*judge not verified", table, re.M)
     assert run_cli("leaderboard", "verify", "no-such-entry", "--db", elsewhere).returncode == 2
 
 

@@ -61,7 +61,7 @@ def test_a_reference_model_is_in_sample_and_left_out_of_its_own_correction(bench
                              resamples=300)
     assert eq.label == IN_SAMPLE and eq.left_out == ref.model and ref.model not in eq.references
     assert len(eq.references) == 5 and eq.total.low <= ref.official_total <= eq.total.high
-    assert "— IN-SAMPLE: these answers are the check's reference internlm-xcomposer2-vl-7b; it is left out" in \
+    assert "\nIN-SAMPLE: these answers are the check's reference internlm-xcomposer2-vl-7b; it is left out" in \
         format_equivalent_line(eq)
 
 

@@ -165,8 +165,9 @@ def test_cli_says_the_cost_before_starting_and_reports(tmp_path):
                                "--out", str(tmp_path / "out")],
                               capture_output=True, text=True, env=cli_env(), cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    first = proc.stdout.splitlines()[0]
+    first = " ".join(x.strip() for x in proc.stdout.split("\n\n")[0].splitlines())    # its first paragraph
     assert "1308 judge calls at 1 run" in first and "my-local-judge" in first
+    assert max(len(x) for x in proc.stdout.splitlines()) <= 100          # fits a terminal (issue 32 part 4)
     assert "Close to the official judge" in proc.stdout
     data = json.loads((tmp_path / "out" / "judge-check.json").read_text())
     assert data["n_graded"] == 1308 and data["judge"]["model"] == "my-local-judge"
@@ -189,7 +190,12 @@ def _true_shift(answer, refs) -> float:
 
 
 def _estimate_line(stdout: str) -> str:
-    return next(x for x in stdout.splitlines() if x.startswith("official-equivalent"))
+    """The estimate's paragraph (wrapped at 100 columns), as one line; its label stays on a line of its own."""
+    lines = stdout.splitlines()
+    start = next(i for i, x in enumerate(lines) if x.startswith("official-equivalent"))
+    end = next((i for i in range(start + 1, len(lines))
+                if not lines[i].startswith(("  ", "IN-SAMPLE", "EXTRAPOLATED"))), len(lines))
+    return " ".join(x.strip() for x in lines[start:end])
 
 
 def test_done_when_a_checked_judge_corrects_runs_and_a_smaller_check_changes_no_estimate(tmp_path):
@@ -209,6 +215,8 @@ def test_done_when_a_checked_judge_corrects_runs_and_a_smaller_check_changes_no_
         proc = subprocess.run([sys.executable, "-m", "mmvet_core", *args, "--base-url", srv.url, "--judge-model",
                                "judge-b", "--db", db], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
         assert proc.returncode == 0, proc.stderr
+        # every line fits a terminal, the estimate's and its labels' too (issue 32 part 4)
+        assert max(map(len, proc.stdout.splitlines())) <= 100, proc.stdout
         return proc.stdout
 
     def grade(name, out):
@@ -216,13 +224,16 @@ def test_done_when_a_checked_judge_corrects_runs_and_a_smaller_check_changes_no_
 
     with FakeJudgeServer(FakeState.after_gpt4(answer_fn=answer)) as srv:
         first = run("judge-check")
-        assert f"{call_count(refs=refs)} judge calls" in first.splitlines()[0] and "6 reference sets" in first
+        intro = " ".join(x.strip() for x in first.split("\n\n")[0].splitlines())
+        assert f"{call_count(refs=refs)} judge calls" in intro and "6 reference sets" in first
         assert "2026-12-11" in first
         row = next(line for line in first.splitlines() if line.strip().startswith("total "))
         point, low, high = map(float, re.search(r"([+-]\d+\.\d) \[([+-]\d+\.\d), ([+-]\d+\.\d)\]", row).groups())
         assert low <= round(truth, 1) <= high and abs(point - truth) < 0.05, (row, truth)
         check_id = re.search(r"^Check ([\w-]+) of ", first, re.M).group(1)
-        assert "Leave-one-model-out" in first and re.search(r"qwen2\.5-vl-3b +60\.9 +\d+\.\d +[+-]\d\.\d", first)
+        # per reference: official total, the judge's total, Δ̄, GPT-4's own Δ̄, shift, LOMO prediction and error
+        assert "Leave-one-model-out" in first and re.search(
+            r"qwen2\.5-vl-3b +60\.9 +\d+\.\d .* \d+\.\d +[+-]\d+\.\d$", first, re.M)
         assert "Official-equivalent estimates of this judge's runs: available" in first
         made = len(srv.state.chat_calls("judge-b"))
         assert made == distinct_prompts(refs=refs)

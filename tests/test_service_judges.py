@@ -284,7 +284,8 @@ def test_the_app_exports_a_check_and_another_host_imports_it_verified_and_refuse
 
     from mmvet_core.benchmark import load_bundled_v1
     from mmvet_core.judge import JudgeSettings
-    from mmvet_core.judgecheck import assess_judge, check_prompt_id, check_settings, current_check, load_references
+    from mmvet_core.judgecheck import (assess_judge, check_prompt_id, check_settings, current_check, load_references,
+                                       visitor_scope)
     from tests.fake_judge import official_grades_answer, simulate_grades
 
     answer = official_grades_answer(0.1)
@@ -314,8 +315,12 @@ def test_the_app_exports_a_check_and_another_host_imports_it_verified_and_refuse
             assert current_check(svc_b.store, JudgeSettings(base_url=b.url, model="judge-b")) is None
             calls = len(b.state.chat_calls())
             message = svc_b.judges.import_check(JudgeChoice(JUDGE_HOST), zipped, "me", "v")
-            assert "verification on 63 prompts" in message and len(b.state.chat_calls()) == calls   # stored answers
-            imported = current_check(svc_b.store, JudgeSettings(base_url=b.url, model="judge-b"))
+            # the prompts to re-grade are drawn anew for each import: only those not asked before are paid
+            assert "verification on 63 prompts" in message and len(b.state.chat_calls()) - calls <= 63
+            # a check imported on the page is the visitor's own (issue 33): never the server's check
+            assert current_check(svc_b.store, JudgeSettings(base_url=b.url, model="judge-b")) is None
+            imported = current_check(svc_b.store, JudgeSettings(base_url=b.url, model="judge-b"),
+                                     visitor_scope("me", "host-judge"))
             assert imported.origin["verified"] and imported.correctable
         finally:
             close(svc_a)

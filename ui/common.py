@@ -116,9 +116,32 @@ def bench_of(bench_c, bench_f, hub, sub) -> BenchmarkChoice:
 
 
 def judge_of(judge_c, url="", model="", key="", mode_label=None) -> JudgeChoice:
-    """The judge fields of the page as the service's record (`mode_label` is a key of `MODES`)."""
-    return JudgeChoice(judge_c or JUDGE_BASELINE, url or "", model or "", key or "",
-                       MODES.get(mode_label, MODE_LIVE))
+    """The judge fields of the page as the service's record (`mode_label` is a key of `MODES`). For the server's
+    judge the model field carries the server judge the visitor picked (`MMVET_SERVER_JUDGES`; the service refuses
+    one the host does not offer)."""
+    kind = judge_c or JUDGE_BASELINE
+    return JudgeChoice(kind, url or "", model or "", key or "", MODES.get(mode_label, MODE_LIVE),
+                       host_model=(model or "").strip() if kind == JUDGE_HOST else "")
+
+
+def arrival_text(settings: ServiceSettings) -> str:
+    """The page's first line after its title: the official judge's shutdown and the way forward, for this
+    server's configuration (with or without a key of its own, with or without a choice of judges)."""
+    from mmvet_core.endpoints import retirement_of
+    from mmvet_core.judge import DEFAULT_JUDGE_MODEL
+
+    r = retirement_of(DEFAULT_JUDGE_MODEL)
+    when = f" on {r.shutdown_date.isoformat()}" if r else ""
+    head = f"**The official judge {DEFAULT_JUDGE_MODEL} was shut down{when}.**"
+    if settings.host_key and settings.server_judges:
+        way = "Pick a checked successor among the server's judges (status on the **Judges** tab) or use your own key"
+    elif settings.host_key:
+        way = (f"This server grades with {settings.judge_model}: check it or a successor on the **Judges** tab, or "
+               "use your own key")
+    else:
+        way = "Grade with your own key and a successor judge checked on the **Judges** tab"
+    return (f"{head} {way}; with no key: the offline baseline (not the MM-Vet metric) or an official grade file. "
+            "Other judges get an official-equivalent *estimate*.")
 
 
 def owner_secret(data_dir: Path) -> str:
@@ -142,6 +165,7 @@ class Page:
     owner: gr.Textbox
     run_state: gr.Textbox
     ro_note: gr.Markdown
+    tabs: gr.Tabs | None = None       # the page's tabs (set once laid out: a link or a pointer selects one)
 
     @property
     def default_judge(self) -> str:
@@ -160,9 +184,10 @@ def build_page(svc: GradingService, settings: ServiceSettings) -> Page:
     owner_store = gr.BrowserState("", storage_key="mmvet-grader-owner", secret=secret)
     owner = gr.Textbox(visible=False, elem_id="owner-token")
     run_state = gr.Textbox(visible=False, elem_id="run-id")
-    gr.Markdown("## MM-Vet Grader\n<small>Grade a multimodal model's MM-Vet results with an LLM judge, exactly as "
-                "the official evaluator does: live progress, radar charts, every grade inspectable, a link to "
+    gr.Markdown("## MM-Vet Grader\n<small>Grade a multimodal model's MM-Vet results with an LLM judge, with the "
+                "official prompt and scoring: live progress, radar charts, every grade inspectable, a link to "
                 "share.</small>", elem_id="header")
+    gr.Markdown(arrival_text(settings), elem_id="arrival")
     ro_note = gr.Markdown("**Shared run (read-only).** You can inspect every grade; only the person who "
                           "started this run can change it. Open the page without `?run=` to grade your own.",
                           visible=False, elem_id="read-only-note")

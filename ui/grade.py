@@ -24,7 +24,8 @@ from mmvet_core.store import StoreError
 
 from .common import (MODES, Page, base_url, bench_of, esc, file_path, judge_of, runs_rows, store_unreachable, toasts,
                      visitor)
-from .judge_check import JudgeCheckView, build_judge_board, build_judge_check, wire_judge_check
+from .judge_check import TAB_ID as JUDGES_TAB
+from .judge_check import JudgeCheckView, wire_judge_check
 from .leaderboard import build_publish_control
 from .widgets import (card_html, count_text, judge_note_html, overlay_choices, overlay_warning, progress_html,
                       radar_figures, sample_filter)
@@ -73,7 +74,7 @@ class GradeView:
     stop_btn: gr.Button
     resume_btn: gr.Button
     judge_unavailable: gr.HTML
-    judge_check: JudgeCheckView
+    judge_check: JudgeCheckView | None      # the Judges tab's (app.py sets it before wiring)
     progress: gr.HTML
     total: gr.Textbox
     empty_note: gr.Markdown
@@ -92,6 +93,8 @@ class GradeView:
     cap_table: gr.Dataframe
     int_table: gr.Dataframe
     downloads: gr.File
+    server_judge: gr.Dropdown | None = None    # the server's judges the host offers (MMVET_SERVER_JUDGES)
+    check_link: gr.Button | None = None        # "check this judge": selects the Judges tab
 
     @property
     def bench_inputs(self) -> list:
@@ -160,6 +163,10 @@ def build_grade(page: Page) -> GradeView:
                 mode = gr.Dropdown(list(MODES), value=list(MODES)[0], label="Judge calls", elem_id="mode",
                                    visible=default_judge != JUDGE_BASELINE, scale=3, min_width=120)
             judge_choice = gr.Radio(page.judge_choices, value=default_judge, label="Judge", elem_id="judge-choice")
+            offered = page.svc.judges.server_judge_choices()      # [] unless the host offers several
+            server_judge = gr.Dropdown(offered, value=settings.judge_model if offered else None,
+                                       label="The server's judges (check status)", elem_id="server-judge",
+                                       visible=bool(offered) and default_judge != JUDGE_OWN, interactive=True)
             own = default_judge == JUDGE_OWN      # these fields only apply to "My own key / endpoint"
             base_url_box = gr.Textbox(label="Base URL (OpenAI-compatible; empty = OpenAI)",
                                       placeholder="http://localhost:8000/v1", elem_id="base-url", visible=own)
@@ -179,8 +186,10 @@ def build_grade(page: Page) -> GradeView:
                                      file_types=[".zip", ".json"], height=90)
                 hub_id = gr.Textbox(label="Hub dataset id", placeholder="whyu/mm-vet", elem_id="hub-id")
                 subset = gr.Radio(list(SUBSETS), value="All samples", label="Subset", elem_id="subset")
-            # an optional step before grading (collapsed: the judge fields above are what most visitors fill)
-            judge_check = build_judge_check(page)
+            # an optional step before grading: the check itself is on the Judges tab
+            check_link = gr.Button("Is this judge close to the official one? Check it on the Judges tab →",
+                                   size="sm", variant="secondary", elem_id="judge-check-link",
+                                   visible=default_judge != JUDGE_BASELINE)
         with gr.Column(scale=7, elem_id="results-column"):
             # what grading costs and Grade head the results column, right above the progress they start: in the
             # first viewport whatever judge fields are open on the left, and on a phone the progress comes right
@@ -231,14 +240,14 @@ def build_grade(page: Page) -> GradeView:
                 downloads = gr.File(label="Downloads: official grade JSON, both CSVs, the run card (run.json) "
                                           "and a zip of all", file_count="multiple", interactive=False,
                                     elem_id="downloads", visible=False)
-    # the successor board's 11 columns need the page's width (in the setup column they were cut)
-    judge_check = build_judge_board(page, judge_check)
+    judge_check = None
     return GradeView(setup_col, actions, results_file, example_btn, report, model_name, runs, mode, judge_choice,
                      base_url_box, judge_model, api_key, judge_picker, judge_facts, bench_acc, bench_choice,
                      bench_file, hub_id, subset, estimate, grade_btn, stop_btn, resume_btn, judge_unavailable,
                      judge_check, progress, total, empty_note, run_panel,
                      run_card, owner_tools, rename_box, rename_btn, delete_btn, share, flags_box, overlays,
-                     overlay_note, radar_caps, radar_ints, cap_table, int_table, downloads)
+                     overlay_note, radar_caps, radar_ints, cap_table, int_table, downloads, server_judge,
+                     check_link)
 
 
 # ---- the wiring: one function per concern, called by `wire_grade` in the order the events are registered ----
@@ -337,17 +346,30 @@ def wire_setup(page: Page, g: GradeView, field: JudgeField) -> None:
     for comp in (g.bench_choice, g.subset):
         comp.change(bench_label, [g.bench_choice, g.subset], g.bench_acc, api_visibility="private", queue=False)
 
+    offered = bool(g.server_judge is not None and g.server_judge.choices)
+
     def own_judge_fields(choice):
         shown = choice == JUDGE_OWN
         return (gr.Textbox(visible=shown), gr.Textbox(visible=shown), gr.Textbox(visible=shown),
-                gr.Dropdown(visible=choice != JUDGE_BASELINE), gr.Accordion(visible=choice != JUDGE_BASELINE),
-                gr.Dropdown(visible=shown))
+                gr.Dropdown(visible=choice != JUDGE_BASELINE), gr.Button(visible=choice != JUDGE_BASELINE),
+                gr.Dropdown(visible=shown), gr.Dropdown(visible=offered and choice == JUDGE_HOST))
 
     g.judge_choice.change(own_judge_fields, g.judge_choice,
-                          [g.base_url, g.judge_model, g.api_key, g.mode, g.judge_check.section, g.judge_picker],
-                          queue=False, api_visibility="private")
+                          [g.base_url, g.judge_model, g.api_key, g.mode, g.check_link, g.judge_picker,
+                           g.server_judge], queue=False, api_visibility="private")
+    if offered:      # a server judge picked: it is the judge model the server's judge grades with
+        # the labels carry each judge's check status as of now (a check stored since the page was built)
+        gr.on(None, lambda: gr.Dropdown(choices=svc.judges.server_judge_choices()), None, g.server_judge,
+              api_visibility="private", show_progress="hidden")
+        g.server_judge.input(lambda name: name or gr.skip(), g.server_judge, g.judge_model, queue=False,
+                             api_visibility="private") \
+            .then(check, check_inputs, check_outputs, api_visibility="private") \
+            .then(field.handler, field.inputs, field.outputs, api_visibility="private", show_progress="hidden")
+    if page.tabs is not None:
+        g.check_link.click(lambda: gr.Tabs(selected=JUDGES_TAB), None, page.tabs, queue=False,
+                           api_visibility="private")
 
-    wire_judge_check(page, g.judge_check, g.judge_choice, g.base_url, g.judge_model, g.api_key)
+    wire_judge_check(page, g.judge_check, g.judge_choice, g.base_url, g.judge_model, g.api_key, page.tabs)
 
     g.example_btn.click(lambda: (str(EXAMPLE_RESULTS), "", "", ""), None, [g.results_file] + check_outputs,
                         api_visibility="private").then(check, check_inputs, check_outputs,

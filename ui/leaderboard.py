@@ -25,15 +25,20 @@ MAX_OVERLAYS = 8
 #: Rows the table shows at once: a page of a large board opens and re-sorts fast (the whole board re-rendered
 #: in the browser took 2-4 s at 1,000 entries); "Sort by" and the filters act on every row, the downloads hold all.
 PAGE_ROWS = 100
-DATATYPES = ["str", "str", "str", "str", "str", "str", "number", "number", "str", "str", *["number"] * 6, "str",
-             "str", "str"]
-BENCH_COL = lb.TABLE_COLUMNS.index("benchmark")
+#: The view's tab (a ``?board=`` link opens it).
+TAB_ID = "leaderboard"
+NUMBER_COLUMNS = {"total", "runs", *lb.SIX}
+#: The columns a visitor may add to the leading ones (`lb.LEADING_COLUMNS`), in the table's order.
+MORE_COLUMNS = [c for c in lb.TABLE_COLUMNS if c not in lb.LEADING_COLUMNS]
 SAMPLE_COLUMNS = ["sample", "capabilities", "score per judge run", "mean"]
+#: A rank group's heading row in the table (its name cell names the group; the other cells stay empty).
+GROUP_MARK = "▸"
+GROUP_STYLE = "font-weight:600; background-color:rgba(99,102,241,0.12);"
 
 
 @dataclass
 class LeaderboardView:
-    section: gr.Accordion
+    section: gr.Column
     judge: gr.Dropdown
     benchmark: gr.Dropdown
     query: gr.Textbox
@@ -51,11 +56,51 @@ class LeaderboardView:
     card: gr.HTML
     samples: gr.Dataframe
     downloads: gr.File
+    columns: gr.CheckboxGroup | None = None
 
 
 # ---- pure helpers (rows in, page values out) ----
-def table_cells(rows: list[lb.BoardRow]) -> list[list]:
-    return [["" if c is None and t == "str" else c for c, t in zip(r.cells(), DATATYPES)] for r in rows]
+def shown_columns(chosen: list[str] | None) -> list[str]:
+    """The leading columns, then the ones the visitor chose, in the table's order (unknown names ignored)."""
+    extra = set(chosen or [])
+    return [c for c in lb.TABLE_COLUMNS if c in lb.LEADING_COLUMNS or c in extra]
+
+
+def table_cells(rows: list[lb.BoardRow], columns: list[str] | None = None) -> tuple[list[list], list[str | None]]:
+    """(the table's rows for `columns`, the key of each row: `overlay_key`, or None for a group heading). Each rank
+    group starts with a heading row that names it (judge · endpoint · benchmark), so that two groups are never
+    read as one ranking."""
+    columns = columns or list(lb.LEADING_COLUMNS)
+    at = [lb.TABLE_COLUMNS.index(c) for c in columns]
+    name_at = columns.index("name")
+    out, keys, group = [], [], None
+    for r in rows:
+        if r.group != group:
+            group = r.group
+            size = f" — {r.group_size} ranked together" if r.group_size > 1 and r.rank else ""
+            heading = [None if c in NUMBER_COLUMNS else "" for c in columns]
+            heading[name_at] = f"{GROUP_MARK} {group}{size}"
+            out.append(heading)
+            keys.append(None)
+        cells = r.cells()
+        out.append([("" if cells[i] is None and c not in NUMBER_COLUMNS else cells[i]) for i, c in zip(at, columns)])
+        keys.append(overlay_key(r))
+    return out, keys
+
+
+def table_value(rows: list[lb.BoardRow], columns: list[str]):
+    """The Dataframe's value: a pandas Styler whose group headings are banded (bold, tinted), and the row keys."""
+    import pandas as pd
+
+    data, keys = table_cells(rows, columns)
+    frame = pd.DataFrame(data, columns=columns)
+    styled = frame.style.apply(lambda row: [GROUP_STYLE if keys[row.name] is None else "" for _ in row], axis=1) \
+        .format(precision=1, na_rep="")       # the numbers were rounded once (`BoardRow.cells`): shown as they are
+    return styled, keys
+
+
+def datatypes(columns: list[str]) -> list[str]:
+    return ["number" if c in NUMBER_COLUMNS else "str" for c in columns]
 
 
 def overlay_key(row: lb.BoardRow) -> str:
@@ -231,20 +276,12 @@ def register_leaderboard_api(svc: GradingService) -> None:
 
 
 # ---- the view ----
-def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
-    """Lay out the Leaderboard section, wire its handlers (a `?board=` link opens it with its filters) and register
-    its `gr.api` endpoints (`register_leaderboard_api`)."""
+def build_leaderboard(demo: gr.Blocks, page: Page, tab: gr.Tab | None = None) -> LeaderboardView:
+    """Lay out the Leaderboard tab's content, wire its handlers (filled when the tab is opened; a `?board=` link
+    opens the tab with its filters) and register its `gr.api` endpoints (`register_leaderboard_api`)."""
     svc = page.svc
     register_leaderboard_api(svc)
-    with gr.Accordion("Leaderboard (published runs, honest ranks)", open=False,
-                      elem_id="leaderboard-section") as section:
-        gr.Markdown("Entries graded by the **same judge on the same benchmark and samples** are ranked against "
-                    "each other with paired bootstrap tests; other judges and benchmarks are never ranked together. "
-                    "Only entries whose judge is **verified** are ranked: graded on this server, or vouched for by "
-                    "the host. Grades imported from a file, or graded on a visitor's own endpoint, are listed with "
-                    "their *provenance* (\"imported, judge not verified\") and no rank. The paper's models are "
-                    "reference rows (the official metric as published). Click rows to overlay their radars and open "
-                    "their card.")
+    with gr.Column(elem_id="leaderboard-section") as section:
         with gr.Row():
             judge = gr.Dropdown(choices=[ALL, *lb.KINDS], value=ALL, label="Judge", elem_id="board-judge",
                                 allow_custom_value=True, scale=2)
@@ -255,15 +292,29 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
                                scale=1)
             desc = gr.Checkbox(label="Descending", value=False, elem_id="board-desc", scale=1)
             refs = gr.Checkbox(label="Paper's models", value=True, elem_id="board-refs", scale=1)
-        table = gr.Dataframe(headers=lb.TABLE_COLUMNS, datatype=DATATYPES, interactive=False, type="array",
-                             label="Leaderboard", elem_id="board-table", max_height=520, show_search="filter",
-                             pinned_columns=2, wrap=False)
+        table = gr.Dataframe(headers=list(lb.LEADING_COLUMNS), datatype=datatypes(list(lb.LEADING_COLUMNS)),
+                             interactive=False, type="array", label="Leaderboard", show_label=False,
+                             elem_id="board-table", max_height=560, show_search="filter", pinned_columns=2,
+                             wrap=True, column_widths=["80px", "22%", "70px", "120px", "26%", "16%"])
+        with gr.Accordion("More columns", open=False, elem_id="board-columns-section"):
+            columns = gr.CheckboxGroup(MORE_COLUMNS, value=[], show_label=False, elem_id="board-columns")
         page_no = gr.State(1)
+        row_keys = gr.State([])         # the key of each row shown (None: a group heading), for a click
         with gr.Row(equal_height=True):
             count = gr.Markdown("", elem_id="board-count")
             prev_btn = gr.Button("◀ Previous", size="sm", elem_id="board-prev", scale=0)
             next_btn = gr.Button("Next ▶", size="sm", elem_id="board-next", scale=0)
-        gr.Markdown(lb.RANK_NOTE, elem_id="board-note")
+        gr.Markdown(lb.RANK_NOTE + " Each rank group starts with a tinted heading row naming its judge, endpoint and "
+                    "benchmark: entries are ranked only within it.", elem_id="board-note")
+        gr.Markdown("Entries graded by the **same judge on the same benchmark and samples** are ranked against "
+                    "each other with paired bootstrap tests; other judges and benchmarks are never ranked together. "
+                    "Only entries whose judge is **verified** are ranked: graded on this server, or vouched for by "
+                    "the host. Grades imported from a file, or graded on a visitor's own endpoint, are listed with "
+                    "their *provenance* (\"imported, judge not verified\") and no rank. The paper's models are "
+                    "reference rows (the official metric as published). A successor judge's entry shows its "
+                    "official-equivalent **estimate** (what gpt-4-0613 would have given, from the judge's check; "
+                    "never the official metric) or why it has none. Click rows to overlay their radars and open "
+                    "their card.", elem_id="board-help")
         with gr.Row():
             link = gr.Textbox(label="Link to this view (with its filters)", interactive=False, elem_id="board-link",
                               buttons=["copy"], scale=4)
@@ -293,7 +344,7 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
                     verify_btn = gr.Button("Verify judge", size="sm", elem_id="board-verify")
                     unverify_btn = gr.Button("Withdraw verification", size="sm", elem_id="board-unverify")
     view = LeaderboardView(section, judge, bench, query, sort, desc, refs, table, page_no, count, link, overlays,
-                           picked, radar_caps, radar_ints, card, samples, downloads)
+                           picked, radar_caps, radar_ints, card, samples, downloads, columns)
     pick_locks = [threading.Lock() for _ in range(64)]   # one session's picks change its list one at a time
 
     def lock_of(request: gr.Request | None) -> threading.Lock:
@@ -301,7 +352,7 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
         return pick_locks[int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % len(pick_locks)]
     filters = [judge, bench, query, sort, desc, refs]
 
-    def refresh(judge_v, bench_v, query_v, sort_v, desc_v, refs_v, chosen, page, request: gr.Request):
+    def refresh(judge_v, bench_v, query_v, sort_v, desc_v, refs_v, chosen, page, cols, request: gr.Request):
         f = _filter(judge_v, bench_v, query_v, sort_v, desc_v, refs_v)
         every = svc.board.board_rows()
         rows, number, count_text = page_of(svc.board.leaderboard(f), page)
@@ -312,24 +363,30 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
             chosen[:] = [c for c in chosen if c in keys]
             kept = list(chosen)
         choices += [(overlay_label(keys[c]), c) for c in kept if c not in {k for _, k in choices}]
-        return (table_cells(rows), board_link(svc, f, base_url(request)),
+        cols_shown = shown_columns(cols)
+        value, keys = table_value(rows, cols_shown)
+        return (gr.Dataframe(value=value, headers=cols_shown, datatype=datatypes(cols_shown)), keys,
+                board_link(svc, f, base_url(request)),
                 gr.Dropdown(choices=judges), gr.Dropdown(choices=benches),
                 gr.Dropdown(choices=choices, value=kept), number, count_text)
 
-    def first_page(judge_v, bench_v, query_v, sort_v, desc_v, refs_v, chosen, request: gr.Request):
-        return refresh(judge_v, bench_v, query_v, sort_v, desc_v, refs_v, chosen, 1, request)
+    def first_page(judge_v, bench_v, query_v, sort_v, desc_v, refs_v, chosen, cols, request: gr.Request):
+        return refresh(judge_v, bench_v, query_v, sort_v, desc_v, refs_v, chosen, 1, cols, request)
 
     def turn(step: int):
-        def go(judge_v, bench_v, query_v, sort_v, desc_v, refs_v, chosen, page, request: gr.Request):
-            return refresh(judge_v, bench_v, query_v, sort_v, desc_v, refs_v, chosen, (page or 1) + step, request)
+        def go(judge_v, bench_v, query_v, sort_v, desc_v, refs_v, chosen, page, cols, request: gr.Request):
+            return refresh(judge_v, bench_v, query_v, sort_v, desc_v, refs_v, chosen, (page or 1) + step, cols,
+                           request)
         return go
 
-    refresh_outputs = [table, link, judge, bench, overlays, page_no, count]
+    refresh_outputs = [table, row_keys, link, judge, bench, overlays, page_no, count]
     # .input (a visitor's change), not .change: values set by the load handler must not re-run it
     gr.on([judge.input, bench.input, sort.input, desc.input, refs.input, query.submit], first_page,
-          [*filters, picked], refresh_outputs, api_visibility="private", show_progress="minimal")
+          [*filters, picked, columns], refresh_outputs, api_visibility="private", show_progress="minimal")
     for btn, step in ((prev_btn, -1), (next_btn, 1)):
-        btn.click(turn(step), [*filters, picked, page_no], refresh_outputs, api_visibility="private",
+        btn.click(turn(step), [*filters, picked, page_no, columns], refresh_outputs, api_visibility="private",
+                  show_progress="minimal")
+    columns.input(refresh, [*filters, picked, page_no, columns], refresh_outputs, api_visibility="private",
                   show_progress="minimal")
 
     def on_load(request: gr.Request):
@@ -337,13 +394,16 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
         if "board" not in params:          # filled when opened: a page load does not carry the whole board
             return tuple(gr.skip() for _ in range(1 + len(filters) + len(refresh_outputs)))
         f = lb.filter_from_query(params.get("board"))
-        out = refresh(f.judge or ALL, f.benchmark or ALL, f.query, f.sort, f.descending, f.references, [], 1,
+        out = refresh(f.judge or ALL, f.benchmark or ALL, f.query, f.sort, f.descending, f.references, [], 1, [],
                       request)      # (a page just opened has picked nothing)
-        return (gr.Accordion(open=True), gr.Dropdown(value=f.judge or ALL), gr.Dropdown(value=f.benchmark or ALL),
+        return (gr.Tabs(selected=TAB_ID) if page.tabs is not None else gr.skip(),
+                gr.Dropdown(value=f.judge or ALL), gr.Dropdown(value=f.benchmark or ALL),
                 f.query, f.sort, f.descending, f.references, *out)
 
-    demo.load(on_load, None, [section, *filters, *refresh_outputs], api_visibility="private")
-    section.expand(refresh, [*filters, picked, page_no], refresh_outputs, api_visibility="private",
+    demo.load(on_load, None, [page.tabs if page.tabs is not None else section, *filters, *refresh_outputs],
+              api_visibility="private")
+    if tab is not None:
+        tab.select(refresh, [*filters, picked, page_no, columns], refresh_outputs, api_visibility="private",
                    show_progress="minimal")
 
     def overlay_radars(chosen):
@@ -354,17 +414,21 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
                     show_progress="hidden")
 
     @toasts(2)
-    def pick(chosen, seen, evt: gr.SelectData, request: gr.Request):
+    def pick(chosen, seen, shown_keys, evt: gr.SelectData, request: gr.Request):
         """A clicked row joins the session's overlays (`picked`, changed in place: a click handled while an
         earlier one is still running adds to it rather than to what the page showed when it was made) and opens
-        its card, unless a later click's card is shown already."""
+        its card, unless a later click's card is shown already. A group heading opens nothing."""
         row = evt.row_value or []
-        entry_id = row[-1] if row else ""
         keys = {overlay_key(r): r for r in svc.board.board_rows()}
-        match = next((k for k, r in keys.items()
-                      if (entry_id and r.entry == entry_id) or (not entry_id and r.reference
-                                                                and len(row) > BENCH_COL and r.name == row[1]
-                                                                and r.benchmark_label == row[BENCH_COL])), None)
+        index = evt.index[0] if isinstance(evt.index, (list, tuple)) and evt.index else None
+        match = shown_keys[index] if isinstance(index, int) and 0 <= index < len(shown_keys or []) else None
+        # the table's headers sort rows in the browser: the clicked row's own cells (name, total) must agree
+        if match is not None and (match not in keys or len(row) < 3 or keys[match].name != row[1]):
+            match = next((k for k, r in keys.items() if len(row) > 2 and r.name == row[1]
+                          and r.total == row[2]), None)
+        if match is None:
+            return gr.skip(), gr.skip()
+        entry_id = keys[match].entry
         with lock_of(request):
             if match and match not in chosen and len(chosen) < MAX_OVERLAYS:
                 chosen.append(match)
@@ -389,7 +453,8 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
 
     # every click is handled ("multiple": none is dropped while another runs); after each, the dropdown shows the
     # list as it is then ("always_last": a show asked while one runs waits and reads the list afresh)
-    table.select(pick, [picked, clicks], [card, samples], api_visibility="private", trigger_mode="multiple") \
+    table.select(pick, [picked, clicks, row_keys], [card, samples], api_visibility="private",
+                 trigger_mode="multiple") \
         .then(show_picks, picked, overlays, api_visibility="private", show_progress="hidden",
               trigger_mode="always_last")
     overlays.input(edit_picks, [overlays, picked], None, api_visibility="private", show_progress="hidden")
@@ -421,7 +486,7 @@ def build_leaderboard(demo: gr.Blocks, page: Page) -> LeaderboardView:
                         (verify_btn, host_action(svc.board.verify_entry, True)),
                         (unverify_btn, host_action(svc.board.verify_entry, False))):
             btn.click(fn, [host_entry, host_secret], None, api_visibility="private") \
-                .then(refresh, [*filters, picked, page_no], refresh_outputs, api_visibility="private")
+                .then(refresh, [*filters, picked, page_no, columns], refresh_outputs, api_visibility="private")
     return view
 
 

@@ -9,7 +9,8 @@ from ..export import GradeFileError, make_cap_csv_text, make_cap_int_csv_text, m
     write_grade_json
 from ..graded import OFFICIAL_GRADE_NAME, missing_ids, missing_text, read_grade_file, source_label
 from ..runs import note_file_name, write_intervals_csv
-from .common import BENCHMARK_OPTIONS, benchmark_of, print_score_lines
+from ..terminal import fit, pack
+from .common import BENCHMARK_OPTIONS, benchmark_of, print_score_lines, say
 from .parser import Command, UsageError, option
 
 
@@ -38,18 +39,18 @@ def cmd_aggregate(args) -> int:
                                    args.judge_name)
     scores = aggregate_scores(benchmark, grades.scores, grades.n_runs)
     note = grades.metric_note()
-    print(f"Grade file: {source_label(grades.source)} · {len(grades.scores)} samples × {grades.n_runs} run(s)"
+    say(f"Grade file: {source_label(grades.source)} · {len(grades.scores)} samples × {grades.n_runs} run(s)"
           + (f" · ids from {grades.id_source}" if grades.id_source not in ("", "keys") else ""))
-    print(f"Judge: {grades.judge_text()}")
-    print(f"Metric: {note or 'the official MM-Vet metric (gpt-4-0613, official prompt)'}")
+    say(f"Judge: {grades.judge_text()}")
+    say(f"Metric: {note or 'the official MM-Vet metric (gpt-4-0613, official prompt)'}")
     for line in grades.notes:
-        print(f"Note: {line}")
+        say(f"Note: {line}")
     if note:                      # not the official metric: an estimate where a check of the file's judge is here
         print(file_estimate_line(args, benchmark, grades))
     graded = sum(s is not None for sid in benchmark.ids for s in (grades.scores.get(sid) or [])[:grades.n_runs])
     partial = (graded, len(benchmark) * grades.n_runs) if missing else None
     if missing:
-        print(f"PARTIAL: the file has {missing_text(missing, benchmark)}. The scores below are over the graded "
+        say(f"PARTIAL: the file has {missing_text(missing, benchmark)}. The scores below are over the graded "
               "samples only; no official CSV is written (they need every sample). Pass --complete-only to "
               "refuse incomplete files.")
     subset = "bardset" if benchmark.subset_name == "bard" else benchmark.subset_name
@@ -60,23 +61,23 @@ def cmd_aggregate(args) -> int:
         for key, text in (("cap", make_cap_csv_text(model, scores, note)),
                           ("cap_int", make_cap_int_csv_text(model, scores, note))):
             (out / names[key]).write_text(text, encoding="utf-8")
-            print(f"wrote {out / names[key]}")
+            say(f"wrote {out / names[key]}")
     if grades.source != "official-grade-json":   # every sample in the official grade format too
         records = {sid: {"model": grades.judges[sid], "content": grades.contents[sid], "score": grades.scores[sid],
                          **({"prediction": grades.predictions[sid]} if sid in grades.predictions else {}),
                          **({"metric_note": note} if note else {})} for sid in benchmark.ids if sid in grades.scores}
         write_grade_json(out / names["grade"], make_grade_json(records))
-        print(f"wrote {out / names['grade']}")
+        say(f"wrote {out / names['grade']}")
     if missing:
         note_path = out / note_file_name(model, judge, grades.n_runs, subset)
         note_path.write_text(f"{model} graded by {grades.judge_text()} ({Path(args.grade_json).name})\n"
                              f"PARTIAL: {graded} of {len(benchmark) * grades.n_runs} grades; "
                              f"{missing_text(missing, benchmark)}. Any total of this file is partial, not a final "
                              "score.\n" + (f"Metric: {note}\n" if note else ""), encoding="utf-8")
-        print(f"wrote {note_path}")
+        say(f"wrote {note_path}")
     else:
         ci_path = write_intervals_csv(out, benchmark, grades.scores, model, judge, grades.n_runs, subset)
-        print(f"wrote {ci_path}")
+        say(f"wrote {ci_path}")
     print_score_lines(benchmark, scores, grades.scores, partial=partial, note=note)
     if args.samples:
         for sid in benchmark.ids:
@@ -89,7 +90,7 @@ def cmd_aggregate(args) -> int:
 def file_estimate_line(args, benchmark, grades) -> str:
     """The official-equivalent estimate of the file's grades from the check here of the judge it records
     (`equivalence.recorded_equivalence`), or why there is none; the database is only read (none: no check)."""
-    from ..equivalence import format_capability_line, format_equivalent_line, recorded_equivalence
+    from ..equivalence import format_capability_items, format_equivalent_line, recorded_equivalence
     from ..store import Store, store_exists
     from .common import default_db
 
@@ -104,8 +105,8 @@ def file_estimate_line(args, benchmark, grades) -> str:
                                       prompt=grades.prompt, predictions=grades.predictions)
         finally:
             store.close()
-    caps = format_capability_line(eq)
-    return format_equivalent_line(eq) + (f"\n  per capability (estimates): {caps}" if caps else "")
+    caps = format_capability_items(eq) if eq.available else []
+    return "\n".join([fit(format_equivalent_line(eq)), *(pack("  per capability (estimates):", caps) if caps else [])])
 
 
 AGGREGATE = Command("aggregate", "scores and official CSVs from a grade file, without any judge call: an "

@@ -17,9 +17,15 @@ from ..prompt import parse_examples
 from ..sources import load_benchmark, load_subset
 from ..stats import format_interval, score_intervals
 from ..store import DATABASE_URL_VAR
+from ..terminal import fit, pack
 from .parser import UsageError, option
 
 DEFAULT_DB = Path("data") / "mmvet-grader.db"
+
+
+def say(text: str) -> None:
+    """Print a report's prose wrapped at the report width (`terminal.fit`: at most 100 columns)."""
+    print(fit(text))
 
 
 def _retired_text(model: str) -> str:
@@ -132,7 +138,7 @@ def total_line(s, partial: tuple[int, int] | None = None, note: str | None = Non
     """The CLI's total line. A partial total says so on the same line, with how many grades it holds:
     ``Total: 39.1 (partial, 74 of 218 grades: not a final score)``."""
     total = "n/a" if s.total.mean is None else f"{s.total.mean:.1f}"
-    tail = f"  [{note}]" if note else ""
+    tail = f"\n  [{note}]" if note else ""
     if partial is not None:
         return f"Total: {total} (partial, {partial[0]} of {partial[1]} grades: not a final score){tail}"
     spread = "" if s.total.std is None else f" ± {s.total.std:.1f}"
@@ -144,17 +150,18 @@ def print_score_lines(benchmark, s, per_run_scores, *, partial: tuple[int, int] 
     """Total, capabilities and integrations, each with its 95% bootstrap interval over samples beside the
     official std over runs; a `partial` grade set (graded, expected) is labelled partial and has no interval."""
     if partial is not None:
-        print(f"\n{total_line(s, partial, note)}")
+        say(f"\n{total_line(s, partial, note)}")
         ci = {}
     else:
         ci = {(r.kind, r.name): format_interval(r.low, r.high) for r in score_intervals(benchmark, per_run_scores)}
-        print(f"\n{total_line(s, None, note)}  95% interval over samples {ci.get(('total', 'total'), 'n/a')}")
-        print("  (± is the official std over judge runs; the interval is the sampling error over the questions, "
-              "bootstrap, seed 0)")
-    def line(cols, kind):
-        return "  ".join(f"{c.name} {c.mean:.1f} {ci.get((kind, c.name), '')}".rstrip() if c.mean is not None
-                         else f"{c.name} n/a" for c in cols)
+        say(f"\n{total_line(s, None, note)}\n  95% interval over samples {ci.get(('total', 'total'), 'n/a')}")
+        say("  (± is the official std over judge runs; the interval is the sampling error over the questions, "
+            "bootstrap, seed 0)")
+
+    def items(cols, kind):
+        return [f"{c.name} {c.mean:.1f} {ci.get((kind, c.name), '')}".rstrip() if c.mean is not None
+                else f"{c.name} n/a" for c in cols]
     label = " (partial)" if partial is not None else ""
-    print(f"Capabilities{label}: {line(s.capabilities, 'capability')}")
-    print(f"Integrations{label}: {line(s.integrations, 'integration')}")
+    print("\n".join(pack(f"Capabilities{label}:", items(s.capabilities, 'capability'))))
+    print("\n".join(pack(f"Integrations{label}:", items(s.integrations, 'integration'))))
 

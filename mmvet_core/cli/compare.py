@@ -10,7 +10,8 @@ from ..export import GradeFileError, write_grade_json
 from ..gradesets import benchmark_for, load_grade_set, write_comparison
 from ..sources import load_subset
 from ..store import Store, store_exists
-from .common import DEFAULT_DB, default_db, load_benchmark_spec
+from ..terminal import fit
+from .common import DEFAULT_DB, default_db, load_benchmark_spec, say
 from .parser import Command, UsageError, option
 
 
@@ -44,7 +45,7 @@ def cmd_compare(args) -> int:
                            complete_only=args.complete_only)
     except CompareError as e:
         raise UsageError(str(e)) from e
-    print(format_report(cmp))
+    print(fit(format_report(cmp)))
     if args.out:
         for path in write_comparison(cmp, args.out).values():
             print(f"wrote {path}")
@@ -63,7 +64,7 @@ def cmd_combine(args) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     write_grade_json(out, make_combined_grade_json(combined, [s.name for s in sets]))
     means = combined.sample_scores()
-    print(f"Combined {len(sets)} grade sets on {len(means)} common samples ({combined.n_runs} run(s)): "
+    say(f"Combined {len(sets)} grade sets on {len(means)} common samples ({combined.n_runs} run(s)): "
           f"mean score {100 * sum(means.values()) / len(means):.1f}. {combined.note}")
     print(f"wrote {out}")
     return 0

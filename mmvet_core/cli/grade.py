@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 from ..export import GradeFileError
-from ..equivalence import estimate_run, format_capability_line, format_equivalent_line
+from ..equivalence import estimate_run, format_capability_items, format_equivalent_line
+from ..terminal import fit, pack
 from ..graded import read_grade_file
 from ..grading import DEFAULT_CONCURRENCY, GRADED, grade_run
 from ..judge import DEFAULT_JUDGE_MODEL, make_judge
@@ -16,7 +17,7 @@ from ..results import ResultsError, read_results, select_predictions, validate_r
 from ..runs import ImportRefused, create_run, export_run, import_grades, load_run_view
 from ..store import Store
 from .common import (BENCHMARK_OPTIONS, DEFAULT_DB, RETIRED, benchmark_of, checked_judge, default_db, judge_settings,
-                     print_scores, retirement_note_of)
+                     print_scores, retirement_note_of, say)
 from .parser import Command, UsageError, option
 
 
@@ -27,7 +28,7 @@ def cmd_grade(args) -> int:
         raise UsageError(str(e)) from e
     benchmark = benchmark_of(args)
     report = validate_results(results, benchmark)
-    print(report.summary())
+    print(fit(report.summary()))
     try:
         predictions = select_predictions(results, benchmark, allow_missing=args.allow_missing,
                                          missing_hint="add --allow-missing to grade them as empty answers")
@@ -56,11 +57,11 @@ def cmd_grade(args) -> int:
             settings = checked_judge(settings, key)
     total = len(benchmark) * args.runs
     reason = settings.not_official_reason()
-    print(f"Run {run_id}: {len(benchmark)} samples x {args.runs} run(s) with judge {settings.model}"
-          + (f"  [{reason}]" if reason else ""))
+    say(f"Run {run_id}: {len(benchmark)} samples x {args.runs} run(s) with judge {settings.model}"
+        + (f"\n  [{reason}]" if reason else ""))
     if settings.shutdown_date:
         note = retirement_note_of(settings)
-        print(f"Note: {note} (the endpoint announces its shutdown); stored grades stay viewable and exportable.")
+        say(f"Note: {note} (the endpoint announces its shutdown); stored grades stay viewable and exportable.")
     if args.batch:
         if settings.provider != "openai":
             raise UsageError("--batch needs an OpenAI-compatible endpoint with a Batch API (not --azure or --baseline)")
@@ -70,17 +71,18 @@ def cmd_grade(args) -> int:
     view = load_run_view(store, run_id)
     stats = outcome.stats
     made = max(stats.requests, stats.calls)     # (a batch's lines are its calls)
-    print(f"\n{outcome.status}: {outcome.message.rstrip('.')}. Judge calls: {made} made "
-          f"({stats.calls} answered), {stats.cached} reused from {store.path}")
+    calls = ("No judge calls (the keyword baseline runs offline)" if settings.provider == "baseline" else
+             f"Judge calls: {made} made ({stats.calls} answered), {stats.cached} reused from {store.path}")
+    say(f"\n{outcome.status}: {outcome.message.rstrip('.')}. {calls}")
     if not view.n_graded:       # an official file with no grade in it would pass for a result
-        print(f"No grade was made: no file written to {args.out}. Fix the cause above and run the same command "
+        say(f"No grade was made: no file written to {args.out}. Fix the cause above and run the same command "
               "again (it resumes this run).")
         return 1
     print_scores(view)
     equivalence = estimate_run(view, run_check(store, view.run.judge), store=store)
-    print(format_equivalent_line(equivalence))
+    say(format_equivalent_line(equivalence))
     if equivalence.available:
-        print(f"  per capability (estimates): {format_capability_line(equivalence)}")
+        print("\n".join(pack("  per capability (estimates):", format_capability_items(equivalence))))
     paths = export_run(view, args.out, equivalence=equivalence)
     for p in paths.values():
         print(f"wrote {p}")

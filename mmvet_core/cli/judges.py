@@ -15,8 +15,14 @@ from ..judge import DEFAULT_JUDGE_MODEL
 from ..judgecheck import (call_count, distinct_prompts, format_check, load_manifest, load_references, run_judge_check,
                           stored_check)
 from ..store import Store, store_exists
+from ..terminal import fit
 from .common import DEFAULT_DB, RETIRED, checked_judge, default_db, judge_settings, retirement_note_of
 from .parser import Command, UsageError, option
+
+
+def say(text: str) -> None:
+    """Print prose wrapped at the report width (`terminal.fit`)."""
+    print(fit(text))
 
 
 def cmd_judge_check(args) -> int:
@@ -36,7 +42,7 @@ def cmd_judge_check(args) -> int:
         raise UsageError("--resamples must be at least 100")
     others = [s.model for s in load_manifest() if s.model not in {r.model for r in refs}]
     n, distinct = call_count(refs=refs), distinct_prompts(refs=refs)
-    print(f"Judge check: {settings.model} grades {len(refs)} reference sets ({', '.join(r.model for r in refs)}) "
+    say(f"Judge check: {settings.model} grades {len(refs)} reference sets ({', '.join(r.model for r in refs)}) "
           f"with the official prompt: {n} judge calls at 1 run ({distinct} distinct prompts are asked, identical "
           f"ones once; more calls if it answers something unparsable: the official re-asks). Answers already "
           f"stored in {store.path} are reused for free."
@@ -46,19 +52,21 @@ def cmd_judge_check(args) -> int:
     settings = checked_judge(settings, key)        # never spend on a judge the endpoint no longer serves
     note = retirement_note_of(settings)
     if note:
-        print(f"Warning: {note}; its check and its grades stay stored and viewable after that date.")
+        say(f"Warning: {note}; its check and its grades stay stored and viewable after that date.")
     held = [m for m in (getattr(stored_check(store, settings), "models", None) or []) if m not in
             {r.model for r in refs}]
     if held:
-        print(f"This judge's check already holds {', '.join(held)}: they stay in it (a check grows; their answers "
+        say(f"This judge's check already holds {', '.join(held)}: they stay in it (a check grows; their answers "
               "are stored, no call).")
     result = asyncio.run(_judge_check(store, settings, key, args.concurrency, n, refs, args.resamples, args.seed))
-    print(f"\nJudge calls: {result.calls} made, {result.cached} reused (grades already stored, or answered from "
-          "the store).")
+    calls = ("no judge calls (the keyword baseline runs offline)" if settings.provider == "baseline" else
+             f"Judge calls: {result.calls} made, {result.cached} reused (grades already stored, or answered from the "
+             "store).")
+    say(f"\n{calls}")
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(result.created_at))
-    print(f"Check {result.check_id} of {when}" + (": unchanged (same reference sets, same grades), kept as it was."
+    say(f"Check {result.check_id} of {when}" + (": unchanged (same reference sets, same grades), kept as it was."
                                                    if result.unchanged else "."))
-    print(format_check(result))
+    print(format_check(result, wide=args.wide))
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
@@ -75,9 +83,9 @@ def cmd_export_check(args, store, settings) -> int:
         path, n = export_check(store, settings, args.export, host_name=args.host_name or "")
     except CheckShareError as e:
         raise UsageError(str(e)) from e
-    print(f"Exported the check of {settings.model}: {n} reference prompts with their judge answers and grades "
+    say(f"Exported the check of {settings.model}: {n} reference prompts with their judge answers and grades "
           f"to {path} (and README.md; no key, no private host name).")
-    print("Another host imports it with: python -m mmvet_core judge-check --judge-model "
+    say("Another host imports it with: python -m mmvet_core judge-check --judge-model "
           f"{settings.model} --import {Path(args.export)}")
     return 0
 
@@ -108,10 +116,10 @@ def cmd_import_check(args) -> int:
         except CheckShareError as e:
             raise UsageError(str(e)) from e
         n = len(sample_prompts(exported, share=args.verify_share, least=args.verify_min, seed=args.verify_seed))
-        print(f"Importing a check of {settings.model}: {n} of its prompts are graded again here with your judge "
+        say(f"Importing a check of {settings.model}: {n} of its prompts are graded again here with your judge "
               f"to verify it ({args.verify_share:.0%}, at least {args.verify_min}; seed {args.verify_seed}).")
     else:
-        print("Warning: no judge key (or --no-verify): the check is imported WITHOUT verification and stored as "
+        say("Warning: no judge key (or --no-verify): the check is imported WITHOUT verification and stored as "
               "unverified; every estimate resting on it says so.")
     try:
         outcome = asyncio.run(import_check(store, settings, key, args.import_source, verify_prompts=verify,
@@ -121,8 +129,8 @@ def cmd_import_check(args) -> int:
         print(f"Import refused: {e}", file=sys.stderr)
         return 1
     if outcome.verification is not None:
-        print(f"Verified: {outcome.verification.text()}.")
-    print(f"Imported as check {outcome.result.check_id} of {settings.model} at this endpoint "
+        say(f"Verified: {outcome.verification.text()}.")
+    say(f"Imported as check {outcome.result.check_id} of {settings.model} at this endpoint "
           f"({'verified' if outcome.verification else 'UNVERIFIED'}; from {outcome.facts.get('host')}, check "
           f"{str(outcome.facts.get('check_id'))[:8]} of {outcome.facts.get('date')}).")
     print(format_check(outcome.result))
@@ -191,6 +199,8 @@ JUDGE_CHECK = Command("judge-check", "grade the bundled reference sets (model ou
     option("--verify-seed", type=int, default=None,
            help="with --import: the seed of the pick (default: drawn at random and printed)"),
     option("--no-verify", action="store_true", help="with --import: store it unverified without any call"),
+    option("--wide", action="store_true", help="add each column's shift per reference model (a table wider "
+                                               "than 100 columns)"),
 ), run=cmd_judge_check)
 
 JUDGES = Command("judges", "the chat models your endpoint serves, each with its shutdown date and, "

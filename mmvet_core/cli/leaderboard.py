@@ -8,7 +8,8 @@ from .. import __version__
 from .. import leaderboard as lb
 from ..runs import load_run_view
 from ..store import Store
-from .common import DEFAULT_DB, default_db
+from ..terminal import fit
+from .common import DEFAULT_DB, default_db, say
 from .parser import Command, UsageError, option
 
 
@@ -22,12 +23,15 @@ def cmd_leaderboard(args) -> int:
                 raise UsageError(f"no run {args.run!r} in {store.path}")
             entry = lb.publish_view(store, view, name=args.name, link=args.link, owner=view.run.owner,
                                     republish=args.republish, tool_version=__version__)
-            print(f"Published {entry.name} as entry {entry.id} (version {entry.version}): total "
+            say(f"Published {entry.name} as entry {entry.id} (version {entry.version}): total "
                   f"{entry.meta['total']:.1f}, judge {entry.meta['judge']} ({entry.meta['judge_kind']}), "
                   f"{entry.meta['benchmark_label']}; {lb.prov.label(entry.provenance)}")
         elif args.board_command == "show":
+            from ..equivalence import entry_estimate
             entries = lb.load_entries(store)
-            rows = lb.board_rows(entries, lb.rank_groups(entries)) + (lb.paper_rows() if args.references else [])
+            # each successor entry's estimate as the app computes it (same draws, rounded once)
+            rows = lb.board_rows(entries, lb.rank_groups(entries), estimate=lambda e: entry_estimate(store, e)) \
+                + (lb.paper_rows() if args.references else [])
             f = lb.BoardFilter(judge=args.judge, benchmark=args.benchmark, query=args.query,
                                references=args.references)
             rows = lb.filter_rows(rows, f)
@@ -35,7 +39,7 @@ def cmd_leaderboard(args) -> int:
                 print(lb.rows_json(rows, f))
             else:
                 print(lb.describe_entries(rows))
-                print(f"\n{lb.RANK_NOTE}")
+                print("\n" + fit(lb.RANK_NOTE))
         elif args.board_command == "hide":
             if lb.load_entry(store, args.entry) is None:
                 raise UsageError(f"no leaderboard entry {args.entry!r}")

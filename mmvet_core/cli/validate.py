@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..results import ResultsError, read_results, validate_results
+from ..terminal import fit
 from .common import benchmark_of
 from .parser import Command, UsageError, option
 
@@ -12,7 +13,7 @@ def cmd_validate(args) -> int:
     except ResultsError as e:
         raise UsageError(str(e)) from e
     report = validate_results(results, benchmark_of(args))
-    print(report.summary())
+    print(fit(report.summary()))
     return 0 if report.ok else 1
 
 

@@ -19,6 +19,13 @@ from .records import ServiceError
 from .runs import Runs
 from .settings import ServiceSettings
 
+#: Bootstrap draws of a leaderboard entry's official-equivalent estimate: None, the run card's own default
+#: (`calibration.DEFAULT_RESAMPLES`, same seed). With 300 draws here and 1000 on the card, the same run and check
+#: read 7.4 [4.9, 9.8] on the board and 7.4 [5.0, 9.7] on the card (issue 29): one computation, rounded once in
+#: `Equivalence.short`, is what every surface shows.
+BOARD_RESAMPLES = None
+
+
 #: The most rows one page of the API's or MCP's leaderboard holds (Gradio post-processes every value of an
 #: answer: the whole board of 1,600 entries took about a second; 100 rows, the default page, take milliseconds).
 MAX_PAGE = 500
@@ -216,25 +223,22 @@ class Board:
         for row in rows:
             entry = entries.get(row.entry) if row.entry else None
             if entry is not None and entry.meta.get("judge_kind") == "successor":
-                eq = self._entry_estimate(entry)
                 row = copy.copy(row)
-                row.official_equivalent = [eq["estimate"], eq["low"], eq["high"]] if eq else None
-                row.official_equivalent_label = eq.get("label", "") if eq else ""
-                row.official_equivalent_check = eq.get("check_text", "") if eq else ""
+                lb.set_estimate(row, self._entry_estimate(entry))
             out.append(row)
         self._with_estimates = (rows, checks, out)
         return out
 
     def _entry_estimate(self, entry) -> dict | None:
-        """A successor entry's official-equivalent estimate on the board (`equivalence.entry_equivalence`): the
-        one stored estimate of its grades under the server's current check of its judge (its run's card reads the
-        same one), kept here once per entry version and stored check."""
-        from ..equivalence import entry_equivalence
+        """A successor entry's official-equivalent estimate on the board (`equivalence.entry_estimate`): the one
+        stored estimate of its grades under the server's current check of its judge (its run's card reads the same
+        one), kept here once per entry version and stored check."""
+        from ..equivalence import entry_estimate
 
         key = (entry.version, self.store.judge_checks_stamp())
         hit = self._estimates.get(entry.id)
         if hit is None or hit[0] != key:
-            hit = self._estimates[entry.id] = (key, entry_equivalence(self.store, entry).short())
+            hit = self._estimates[entry.id] = (key, entry_estimate(self.store, entry, resamples=BOARD_RESAMPLES))
         return hit[1]
 
     def leaderboard(self, filters=None) -> list:

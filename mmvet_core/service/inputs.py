@@ -63,6 +63,8 @@ class Inputs:
         model = (model or "").strip()
         if not model or model == settings.model:
             return settings
+        if model in self.settings.server_judges:     # the host offers it on the page (MMVET_SERVER_JUDGES)
+            return replace(settings, model=model)
         served = None
         if self.settings.agent_judges == (ANY_JUDGE,) and self.model_list is not None:
             served = self.model_list(settings, self.settings.host_key, True)

@@ -28,10 +28,10 @@ from .settings import ServiceSettings
 log = logging.getLogger("mmvet_grader")
 
 #: Where the app's retired-judge message points (the app's own sections, not CLI commands).
-APP_CHECK_HINT = "“Check this judge first”, under Grade"
+APP_CHECK_HINT = "“Check this judge first” on the Judges tab"
 APP_VIEW_HINT = "“Open a grade file (no judge call)”"
 #: How the message of a check that cannot start (the official judge is shut down) says what to do, on the page.
-PAGE_CHECK_HINTS = {"check_hint": "pick one in the judge field and click Check this judge",
+PAGE_CHECK_HINTS = {"check_hint": "pick one in the judge field (Grade tab) and click Check this judge (Judges tab)",
                     "view_hint": "Open a grade file"}
 #: Seconds an endpoint's model list is reused (the judge field and every start read it).
 MODEL_LIST_TTL = 60.0
@@ -232,32 +232,65 @@ class Judges:
         label = endpoint_label(result.judge, self.settings.host_base_url or "", visitor=visitor_check)
         result.judge = {**result.judge, "base_url": "this server's endpoint" if label == "this server's judge"
                         else label}
+        if visitor_check:           # said where the report's first lines are read
+            result.message = VISITOR_CHECK_NOTE + (f" {result.message}" if result.message else "")
         return result
 
     def judge_check_text(self, choice: JudgeChoice, owner: str) -> tuple[str, bool]:
         """(what the check of the chosen judge says now, whether it is still running)."""
-        from ..judgecheck import check_settings, format_check, stored_check
+        from ..judgecheck import format_check
+
+        state, running, result = self.judge_check_state(choice, owner)
+        return (format_check(result) if result is not None else state), running
+
+    def judge_check_state(self, choice: JudgeChoice, owner: str):
+        """(a state line — progress, why it stopped, or "" —, whether the check is running, the stored check of
+        the chosen judge as a visitor may see it (`judgecheck.JudgeCheckResult`) or None): what the app's report
+        is drawn from."""
+        from ..judgecheck import check_settings, stored_check
 
         try:
             jset, key, host = self.inputs.judge_for(choice)
         except ServiceError:
-            return "", False
+            return "", False, None
         if jset.provider == "baseline":
-            return "", False
+            return "", False, None
         jset = check_settings(jset)
         scope = self._scope(key, host, owner)
         task = self._check_key(jset, owner, scope)
         if self.jobs.is_running(task):
             p = self._checks.get(task, {"done": 0, "total": 0})
-            return f"checking: {p['done']} / {p['total']} reference grades", True
+            return f"checking: {p['done']} / {p['total']} reference grades", True, None
         failure = self.jobs.failure(task)
         if failure:
-            return f"The check stopped: {failure}", False
+            return f"The check stopped: {failure}", False, None
         result = stored_check(self.store, jset, scope=scope)
         if result is None:
-            return "", False
-        text = format_check(self._shown_check(result, not host))
-        return (text if host else text + "\n" + VISITOR_CHECK_NOTE), False
+            return "", False, None
+        return "", False, self._shown_check(result, not host)
+
+    def server_judge_choices(self) -> list[tuple[str, str]]:
+        """The server's judges a visitor may pick on the page (its default, then ``MMVET_SERVER_JUDGES``), each as
+        (label, model): the label says its announced shutdown and its check on this server ("judge-b · checked:
+        drifts, estimates available", "not checked yet"). Empty when the host offers no choice."""
+        from ..endpoints import load_retirements
+
+        names = list(dict.fromkeys([self.settings.judge_model, *self.settings.server_judges]))
+        if len(names) < 2 or not self.settings.host_key:
+            return []
+        retired = load_retirements()
+        checks = {r.judge: r for r in self.judge_board("checked") if r.endpoint == "this server's judge"}
+        out = []
+        for name in names:
+            parts = [name]
+            r = retired.get(name)
+            if r is not None:
+                parts.append(f"shut down {r.shutdown_date.isoformat()}")
+            row = checks.get(name)
+            parts.append(f"checked: {row.verdict}, estimates {'available' if row.estimates else 'not available'}"
+                         if row is not None else "not checked yet")
+            out.append((" · ".join(parts), name))
+        return out
 
     # ---- checks that travel (`checkshare`) ----
     def export_check(self, choice: JudgeChoice) -> str:
@@ -374,16 +407,27 @@ class Judges:
         """The full report of one stored check (a board row's link), the endpoint by its kind only; "" when there
         is no such check for this visitor (a visitor's own check is its owner's alone; a check stored before
         checks recorded who made them is nobody's)."""
-        from ..judgecheck import JudgeCheckResult, format_check
+        from ..judgecheck import format_check
+
+        result = self.check_result(check_id, owner)
+        return "" if result is None else format_check(result)
+
+    def check_result(self, check_id: str, owner: str = ""):
+        """One stored check (`judgecheck.JudgeCheckResult`, a board row's link) as this visitor may see it (the
+        endpoint by its kind only), or None: no such check, a check stored before checks recorded who made them,
+        or another visitor's own check."""
+        from ..judgecheck import JudgeCheckResult
 
         entry = next((c for c in self.store.judge_checks() if c["id"] == (check_id or "")), None)
         if entry is None or entry.get("scope") not in (HOST, VISITOR):
-            return ""
+            return None
         visitor_check = entry.get("scope") == VISITOR
         if visitor_check and (not owner or entry.get("owner_hash") != check_owner_hash(owner)):
-            return ""
+            return None
         result = self._shown_check(JudgeCheckResult.from_dict(entry["result"]), visitor_check)
-        return format_check(result) + ("\n" + VISITOR_CHECK_NOTE if visitor_check else "")
+        if not result.check_id:
+            result.check_id = entry["id"]
+        return result
 
     # ---- official-equivalent estimate ----
     def visitor_key_at_server(self, run_judge: dict) -> bool:

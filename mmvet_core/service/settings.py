@@ -57,6 +57,7 @@ class ServiceSettings:
     publish_per_hour: int = 10             # leaderboard publishes (and republishes) per visitor and hour
     mcp_server: bool = True                # MMVET_MCP=0 turns the MCP server (agents' tools, ui/mcp.py) off
     agent_judges: tuple[str, ...] = ()     # MMVET_AGENT_JUDGES: server judges an agent may pick (agent_judges.py)
+    server_judges: tuple[str, ...] = ()    # MMVET_SERVER_JUDGES: server judges the page offers visitors (names)
     database_url: str | None = None        # MMVET_DATABASE_URL: PostgreSQL; None: data_dir/mmvet-grader.db
     workers: str = "in-process"            # MMVET_WORKERS: "external": grading workers grade (workers.py)
     lease_seconds: float = 10.0            # MMVET_LEASE_SECONDS: a dead grader's run moves on after this
@@ -97,6 +98,7 @@ class ServiceSettings:
             publish_per_hour=_int_env(env, "MMVET_PUBLISH_PER_HOUR", 10),
             mcp_server=env.get("MMVET_MCP", "1").strip().lower() not in ("0", "false", "no", "off"),
             agent_judges=parse_agent_judges(env.get("MMVET_AGENT_JUDGES")),
+            server_judges=tuple(n for n in parse_agent_judges(env.get("MMVET_SERVER_JUDGES")) if n != "*"),
             database_url=env.get(DATABASE_URL_VAR, "").strip() or None,
             workers=env.get("MMVET_WORKERS", "").strip().lower() or "in-process",
             lease_seconds=float(env.get("MMVET_LEASE_SECONDS", "") or 10.0),
