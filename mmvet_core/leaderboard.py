@@ -57,7 +57,6 @@ import json
 import logging
 import math
 import re
-import secrets
 import time
 import unicodedata
 from dataclasses import asdict, dataclass
@@ -73,6 +72,7 @@ from .board_ranks import MAX_GRADE_SETS, GroupRanks, better_matrix, bounds_from
 from .board_schema import SchemaError, check_backup_row, check_version
 from .names import NameRefused, check_visible_name, is_invisible, name_key
 from .stats import score_intervals
+from .store import new_id
 from .terminal import fit_lines
 
 log = logging.getLogger(__name__)
@@ -179,8 +179,8 @@ def owner_hash(owner: str) -> str:
 
 
 def new_entry_id() -> str:
-    """A short, unguessable-enough public entry id (72 random bits)."""
-    return secrets.token_urlsafe(9)
+    """A short, unguessable-enough public entry id (72 random bits), never starting with ``-`` (`store.new_id`)."""
+    return new_id(9)
 
 
 # --------------------------------------------------------------------------------------------------------------

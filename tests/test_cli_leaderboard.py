@@ -133,6 +133,26 @@ def test_publish_refuses_bad_input_with_exit_code_2(board):
     assert missing.returncode == 2 and "board.jsonl" in missing.stderr
 
 
+def test_an_id_that_starts_with_a_dash_is_published_after_double_dash_as_help_says(tmp_path, monkeypatch, capsys):
+    """Issue 32: a run id starting with '-' (1 in 64 before ids avoided it) made ``leaderboard publish RUN``
+    fail with "the following arguments are required: RUN"; ``--`` passes it, and --help says so."""
+    import mmvet_core.store._runs as store_runs
+    from mmvet_core.cli import main
+
+    old_id = "-oldRunIdFromBefore12345"
+    monkeypatch.setattr(store_runs, "new_run_id", lambda: old_id)      # a run stored before the fix
+    db = tmp_path / "b.db"
+    assert main(["grade", str(ROOT / "assets/examples/llava_llama2_13b_chat.json"), "--baseline", "--db", str(db),
+                 "--out", str(tmp_path / "out")]) == 0
+    assert f"Run {old_id}:" in capsys.readouterr().out
+    assert "and '--': publish --name N -- RUN" in " ".join(run_cli("leaderboard", "publish", "--help").stdout.split())
+    published = run_cli("leaderboard", "publish", "--name", "Old run", "--db", db, "--", old_id)
+    assert published.returncode == 0, published.stderr
+    entry = re.search(r"as entry (\S+) \(version 1\)", published.stdout).group(1)
+    hidden = run_cli("leaderboard", "hide", "--db", db, "--", entry)
+    assert hidden.returncode == 0 and "is hidden" in hidden.stdout
+
+
 def test_a_crafted_import_row_is_refused_by_line_and_field_and_a_bad_stored_row_never_takes_the_board_down(board):
     """Issue 26, attack 5: ``capabilities.rec = "lots"`` imported with exit 0, then ``leaderboard show`` crashed
     (and the app's /leaderboard and MCP with it)."""

@@ -179,6 +179,18 @@ def test_run_ids_are_unguessable():
     assert all(len(i) == 24 for i in ids)   # 18 random bytes = 144 bits, URL-safe base64
 
 
+def test_an_id_never_starts_with_a_dash_so_the_command_line_never_reads_it_as_an_option(monkeypatch):
+    """Issue 32: 1 in 64 ids started with '-', and ``leaderboard publish RUN --name ...`` then failed. The random
+    source is scripted to draw a dash first: the id handed out is the next draw."""
+    import mmvet_core.leaderboard as lb
+    import mmvet_core.store._records as records
+
+    draws = iter(["-startsWithDash", "AfterTheDash", "-again", "Entry-Id"])
+    monkeypatch.setattr(records.secrets, "token_urlsafe", lambda n: next(draws))
+    assert new_run_id() == "AfterTheDash"
+    assert lb.new_entry_id() == "Entry-Id"
+
+
 # --- budgets ---------------------------------------------------------------------------------------------------
 
 def test_usage_counted_by_several_processes_at_once_adds_up(db_location):

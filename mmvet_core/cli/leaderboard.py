@@ -66,13 +66,17 @@ def cmd_leaderboard(args) -> int:
     return 0
 
 
+#: New ids never start with '-'; an older one that does is given after '--' (else argparse reads it as an option).
+ID_AFTER_DASHES = "an entry id; one that starts with '-' goes after the options and '--': hide --show -- ENTRY"
+
 #: Every leaderboard command's last option.
 DB = option("--db", default=None, help=f"SQLite database (default {DEFAULT_DB}, or $MMVET_DATA_DIR)")
 
 LEADERBOARD = Command("leaderboard", "the server's leaderboard: publish a run, show, hide, verify, export, import",
                       run=cmd_leaderboard, subcommand_dest="board_command", subcommands=(
     Command("publish", "publish a finished run (a frozen copy of its scores) under a display name", (
-        option("run", metavar="RUN", help="the run id (printed by grade: 'Run <id>: ...')"),
+        option("run", metavar="RUN", help="the run id (printed by grade: 'Run <id>: ...'); an older id that "
+                                          "starts with '-' goes after the options and '--': publish --name N -- RUN"),
         option("--name", required=True, help="display name (plain text, at most 80 characters)"),
         option("--link", default="", help="optional https link (paper, model card)"),
         option("--republish", action="store_true",
@@ -87,12 +91,12 @@ LEADERBOARD = Command("leaderboard", "the server's leaderboard: publish a run, s
         option("--references", action="store_true", help="include the paper's models (unranked)"),
         DB)),
     Command("hide", "hide an entry from the board (host); --show shows it again", (
-        option("entry", metavar="ENTRY"),
+        option("entry", metavar="ENTRY", help=ID_AFTER_DASHES),
         option("--show", action="store_true", help="show a hidden entry again"),
         DB)),
     Command("verify", "vouch for an entry's judge at its current version (imported grades, an endpoint the "
                       "server does not know): it is ranked; --undo withdraws it", (
-        option("entries", metavar="ENTRY", nargs="+"),
+        option("entries", metavar="ENTRY", nargs="+", help=ID_AFTER_DASHES),
         option("--undo", action="store_true", help="withdraw the host's verification"),
         DB)),
     Command("export", "write the board (every entry and version) to a folder that "

@@ -23,12 +23,12 @@ from ._database import Database
 from ._keeping import KeepingFacet
 from ._pace import PaceFacet
 from ._queue import QueueFacet, RunSlots, SliceFacet, SlotsTaken
-from ._records import GradeRow, RunRecord, StoreError, new_run_id
+from ._records import GradeRow, RunRecord, StoreError, new_id, new_run_id
 from ._runs import RunsFacet
 from ._usage import UsageFacet
 
 __all__ = ["DATABASE_URL_VAR", "GradeRow", "RunRecord", "RunSlots", "SlotsTaken", "STORE_UNREACHABLE", "Store",
-           "StoreError", "create_backend", "new_run_id", "store_exists"]
+           "StoreError", "create_backend", "new_id", "new_run_id", "store_exists"]
 
 #: What pages and scripts are told while the database cannot be reached (a `StoreError` on a read): one wording
 #: everywhere (the page's progress while it waits to follow again, the named API endpoints' errors).
