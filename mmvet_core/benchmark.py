@@ -40,7 +40,19 @@ def axis_label(code: str) -> str:
     return "+".join(SHORT_LABELS.get(part, part) for part in str(code).split("_"))
 
 
-ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
+def find_assets_dir() -> Path:
+    """The bundled data (MM-Vet v1 metadata, examples, the paper's scores, the judge check's references): inside the
+    package when installed (``pip install``: setup.py ships ``assets/`` as ``mmvet_core/assets/``), else the
+    checkout's top-level ``assets/`` (the Space's layout). Found from the package's folder, wherever this module
+    sits in it."""
+    package = Path(__file__).resolve().parent
+    while package.name != "mmvet_core" and package != package.parent:
+        package = package.parent
+    installed = package / "assets"
+    return installed if (installed / "mm-vet.json").is_file() else package.parent / "assets"
+
+
+ASSETS_DIR = find_assets_dir()
 BUNDLED_V1_METADATA = ASSETS_DIR / "mm-vet.json"
 BUNDLED_V1_BARD_SET = ASSETS_DIR / "bard_set.json"
 

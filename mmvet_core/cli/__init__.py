@@ -2,7 +2,7 @@
 
 One module per command group, each beside the core module it drives: `grade` (runs, grading, batch), `aggregate`
 (graded, export), `compare` (compare and combine: compare, gradesets), `judges` (judge-check and judges:
-judgecheck, endpoints), `leaderboard`, `prompt`, `validate`, `db` (the store), `worker` (grading workers); `parser` declares the commands as data, `common`
+judgecheck, endpoints), `leaderboard`, `prompt`, `validate`, `db` (the store), `worker` (grading workers), `app` (serves the app: ``mmvet-grader app``); `parser` declares the commands as data, `common`
 holds what several share (database, benchmark options, judge settings and preflight, score lines).
 
 Exit codes: 0 success; 1 grading finished incomplete or failed (grades so far are stored, rerun to resume), or
@@ -13,8 +13,10 @@ to resume).
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from .aggregate import AGGREGATE
+from .app import APP
 from .compare import COMBINE, COMPARE
 from .db import DB
 from .worker import WORKER
@@ -27,13 +29,18 @@ from .prompt import PROMPT
 from .validate import VALIDATE
 
 #: The commands, in the order ``--help`` lists them.
-COMMANDS = [GRADE, AGGREGATE, COMPARE, COMBINE, JUDGE_CHECK, JUDGES, LEADERBOARD, PROMPT, VALIDATE, DB, WORKER]
+COMMANDS = [GRADE, AGGREGATE, COMPARE, COMBINE, JUDGE_CHECK, JUDGES, LEADERBOARD, PROMPT, VALIDATE, DB, WORKER, APP]
 
 __all__ = ["COMMANDS", "Parser", "UsageError", "build_parser", "main"]
 
 
+def program_name() -> str:
+    """How the user called us: ``mmvet-grader`` (the installed command) or ``python -m mmvet_core``."""
+    return "mmvet-grader" if Path(sys.argv[0]).name == "mmvet-grader" else "python -m mmvet_core"
+
+
 def build_parser() -> Parser:
-    return _build_parser(COMMANDS, prog="python -m mmvet_core",
+    return _build_parser(COMMANDS, prog=program_name(),
                          description="MM-Vet grading with an LLM judge, identical to the official evaluator when "
                                      "the judge answers the same.")
 
