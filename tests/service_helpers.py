@@ -46,3 +46,12 @@ def wait_check(svc, choice, owner="me", timeout=120.0) -> str:
         assert time.time() < deadline, "the check did not end"
         time.sleep(0.05)
     return state[0]
+
+
+def estimate_paragraph(stdout: str) -> str:
+    """The CLI's estimate (wrapped at 100 columns, its labels on lines of their own) as one line."""
+    lines = stdout.splitlines()
+    start = next(i for i, x in enumerate(lines) if x.startswith("official-equivalent estimate: "))
+    end = next((i for i in range(start + 1, len(lines))
+                if not lines[i].startswith(("  ", "IN-SAMPLE", "EXTRAPOLATED", "UNLIKE"))), len(lines))
+    return " ".join(x.strip() for x in lines[start:end])

@@ -21,12 +21,14 @@ from mmvet_core.judge import JudgeSettings
 from mmvet_core.judgecheck import call_count, current_check, distinct_prompts, run_judge_check
 from mmvet_core.store import Store
 from tests.fake_judge import FakeJudgeServer, FakeState, official_grades_answer
+from tests.service_helpers import estimate_paragraph
 
 ROOT = Path(__file__).resolve().parent.parent
 RERUN = ROOT / "tests" / "data" / "results" / "llava-v1.5-7b-rerun.json"
 ANSWER = official_grades_answer(0.1, which="all")       # the re-run graded too
 #: The prompts an import re-grades: 5 % of the check's 1,243 distinct prompts, rounded up (at least 60).
 VERIFIED = 63
+
 
 
 def _cli(*args, env=None):
@@ -90,7 +92,7 @@ def test_host_b_imports_with_a_tenth_of_the_calls_verified_and_its_estimate_name
         proc = _cli("grade", RERUN, "--judge-model", "judge-b", "--base-url", b.url, "--db", db, "--out",
                     tmp_path / "out", env=env)
     assert proc.returncode == 0, proc.stderr
-    line = next(x for x in proc.stdout.splitlines() if x.startswith("official-equivalent estimate: "))
+    line = estimate_paragraph(proc.stdout)
     assert f"imported: check {check_a.check_id[:8]} of lab-a.example, verified here on {VERIFIED} prompts" in line
     lo, hi = (float(x) for x in line.split("[", 1)[1].split("]", 1)[0].split(", "))
     assert lo <= 30.7 <= hi                                         # the re-run's official total

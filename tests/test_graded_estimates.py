@@ -25,11 +25,13 @@ from mmvet_core.judgecheck import assess_judge, check_prompt_id, check_settings,
 from mmvet_core.store import Store
 from tests import toolkit_writers as tw
 from tests.fake_judge import official_grades_answer, simulate_grades
+from tests.service_helpers import estimate_paragraph
 
 ROOT = Path(__file__).resolve().parent.parent
 SPACE_JUDGE = "gpt-4.1-2025-04-14"
 LMMS_JUDGE = "gpt-4o-2024-11-20"
 BENCH = load_bundled_v1()
+
 
 
 def _cli(*args):
@@ -72,7 +74,7 @@ def test_aggregate_of_a_space_zip_prints_the_estimate_of_the_judge_as_recorded_i
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert f"Judge: {SPACE_JUDGE}" in out and "NOT the official MM-Vet metric" in out
-    line = next(x for x in out.splitlines() if x.startswith("official-equivalent estimate: "))
+    line = estimate_paragraph(out)
     assert f"graded by {SPACE_JUDGE} ({FILE_BASIS})" in line and "an estimate, not the official" in line
     lo, hi = (float(x) for x in line.split("[", 1)[1].split("]", 1)[0].split(", "))
     assert lo <= rerun.official_total <= hi and hi - lo <= 6.0        # 30.7, the re-run's official total
@@ -95,7 +97,7 @@ def test_an_lmms_eval_log_says_its_prompt_and_gets_no_estimate_though_its_judge_
                             {sid: s[0] for sid, s in scores.items()}, LMMS_JUDGE)
     proc = _cli("aggregate", log, "--db", db, "--out", tmp_path / "out")
     assert proc.returncode == 0, proc.stderr
-    line = next(x for x in proc.stdout.splitlines() if x.startswith("official-equivalent estimate: "))
+    line = estimate_paragraph(proc.stdout)
     assert line.startswith("official-equivalent estimate: none (the file was graded with lmms-eval's MM-Vet prompt")
     assert "no check with that prompt exists here" in line
 
