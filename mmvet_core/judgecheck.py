@@ -46,7 +46,7 @@ import json
 import math
 import re
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from itertools import combinations
 from pathlib import Path
 from typing import Callable, Sequence

@@ -218,12 +218,10 @@ def _worker_main() -> None:
     out.flush()
 
 
-#: The folder of the package `mmvet_core` (the worker imports this module from it), wherever this module sits in it.
-PACKAGE_DIR = Path(__file__).resolve().parents[__name__.count(".") - 1]
 #: The worker's entry: the package is registered without running its ``__init__`` (which imports every module,
 #: half a second), so a worker loads only the reader it runs.
 _BOOTSTRAP = ("import sys, types; pkg = types.ModuleType('mmvet_core'); pkg.__path__ = [sys.argv[1]]; "
-              "sys.modules['mmvet_core'] = pkg; from " + __name__ + " import _worker_main; _worker_main()")
+              "sys.modules['mmvet_core'] = pkg; from mmvet_core.parsebox import _worker_main; _worker_main()")
 
 
 class ParseBox:
@@ -256,7 +254,7 @@ class ParseBox:
         # the worker reads hostile bytes: it gets no secrets (the host's judge key, tokens) in its environment
         env = {k: v for k, v in os.environ.items() if not _SECRET_NAME.search(k)}
         env = {**env, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-        proc = subprocess.Popen([sys.executable, "-c", _BOOTSTRAP, str(PACKAGE_DIR)],
+        proc = subprocess.Popen([sys.executable, "-c", _BOOTSTRAP, str(Path(__file__).resolve().parent)],
                                 stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
         try:
