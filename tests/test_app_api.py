@@ -250,6 +250,8 @@ def test_the_successor_board_and_a_check_report_through_the_api(client, app_serv
     assert row["shift_low"] <= row["shift"] <= row["shift_high"]
     assert row["references"] == result.models and row["verdict"] == "drifts"
     report = client.predict(row["check_id"], api_name="/judge_check_report")
-    assert report.startswith("Judge check of api-judge at an endpoint the host checked (public host) (official prompt)")
+    assert report.startswith(("Close to the official judge", "Drifts from the official judge"))   # verdict first
+    assert "Judge check of api-judge at an endpoint the host checked (public host) (official prompt)" in \
+        " ".join(report.split())
     assert "judge.example" not in report
     assert client.predict("no-such-check", api_name="/judge_check_report") == ""

@@ -116,7 +116,7 @@ def test_an_export_with_a_tenth_of_its_grades_changed_is_refused_and_nothing_is_
         store = Store(tmp_path / "c.db")
         settings = JudgeSettings(base_url=c.url, model="judge-b")
         with pytest.raises(CheckShareError, match=f"refused: verification on {VERIFIED} prompts") as err:
-            asyncio.run(import_check(store, settings, "sk-c", _tampered(folder, tmp_path), resamples=200))
+            asyncio.run(import_check(store, settings, "sk-c", _tampered(folder, tmp_path), resamples=200, seed=0))
         assert "do NOT agree as closely as a judge agrees with itself" in str(err.value)
         assert current_check(store, settings) is None
         store.close()

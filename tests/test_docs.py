@@ -79,8 +79,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 #: Pages the map may link to before they exist (a page being written on a branch); none now.
 ANNOUNCED_PAGES: set[str] = set()
-MAX_NOT_RUN = 18         # commands shown but not run (the two commands, the fresh-clone check, 7 benchmarks, and in
-                         # many-machines.md the replicas and workers serving until stopped and nginx's install)
+MAX_NOT_RUN = 19         # commands shown but not run (the two commands, the fresh-clone check, 7 benchmarks, and in
+                         # many-machines.md the replicas and workers serving until stopped, nginx's install and the
+                         # local stack's start/stop, which tests/test_deploy.py runs)
 RUN_LANGS = {"bash", "python"}
 
 #: Placeholder -> a fixed value, or a pattern whose first group is read from the page's earlier output.

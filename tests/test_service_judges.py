@@ -313,7 +313,8 @@ def test_the_app_exports_a_check_and_another_host_imports_it_verified_and_refuse
             tampered.write_text("".join(json.dumps({**r, "grades": [0.0 if g >= 0.5 else 1.0 for g in r["grades"]]}
                                                    if k % 10 == 0 else r) + "\n" for k, r in enumerate(rows)))
             with pytest.raises(ServiceError, match="refused: verification on 63 prompts"):
-                svc_b.judges.import_check(JudgeChoice(JUDGE_HOST), str(tampered), "me", "v")
+                # (a seeded pick: with 63 of 1,243 prompts a tenth of them changed is missed about 5 % of the time)
+                svc_b.judges.import_check(JudgeChoice(JUDGE_HOST), str(tampered), "me", "v", seed=0)
             assert current_check(svc_b.store, JudgeSettings(base_url=b.url, model="judge-b")) is None
             calls = len(b.state.chat_calls())
             message = svc_b.judges.import_check(JudgeChoice(JUDGE_HOST), zipped, "me", "v")

@@ -210,7 +210,9 @@ def test_two_workers_share_a_run_queued_by_the_app_which_follows_it_and_stops_an
         assert app_store.get_run(run_id).status == "running"
         gate.open()
         wait_until(lambda: app_store.get_run(run_id).status == "done", what="the run graded by the workers")
-        assert app_store.get_run(run_id).message == "24 grades" and not app.is_running(run_id)
+        # (the run is written done before its last slice's job leaves the queue)
+        wait_until(lambda: not app.is_running(run_id), what="the run's jobs to leave the queue")
+        assert app_store.get_run(run_id).message == "24 grades"
         assert answered(judge) == app_store.cache_size()
 
         gate = hold_after(judge, 3)                 # the next run stays in the middle
@@ -433,7 +435,8 @@ def test_the_same_run_started_on_two_replicas_at_once_is_graded_once(tmp_path, p
         wait_until(lambda: replicas[0].store.get_run(run_id).status == "done", what="the run graded")
         asked = Counter((c["prompt"], c["temperature"]) for c in judge.state.calls[before:]
                         if c.get("status") == 200)
-        assert max(asked.values()) == 1, asked.most_common(2)          # no answer paid twice
+        # no answer paid twice (none at all when the stopped run's held calls had answered every prompt)
+        assert not asked or max(asked.values()) == 1, asked.most_common(2)
         assert sum(replicas[0].store.count_grades(run_id).values()) == 218
     finally:
         judge.state.gate = None
@@ -472,9 +475,9 @@ def test_two_worker_processes_share_a_run_and_one_finishes_it_after_the_other_is
         with psycopg.connect(pg_url, autocommit=True) as conn:
             wait_until(lambda: conn.execute(doing).fetchone()[0] == 2, what="both workers to grade slices")
         wait_until(lambda: gate.held > 0 and store.cache_size() == answered(judge), what="the workers' calls held")
-        in_flight = gate.held                       # the calls in flight of both workers
         procs[1].send_signal(signal.SIGKILL)        # the worker that spelled the URL differently dies
         procs[1].wait(10)
+        in_flight = gate.held                       # the calls held at its death (and the survivor's): an upper bound
         gate.open()
         wait_until(lambda: store.get_run(run_id).status == "done", timeout=120, what="the survivor to finish")
         assert store.get_run(run_id).message == "48 grades" and store.queued_run(run_id) is None

@@ -319,11 +319,13 @@ class Judges:
             Path(made).replace(final)
         return str(final)
 
-    def import_check(self, choice: JudgeChoice, path: str, owner: str, visitor: str) -> str:
+    def import_check(self, choice: JudgeChoice, path: str, owner: str, visitor: str, *,
+                     seed: int | None = None) -> str:
         """Import an exported check (its ``check.jsonl``, or its folder zipped) as the chosen judge's check at its
         endpoint, VERIFIED first: a seeded 5 % of its prompts (at least 60) graded again with that judge, charged
         like grading with the host's key (`checkshare.import_check`). The page never stores an unverified check.
-        Returns what to tell the user; `ServiceError` for a refused file or a failed verification."""
+        Returns what to tell the user; `ServiceError` for a refused file or a failed verification. `seed`: the
+        pick of prompts (None: drawn anew, so an exporter cannot know which rows are re-graded)."""
         import tempfile
 
         from ..archive import ArchiveError, safe_extract_zip
@@ -358,7 +360,7 @@ class Judges:
                 scope = visitor_scope(owner, answer_scope(key) if not host else "host-judge")
                 outcome = self.jobs.call(import_check(self.store, jset, key, folder, judge=judge,
                                                       concurrency=self.settings.run_concurrency, budget=budget,
-                                                      scope=scope),
+                                                      scope=scope, seed=seed),
                                          timeout=600)
             except CheckShareError as e:
                 raise ServiceError(str(e)) from None
