@@ -394,6 +394,23 @@ def leave_one_model_out(pairs: PairSet, strata: Strata, shrink: float = SHRINK) 
     return table
 
 
+def model_beyond_correction(model_var: float, correction_sd: float) -> float:
+    """The model-to-model variance (points²) an interval adds beyond the correction's own uncertainty.
+
+    A leave-one-model-out error is the scatter of that model's samples, plus the error of a correction fit on the
+    other models (which models, which of their pairs), plus that model's own departure from them. `model_var`
+    (`LomoTable.model_var`) removes only the scatter, so it still holds the fit's error: the very term the bootstrap
+    over models and questions measures as `correction_sd`. Adding both would count it twice; what the errors
+    show beyond it is ``max(0, model_var − correction_sd²)``. The fit left out of each leave-one-out prediction rests
+    on one model fewer, so its error is, if anything, larger than `correction_sd²`: the difference taken is no
+    smaller than the model-to-model part (conservative).
+
+    >>> model_beyond_correction(2.0, 0.5), model_beyond_correction(0.1, 0.5)
+    (1.75, 0.0)
+    """
+    return max(0.0, float(model_var) - float(correction_sd) ** 2)
+
+
 def resample_weights(n_models: int, n_samples: int, resamples: int, seed: int) -> np.ndarray:
     """D × M × N pair weights: in each draw the models and the questions are resampled with replacement (the
     same questions for every model), a pair's weight the product of the two counts."""
@@ -461,11 +478,12 @@ def estimate_run(pairs: PairSet, strata: Strata, grades: np.ndarray, lomo: LomoT
         j_lomo = lomo.columns.index(name) if name in lomo.columns else None
         model_var = lomo.model_var(j_lomo) if j_lomo is not None else 0.0
         floor = lomo.max_error(j_lomo) if j_lomo is not None else 0.0
-        sd = math.sqrt(max(scatter[j], 0.0) + corr_sd[j] ** 2 + model_var)
+        beyond = model_beyond_correction(model_var, float(corr_sd[j]))
+        sd = math.sqrt(max(scatter[j], 0.0) + corr_sd[j] ** 2 + beyond)
         half = max(t95(len(lomo.rows) - 1) * sd, floor) + widen
         columns.append(ColumnEstimate(name, float(raw[j]), float(est[j]), float(max(0.0, est[j] - half)),
                                       float(min(100.0, est[j] + half)), math.sqrt(max(scatter[j], 0.0)),
-                                      float(corr_sd[j]), math.sqrt(model_var), float(floor), float(widen)))
+                                      float(corr_sd[j]), math.sqrt(beyond), float(floor), float(widen)))
     n_pairs = int((np.isfinite(pairs.candidate) & np.isfinite(pairs.official)).sum())
     return CalibratedEstimate(columns, list(pairs.models), (lo_ref, hi_ref), float(outside), n_pairs)
 

@@ -659,7 +659,12 @@ def coarse_note(result: JudgeCheckResult) -> str:
         return ""
     errors = lomo.errors(0)
     scatter = float(np.mean([r.scatter_var[0] for r in lomo.rows]))
-    half = max(t95(len(lomo.rows) - 1) * math.sqrt(scatter + lomo.model_var(0)), float(np.max(np.abs(errors))))
+    model_var = lomo.model_var(0)
+    df = len(lomo.rows) - 1
+    t = t95(df)
+    sd = math.sqrt(scatter + model_var)
+    largest = float(np.max(np.abs(errors)))
+    half = max(t * sd, largest)
     if 2 * half <= TARGET_WIDTH:
         return ""
     spreads = []
@@ -669,14 +674,26 @@ def coarse_note(result: JudgeCheckResult) -> str:
         if len(means) >= 2:
             lo_m, hi_m = min(means, key=means.get), max(means, key=means.get)
             spreads.append(f"behind its {value:g}: {means[lo_m]:.3f} ({lo_m}) to {means[hi_m]:.3f} ({hi_m})")
+    signed = ", ".join(f"{r.model} {r.error[0]:+.1f}" for r in lomo.rows)
+    need = math.sqrt(max(0.0, (TARGET_WIDTH / 2 / t) ** 2 - scatter))
     return (f"This judge grades coarsely: {on_grid.mean():.0%} of its grades are 0, 0.5 or 1, while "
             f"{between.mean():.0%} of the official grades lie between. Each of its grades stands for several "
             "official grades, in proportions that differ from model to model (the mean official grade "
             + "; ".join(spreads) + f"), so each reference predicted from the others is off by up to "
-            f"{float(np.max(np.abs(errors))):.1f} points (rms {float(np.sqrt(np.mean(errors ** 2))):.1f}), and an "
-            f"estimate's 95 % interval is at least {2 * half:.1f} points wide. These references cannot narrow it to "
-            f"{TARGET_WIDTH:g} points: that needs reference models whose proportions agree (or many more of them), "
-            "or a judge that keeps the information (a finer scale, or several runs at a temperature, averaged).")
+            f"{largest:.1f} points (rms {float(np.sqrt(np.mean(errors ** 2))):.1f}: {signed}). What dominates is "
+            f"that model-to-model term, {math.sqrt(model_var):.2f} points (standard deviation of the errors beyond "
+            f"the scatter), a bias of the model as a whole that does not average out over its samples; the "
+            f"per-sample scatter, which does, is {math.sqrt(scatter):.2f} points. The interval's half-width is "
+            f"the 95 % Student-t quantile with {df} degrees of freedom ({t:.3f}: the spread is estimated from "
+            f"{len(lomo.rows)} leave-one-out errors) times the two terms' root sum of squares ({sd:.2f}), never less than "
+            f"the largest error ({largest:.1f}): an estimate's 95 % interval is at least {2 * half:.1f} points wide "
+            "(more beyond the references' official totals). These references cannot narrow it to "
+            f"{TARGET_WIDTH:g} points: that needs a model-to-model term of at most {need:.2f} points with "
+            f"{len(lomo.rows)} reference models (every error at most {TARGET_WIDTH / 2:g}), so reference models "
+            "whose proportions agree, or many more of them (the quantile falls with each), or a judge that keeps "
+            "the information (a finer scale, or several runs at a temperature, averaged). A per-question level "
+            "of the correction and the answers' length or keyword match as covariates were measured not to "
+            "reduce those errors (docs/estimates.md).")
 
 
 def _three(x: float) -> str:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from mmvet_core.benchmark import load_bundled_v1
-from mmvet_core.calibration import (PairSet, bin_index, column_scores, corrected_grades, correction_summary,
+from mmvet_core.calibration import (LomoTable, PairSet, bin_index, column_scores, corrected_grades, correction_summary,
                                     estimate_run, fit_correction, grade_bins, leave_one_model_out, make_strata,
                                     strata_of, t95)
 from mmvet_core.judgecheck import assess_judge, load_references
@@ -201,5 +201,16 @@ def test_harder_successors_hold_the_official_total_of_both_unseen_models(name):
         assert eq.available and t.low <= official <= t.high, (unseen, official, t)
         if name.startswith("coarse"):
             assert check.coarse_note and "cannot narrow it to 6 points" in check.coarse_note
+            # what makes it wide is the model-to-model term (a bias of the model as a whole), not the per-sample
+            # scatter, which averages out over 218 samples; the correction's own uncertainty, which the
+            # leave-one-out errors already hold, is counted once (issue 30 part 4)
+            lomo = LomoTable.from_dict(check.lomo)
+            assert t.model_sd ** 2 == pytest.approx(max(0.0, lomo.model_var(0) - t.correction_sd ** 2))
+            assert t.model_sd > max(t.scatter_sd, t.correction_sd) and t.scatter_sd < 0.6
+            sd = math.sqrt(t.scatter_sd ** 2 + t.correction_sd ** 2 + t.model_sd ** 2)
+            half = max(t95(len(lomo.rows) - 1) * sd, t.floor) + t.widened
+            assert t.high - t.low == pytest.approx(min(100.0, t.estimate + half) - max(0.0, t.estimate - half))
+            assert t.high - t.low < 2 * (t95(len(lomo.rows) - 1) * math.sqrt(
+                t.scatter_sd ** 2 + t.correction_sd ** 2 + lomo.model_var(0)) + t.widened)
         else:
             assert t.high - t.low <= 6.0 and not check.coarse_note, (unseen, t)

@@ -2,6 +2,7 @@
 our fake judge server; the store is real SQLite)."""
 import asyncio
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -353,6 +354,18 @@ def test_a_coarse_judge_is_told_why_its_intervals_cannot_be_narrowed_and_a_fine_
     assert "cannot narrow it to 6 points" in note and " ".join(note.split()) in " ".join(format_check(check).split())
     width = float(note.split("interval is at least ")[1].split(" ")[0])
     assert width > 6.0
+    # the note decomposes that width (issue 30 part 4): which term dominates, how big, and what would allow 6
+    flat = " ".join(note.split())
+    model = float(flat.split("What dominates is that model-to-model term, ")[1].split(" ")[0])
+    scatter = float(flat.split("the per-sample scatter, which does, is ")[1].split(" ")[0])
+    largest = float(flat.split("never less than the largest error (")[1].split(")")[0])
+    need = float(flat.split("needs a model-to-model term of at most ")[1].split(" ")[0])
+    assert "Student-t quantile with 5 degrees of freedom (2.571" in flat
+    assert model > 2 * scatter and need < model and 1.0 < model < 2.0 and largest <= 3.0
+    assert width == pytest.approx(2 * max(2.571 * math.sqrt(model ** 2 + scatter ** 2), largest), abs=0.15)
+    assert 2 * 2.571 * math.sqrt(need ** 2 + scatter ** 2) == pytest.approx(6.0, abs=0.05)
+    for model_name in ("llava-v1.5-13b -0.5", "internlm-xcomposer2-vl-7b -2.0", "qwen2.5-vl-3b-claude-images +1.6"):
+        assert model_name in flat                         # each reference's leave-one-out error, signed
     fine = official_grades_answer(0.1)
     check = assess_judge(bench, refs, {r.model: simulate_grades(fine, r.predictions) for r in refs},
                          {"model": "judge-b"}, resamples=200)
