@@ -30,7 +30,8 @@ are averaged in the proportion the references show).
 * the correction's own uncertainty: the correction is refit on `resamples` bootstrap draws that resample the
   reference models and the questions together (seeded), and the estimate's spread over the draws is taken;
 * the model-to-model variation measured by leave-one-model-out (`leave_one_model_out`): each reference model's
-  official total predicted from a correction fit on the others; what its errors show beyond the scatter is added.
+  official total predicted from a correction fit on the others; what its errors show beyond the scatter and beyond
+  the correction's own uncertainty (which those errors already hold: `model_beyond_correction`) is added.
 
 The half-width is the 95 % Student-t quantile (M − 1 degrees of freedom for M reference models: the spread is
 estimated from M leave-one-out errors) times the standard deviation of that sum, never less than the largest
