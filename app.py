@@ -137,7 +137,7 @@ def request_limit_middleware(settings: AppSettings):
     hops = settings.trusted_proxy_hops
     limiter = RequestLimiter(settings.requests)
     if settings.database_url:           # replicas on one database spend one budget per client (issue 33)
-        from mmvet_core.sharedlimit import SharedRequestLimiter
+        from mmvet_core.requestlimit import SharedRequestLimiter
         from mmvet_core.store import Store
 
         limiter = SharedRequestLimiter(Store(settings.database_url, check=False), settings.requests)

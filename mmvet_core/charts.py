@@ -224,9 +224,7 @@ def make_check_lomo(result) -> go.Figure | None:
     """The judge check's leave-one-model-out plot (`judgecheck.JudgeCheckResult`): each reference model's official
     total (x) against the total its per-grade correction, fit on the other references, predicts (y); the diagonal
     is a perfect prediction. None when the check has no such table."""
-    from mmvet_core.calibration import LomoTable
-
-    lomo = LomoTable.from_dict(getattr(result, "lomo", None))
+    lomo = result.lomo_table() if result is not None else None
     if lomo is None or not lomo.rows:
         return None
     xs = [r.official_total for r in lomo.rows]

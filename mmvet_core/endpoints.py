@@ -294,7 +294,7 @@ def retired_judge_message(model: str, retirement: Retirement | None, models: Mod
 def stored_check_facts(store, settings: JudgeSettings) -> CheckFacts | None:
     """The latest stored judge check of the judge `settings` describe (same endpoint, model and token limit),
     or None. The one place that reads a stored check for the listing and the judge field."""
-    from .judgecheck import check_settings
+    from .judge import check_settings
 
     if store is None or settings.provider == "baseline":
         return None

@@ -382,9 +382,29 @@ def stored_equivalent(store, benchmark, scores: dict[str, list[float | None]], c
     return Equivalence.from_dict(stored)
 
 
+def estimate_keys(run, kind: str, trusted=None) -> dict:
+    """What a successor entry keeps to find its official-equivalent estimate later (never the endpoint's address):
+    the fingerprint of its judge's check, its answers' hashes (the in-sample test) and their traits (refused or
+    not, length: the unlike-the-references test); nothing for a run graded with a visitor's key at one of the
+    `trusted` endpoints (the server's own: its check rests on its own key)."""
+    if kind != "successor" or run.judge.get("provider") in ("imported", "baseline") \
+            or run.judge.get("prompt_examples") is not None:
+        return {}
+    from .provenance import VISITOR_CREDENTIAL, run_endpoints
+
+    if run.judge.get("credential") == VISITOR_CREDENTIAL and set(run_endpoints(run.judge)) & set(trusted or ()):
+        return {}                # a visitor's key at the server's own endpoint: the server's check is not theirs
+    from .judge import JudgeSettings, check_settings
+
+    settings = JudgeSettings(**{k: v for k, v in run.judge.items() if k in JudgeSettings.__dataclass_fields__})
+    return {"judge_check_fingerprint": check_settings(settings).fingerprint(),
+            "prediction_hashes": {sid: prediction_hash(p) for sid, p in run.predictions.items()},
+            "answer_traits": answer_traits(run.predictions)}
+
+
 def entry_equivalence(store, entry, *, resamples: int | None = None) -> Equivalence:
     """The official-equivalent estimate of a leaderboard entry (`leaderboard.BoardEntry`, a successor judge's):
-    from its frozen scores and the server's current check of its judge (`leaderboard.estimate_keys`; an entry
+    from its frozen scores and the server's current check of its judge (`estimate_keys`; an entry
     published before those keys were kept finds them from its run while the run is stored): the stored estimate
     its run's card shows too when the grades are the same (`stored_equivalent`)."""
     from .benchmark import load_bundled_v1
@@ -395,7 +415,6 @@ def entry_equivalence(store, entry, *, resamples: int | None = None) -> Equivale
     fingerprint, hashes = meta.get("judge_check_fingerprint"), meta.get("prediction_hashes")
     traits = meta.get("answer_traits")
     if not fingerprint or traits is None:
-        from .leaderboard import estimate_keys
         run = store.get_run(entry.run_id) if entry.run_id else None
         keys = estimate_keys(run, str(meta.get("judge_kind"))) if run is not None else {}
         if not fingerprint:

@@ -20,7 +20,7 @@ import json
 import random
 import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Protocol, runtime_checkable
 
 from .benchmark import Sample
@@ -555,6 +555,12 @@ class BaselineJudge:
 
     async def aclose(self) -> None:
         return None
+
+
+def check_settings(settings: JudgeSettings) -> JudgeSettings:
+    """The settings a judge check grades with: the candidate judge with the official prompt (here, beside the
+    settings, for the endpoint listing reads a stored check too; `judgecheck` re-exports it)."""
+    return replace(settings, prompt_examples=None)
 
 
 def make_judge(settings: JudgeSettings, api_key: str | None = None, *, policy=None, redact: bool = False,

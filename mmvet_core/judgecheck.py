@@ -56,7 +56,7 @@ import numpy as np
 from .aggregate import aggregate_scores
 from .benchmark import ASSETS_DIR, Benchmark, load_bundled_v1
 from .export import load_official_grades
-from .judge import JudgeSettings, keyword_score
+from .judge import JudgeSettings, check_settings, keyword_score
 from .terminal import REPORT_WIDTH, fit_lines
 from .stats import (DEFAULT_RESAMPLES, DEFAULT_SEED, column_mean_draws, draw_counts, kendall_tau,
                     percentile_interval, slope_draws)
@@ -282,6 +282,12 @@ class JudgeCheckResult:
     coarse_note: str = ""           # a coarse judge (0 / 0.5 / 1): why its intervals cannot be narrowed, if so
     origin: dict = field(default_factory=dict)    # an imported check: where it comes from and how it was verified
     #                                               (`checkshare`); empty for a check made here
+
+    def lomo_table(self):
+        """The leave-one-model-out table (`calibration.LomoTable`) of `lomo`, or None when the check has none."""
+        from .calibration import LomoTable
+
+        return LomoTable.from_dict(self.lomo)
 
     @property
     def total(self) -> CheckColumn:
@@ -843,11 +849,6 @@ def format_correction(result: JudgeCheckResult) -> list[str]:
                      f"{lomo.rmse:.3f} (keyword matching corrected the same way: rms "
                      f"{cal.get('keyword_rmse', math.nan):.3f}).")
     return lines
-
-
-def check_settings(settings: JudgeSettings) -> JudgeSettings:
-    """The settings a check grades with: the candidate judge with the official prompt."""
-    return replace(settings, prompt_examples=None)
 
 
 def check_prompt_id() -> str:

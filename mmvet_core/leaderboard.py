@@ -70,6 +70,7 @@ import numpy as np
 from . import provenance as prov
 from .board_ranks import MAX_GRADE_SETS, GroupRanks, better_matrix, bounds_from
 from .board_schema import SchemaError, check_backup_row, check_version
+from .equivalence import estimate_keys
 from .names import NameRefused, check_visible_name, is_invisible, name_key
 from .stats import score_intervals
 from .store import new_id
@@ -287,25 +288,6 @@ def make_snapshot(view, *, tool_version: str = "", trusted=None) -> tuple[dict, 
     meta["grades_sha"] = grades_digest(meta["sample_ids"], sample_means(meta["sample_ids"], scores))
     meta.update(estimate_keys(run, kind, trusted))
     return meta, scores
-
-
-def estimate_keys(run, kind: str, trusted=None) -> dict:
-    """What a successor entry keeps to find its official-equivalent estimate later (never the endpoint's address):
-    the fingerprint of its judge's check, its answers' hashes (the in-sample test) and their traits (refused or
-    not, length: the unlike-the-references test); nothing for a run graded with a visitor's key at one of the
-    `trusted` endpoints (the server's own: its check rests on its own key)."""
-    if kind != "successor" or run.judge.get("provider") in ("imported", "baseline") \
-            or run.judge.get("prompt_examples") is not None:
-        return {}
-    if run.judge.get("credential") == prov.VISITOR_CREDENTIAL and set(prov.run_endpoints(run.judge)) & set(trusted or ()):
-        return {}                # a visitor's key at the server's own endpoint: the server's check is not theirs
-    from .judge import JudgeSettings
-    from .judgecheck import answer_traits, check_settings, prediction_hash
-
-    settings = JudgeSettings(**{k: v for k, v in run.judge.items() if k in JudgeSettings.__dataclass_fields__})
-    return {"judge_check_fingerprint": check_settings(settings).fingerprint(),
-            "prediction_hashes": {sid: prediction_hash(p) for sid, p in run.predictions.items()},
-            "answer_traits": answer_traits(run.predictions)}
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -218,6 +218,9 @@ def _worker_main() -> None:
     out.flush()
 
 
+#: The folder of the package `mmvet_core` (the worker imports this module from it), wherever this module sits in it
+#: (``mmvet_core/parsebox.py`` or a subpackage's, after the folders of issue 32).
+PACKAGE_DIR = Path(__file__).resolve().parents[__name__.count(".") - 1]
 #: The worker's entry: the package is registered without running its ``__init__`` (which imports every module,
 #: half a second), so a worker loads only the reader it runs.
 _BOOTSTRAP = ("import sys, types; pkg = types.ModuleType('mmvet_core'); pkg.__path__ = [sys.argv[1]]; "
@@ -254,7 +257,7 @@ class ParseBox:
         # the worker reads hostile bytes: it gets no secrets (the host's judge key, tokens) in its environment
         env = {k: v for k, v in os.environ.items() if not _SECRET_NAME.search(k)}
         env = {**env, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-        proc = subprocess.Popen([sys.executable, "-c", _BOOTSTRAP, str(Path(__file__).resolve().parent)],
+        proc = subprocess.Popen([sys.executable, "-c", _BOOTSTRAP, str(PACKAGE_DIR)],
                                 stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
         try:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 import re
 import time
@@ -42,6 +43,9 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from .hosting import env_number
+from .store import Store, StoreError
+
+log = logging.getLogger("mmvet_grader")
 
 __all__ = ["RequestLimits", "RequestLimiter", "RequestLimitMiddleware", "OVER_LIMIT", "StreamCounter", "limited",
            "over_limit_message", "stream_kind"]
@@ -338,3 +342,48 @@ def _json_rpc(body: bytes) -> dict:
     except ValueError:
         return {}
     return message if isinstance(message, dict) else {}
+
+
+#: The prefix of a visitor's request bucket among the store's paces (a judge account's is a hash: never this).
+REQUESTS = "requests:"
+#: Counted requests between two prunings of buckets idle for an hour (the table stays the size of the last hour).
+PRUNE_EVERY = 5000
+
+
+class SharedRequestLimiter:
+    """`RequestLimiter`'s token bucket per client, kept in `store` for every process on the database
+    (on its clock; issue 33): a client alternating two replicas spends one budget, not one per replica. One short
+    transaction per counted request; if the database fails, each process counts alone until it answers again (a
+    request is never refused for the database's sake). Blocking: the middleware calls `allow` from a thread
+    (``blocking``)."""
+
+    blocking = True
+
+    def __init__(self, store: Store, limits: RequestLimits):
+        self.store, self.limits = store, limits
+        self.local = RequestLimiter(limits)          # while the database cannot be reached
+        self._counted = 0
+
+    def allow(self, key: str) -> float:
+        """0.0 when `key` may send a request now (it is counted, for every replica), else the seconds until it
+        may (see `RequestLimiter.allow`)."""
+        lim = self.limits
+        if not lim.per_minute:
+            return 0.0
+        rate, cap = lim.per_minute / 60.0, float(max(1, lim.burst))
+
+        def change(state: dict, paused: float, now: float):
+            tokens = min(cap, float(state.get("tokens", cap)) + (now - float(state.get("at", now))) * rate)
+            if tokens >= 1.0:
+                return 0.0, {"tokens": tokens - 1.0, "at": now}, paused
+            return (1.0 - tokens) / rate, {"tokens": tokens, "at": now}, paused
+
+        try:
+            wait = self.store.update_pace(REQUESTS + key, change)
+            self._counted += 1
+            if self._counted % PRUNE_EVERY == 0:
+                self.store.prune_paces(REQUESTS, idle_s=3600)
+            return wait
+        except StoreError as e:
+            log.warning("requests are counted by this process alone while the database fails: %s", e)
+            return self.local.allow(key)

@@ -1,5 +1,8 @@
 """Grading beyond one process: runs under leases in the database, and grading workers that share them.
 
+Its size (over 600 lines) has a reason: the leases, the worker's loop and its hand-over are one protocol over the
+same queue rows; the queue's engine itself lives apart (`taskqueue`).
+
 One machine, one process (the default: SQLite, ``MMVET_WORKERS`` unset) needs none of this: `jobs.JobManager`
 grades every run in the app's process. As soon as processes share a database (PostgreSQL, or grading workers
 beside the app), each of them uses `LeasedJobs` instead:

@@ -4,6 +4,9 @@ score, run card, radars, capability tables and downloads of the open run (right 
 `build_grade` lays it out (the judge-check section sits in its setup column); `wire_grade` registers its handlers
 and returns the `RunDisplay` (refresh of everything shown of the open run) that the samples view reuses after an
 override.
+
+Its size (over 600 lines) has a reason: the view's layout and its handlers share one set of components (the
+setup column, the run display and the polling that refreshes it); the rules they call live in `mmvet_core.service`.
 """
 from __future__ import annotations
 

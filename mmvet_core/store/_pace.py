@@ -33,7 +33,7 @@ class PaceFacet:
 
     def prune_paces(self, prefix: str, *, idle_s: float) -> int:
         """Forget the paces whose account starts with `prefix` and that nobody changed for `idle_s` seconds (the
-        visitors' request buckets: `sharedlimit.SharedRequestLimiter`); returns how many."""
+        visitors' request buckets: `requestlimit.SharedRequestLimiter`); returns how many."""
         p = t.judge_pace
         return self._exec(sa.delete(p).where(p.c.account.startswith(prefix, autoescape=True),
                                              p.c.updated_at < time.time() - idle_s))
