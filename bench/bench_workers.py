@@ -4,8 +4,11 @@
     python bench/bench_workers.py limit takeover     # some of them: limit takeover status
 
 - spread (issue 31): one account limit of 20 requests/s with a 1.0 s judge; the embedded default, then 1, 2 and 4
-  workers; two runs of v1 x 3 at once, then one alone: share of the limit, 429s per call, wall time (one run: against
-  the physical floor 654 / 20 = 32.7 s), grades per worker.
+  workers; two runs of v1 x 3 at once, then one alone: share of the limit, 429s per call, calls made, wall time (one
+  run: against the physical floor 654 / 20 = 32.7 s, and against the calls it made / 20), grades per worker, the
+  machine's load average. The judge answers a bare score to every prompt (``--answers parsable``, as GPT-4 does with
+  the official prompt: a grade is one call, so 654 calls make a run and 654 / 20 s is its floor); ``--answers
+  mixed`` keeps the test judge's 20 % of unparsable first answers (about 1,050 calls a run: the official re-asks).
 
 It starts a PostgreSQL server of its own (tests/pg_server.py: Debian's postgresql package) and the fake judge as
 a process (`python -m tests.fake_judge`), queues runs as the app does with ``MMVET_WORKERS=external``
@@ -88,9 +91,10 @@ def scenario_spread(pg: PostgresServer, tmp: Path, args) -> None:
     workers; two runs of v1 x 3 (654 calls each) at once, then one alone; and the embedded default (SQLite, the
     app's process, no worker) the same way."""
     floor = 654 / args.rps
-    for n_workers in [0] + args.spread:
+    for n_workers in args.spread:
         for n_runs in (2, 1):
-            judge = Judge(tmp, "--latency", "1.0", "--rps", str(args.rps))
+            load = os.getloadavg()[0]
+            judge = Judge(tmp, "--latency", "1.0", "--rps", str(args.rps), "--answers", args.answers)
             tags = [f"s{n_workers}-{n_runs}-{i}" for i in range(n_runs)]
             per_worker = ""
             try:
@@ -99,7 +103,8 @@ def scenario_spread(pg: PostgresServer, tmp: Path, args) -> None:
                 else:
                     url = pg.new_database()
                     store = Store(url)
-                    workers = start_workers(n_workers, url, judge.url, tmp)
+                    workers = start_workers(n_workers, url, judge.url, tmp,
+                                            *(["--slices", str(args.slices)] if args.slices else []))
                     wait_workers(store, n_workers)
                     t0 = time.monotonic()
                     ids = queue_runs(url, judge.url, tags, n_runs=3)
@@ -113,13 +118,19 @@ def scenario_spread(pg: PostgresServer, tmp: Path, args) -> None:
             finally:
                 judge.stop()
             who = "embedded default (SQLite, in the app's process)" if n_workers == 0 else f"{n_workers} worker(s)"
+            made = stats["ok"] / args.rps
             rows = [("runs", "; ".join(outcomes)),
                     ("wall (queued to last grade)", f"{wall:.1f} s" + (f" = {wall / floor:.2f}x the floor "
-                                                                       f"{floor:.1f} s (target <= 1.2x)"
-                                                                       if n_runs == 1 else ""))]
+                                                                       f"{floor:.1f} s (target <= 1.2x); "
+                                                                       f"{wall / made:.2f}x the {made:.1f} s of the "
+                                                                       f"calls it made" if n_runs == 1 else "")),
+                    ("calls made", f"{stats['ok']} answered + {stats['rate_limited']} refused (429) for "
+                                   f"{654 * n_runs} grades ({args.answers} answers)")]
             rows += limited_figures(stats, wall, 654 * n_runs, rps=args.rps)
             if per_worker:
                 rows.append(("grades per worker", per_worker))
+            rows.append(("load average (1 min) before, after", f"{load:.1f}, {os.getloadavg()[0]:.1f} on "
+                                                                 f"{os.cpu_count()} CPUs"))
             show(f"{who}, {n_runs} run(s) of v1 x 3 at once, {args.rps:g} requests/s, 1.0 s latency", rows)
 
 
@@ -304,9 +315,13 @@ def main() -> None:
     parser.add_argument("scenarios", nargs="*", choices=SCENARIOS + [[]], default=[])
     parser.add_argument("--rps", type=float, default=20.0)
     parser.add_argument("--calls", type=int, default=1000, help="status calls timed per case")
-    parser.add_argument("--spread", type=lambda t: [int(n) for n in t.split(",")], default=[1, 2, 4],
-                        help="the 'spread' scenario's numbers of workers (default 1,2,4; 0: the embedded default "
-                             "is always measured first)")
+    parser.add_argument("--spread", type=lambda t: [int(n) for n in t.split(",")], default=[0, 1, 2, 4],
+                        help="the 'spread' scenario's numbers of workers (default 0,1,2,4; 0: the embedded default, "
+                             "in the app's process)")
+    parser.add_argument("--answers", choices=["parsable", "mixed"], default="parsable",
+                        help="the 'spread' judge's answers: parsable (default, a real judge's) or mixed (the test "
+                             "judge's 20%% of unparsable first answers)")
+    parser.add_argument("--slices", type=int, default=0, help="the workers' --slices (default: theirs)")
     parser.add_argument("--workers", type=lambda t: [int(n) for n in t.split(",")], default=[1, 3],
                         help="the 'limit' scenario's numbers of workers (default 1,3)")
     args = parser.parse_args()

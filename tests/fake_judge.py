@@ -67,6 +67,18 @@ def deterministic_answer(prompt: str, temperature: float) -> str:
     return score
 
 
+def parsable_answer(prompt: str, temperature: float) -> str:
+    """A judge that answers like GPT-4 with MM-Vet's few-shot prompt and ``max_tokens=3``: a bare score for every
+    row (the same score `deterministic_answer` gives it when it gives one), so a grade is one call. The benches'
+    throughput figures use it (``--answers parsable``): their floor is then the pairs / the limit."""
+    row = prompt.replace(RETRY_MARK, "").rstrip().rsplit("\n", 1)[-1]
+    h = int(hashlib.sha256(row.encode("utf-8")).hexdigest()[:8], 16)
+    return f"{(h // 10) % 11 / 10:.1f}"
+
+
+ANSWERS = {"mixed": deterministic_answer, "parsable": parsable_answer}
+
+
 def official_grades_answer(offset: float = 0.0, which: str = "default",
                            otherwise: Callable[[str, float], str] | None = None, *, transform: Callable | None = None,
                            extra: list | None = None) -> Callable[[str, float], str]:
@@ -708,10 +720,13 @@ def main() -> None:
     parser.add_argument("--no-ratelimit-headers", action="store_true", help="429s without x-ratelimit-* headers")
     parser.add_argument("--batch-delay", type=float, default=0.0, help="seconds a batch stays in progress")
     parser.add_argument("--api-key", default=None, help="answer 401 to every other key")
+    parser.add_argument("--answers", choices=sorted(ANSWERS), default="mixed",
+                        help="mixed (the default: 20%% of rows unparsable at first, the official re-asks follow) or "
+                             "parsable (a bare score for every row, as a real judge answers)")
     args = parser.parse_args()
     state = FakeState(latency=args.latency, fail_500_ratio=args.fail_500_ratio, rps=args.rps, tpm=args.tpm,
                       ratelimit_headers=not args.no_ratelimit_headers, batch_delay=args.batch_delay,
-                      api_key=args.api_key)
+                      api_key=args.api_key, answer_fn=ANSWERS[args.answers])
     print(json.dumps({"url": f"http://127.0.0.1:{args.port}/v1"}), flush=True)
     uvicorn.run(make_app(state), host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
 
