@@ -27,11 +27,24 @@ def pytest_xdist_auto_num_workers(config) -> int | None:
     return max(1, min(MAX_WORKERS, WORKERS_PER_CORE * cores))
 
 
-#: The longest modules (minutes on 2 cores: a browser, an app, full runs), handed out to the workers first: with
-#: ``--dist loadfile`` a worker takes whole modules in collection order, and a long module taken last would run
-#: alone while the other workers sit idle. Only the order between modules changes, never within one.
-LONG_MODULES = ("test_app_ux", "test_app_leaderboard", "test_app_hosting", "test_app_api", "test_app_judgecheck",
-                "test_app_browser", "test_app_grade_files", "test_many_machines", "test_ratelimit")
+#: The longest modules, longest first (seconds of one process, `-p no:xdist --durations=0`, 2026-12: ux 193, app_judgecheck
+#: 156, app_leaderboard 128, app_api 73, app_browser 57, ratelimit 57, app_hosting 50, service_check_attacks 45,
+#: many_machines 41; the whole parallel phase ≈ 1,450), handed out to the workers first: with ``--dist loadfile`` a
+#: worker takes whole modules in this order, then the others in collection order, and a long module taken last
+#: would run alone while the other workers sit idle. Only the order between modules changes, never within one.
+LONG_MODULES = ("test_app_ux", "test_app_judgecheck", "test_app_leaderboard", "test_app_api", "test_app_browser",
+                "test_ratelimit", "test_app_hosting", "test_service_check_attacks", "test_many_machines", "test_docs",
+                "test_app_grade_files", "test_cli_leaderboard", "test_app_judge_attacks", "test_cli", "test_workers",
+                "test_app_page", "test_app_ratelimit", "test_app_uploads", "test_package")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config) -> None:
+    """Keep `LONG_MODULES`' order under ``--dist loadfile``: pytest-xdist (3.x) otherwise hands out the modules
+    sorted by their number of tests, which sends a long module of few tests (an app, a browser) out last, to run
+    alone at the end while the other workers sit idle (the controller reads this option; workers ignore it)."""
+    if getattr(config.option, "loadscopereorder", None):
+        config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(config, items) -> None:
