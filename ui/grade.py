@@ -565,7 +565,7 @@ def opened_values(svc, view, perms, owner_tok: str) -> tuple:
     """The values of the opening outputs but the form's (`wire_open_run`): panels shown, menus filled, owner
     tools for the owner only, and no other run's sample left open."""
     return (gr.Column(visible=True), gr.Column(visible=True), gr.Markdown(visible=False),
-            gr.Dropdown(choices=overlay_choices(svc, view, owner_tok), value=[]),
+            gr.Dropdown(choices=overlay_choices(svc, view, owner_tok), value=[]), "",
             gr.Dropdown(choices=views.filter_choices(view.benchmark), value="all"),
             gr.Row(visible=perms.owner),
             gr.Textbox(value=view.run.model_name), gr.Row(visible=perms.owner),
@@ -598,7 +598,7 @@ def wire_open_run(page: Page, g: GradeView, s: SamplesParts, my: RunsList, versi
     live_outputs = [g.progress, g.total, g.run_card, g.flags_box, g.radar_caps, g.radar_ints, g.cap_table,
                     g.int_table, s.samples, s.sample_count, g.downloads, g.stop_btn, g.resume_btn, s.o_btn,
                     s.o_clear, my.runs_table]
-    open_outputs = [g.run_panel, s.section, g.empty_note, g.overlays, s.f_cap, g.owner_tools, g.rename_box,
+    open_outputs = [g.run_panel, s.section, g.empty_note, g.overlays, g.overlay_note, s.f_cap, g.owner_tools, g.rename_box,
                     s.override_row, g.setup_col, g.actions, page.ro_note, s.d_id, s.d_image, s.d_question, s.d_truth,
                     s.d_image_note, s.d_pred, s.d_flags, s.d_attempts, *form_outputs]
     view_outputs = live_outputs + open_outputs
@@ -677,6 +677,8 @@ def wire_open_run(page: Page, g: GradeView, s: SamplesParts, my: RunsList, versi
         rc, ri = radar_figures(svc, view, overlay_sel, owner_tok)
         return rc, ri, overlay_warning(svc, view, overlay_sel, owner_tok)
 
-    g.overlays.change(on_overlays, view_inputs, [g.radar_caps, g.radar_ints, g.overlay_note],
-                      api_visibility="private", show_progress="hidden")
+    # .input (the visitor's choice), not .change: the opening's reset of the menu (its radars drawn already, its
+    # note cleared) must not draw both plotly charts a second time (bench/bench_app_e2e.py: ~1 s of the page's CPU)
+    g.overlays.input(on_overlays, view_inputs, [g.radar_caps, g.radar_ints, g.overlay_note],
+                     api_visibility="private", show_progress="hidden")
     return RunDisplay(refresh, live_outputs)
