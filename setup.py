@@ -3,7 +3,7 @@
 - The dependencies are the Space's ``requirements.txt`` (one list for the Space, ``pip install -r`` and ``pip
   install .``), read line by line with comments removed (setuptools' own ``file:`` reader keeps inline comments).
 - ``assets/`` stays at the top of the repository (the Space's layout) and is installed inside the package, as
-  ``mmvet_core/assets/`` (where `mmvet_core.benchmark.ASSETS_DIR` looks first).
+  ``mmvet_core/assets/`` (where `mmvet_core.inputs.benchmark.ASSETS_DIR` looks first).
 - Installed: ``mmvet_core`` and the app's views (``mmvet_app``), nothing under a generic top-level name."""
 from pathlib import Path
 

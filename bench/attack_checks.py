@@ -31,8 +31,8 @@ def main() -> None:
     if args.code is not None:
         sys.path.insert(0, str(args.code.resolve()))
 
-    from mmvet_core.benchmark import load_bundled_v1
-    from mmvet_core.judgecheck import REFERENCE_DIR, current_check, load_manifest, load_references
+    from mmvet_core.inputs.benchmark import load_bundled_v1
+    from mmvet_core.successors.judgecheck import REFERENCE_DIR, current_check, load_manifest, load_references
     from mmvet_core.service import BENCH_BUNDLED, JUDGE_HOST, BenchmarkChoice, GradingService, JudgeChoice, \
         ServiceSettings
     from tests.fake_judge import FakeJudgeServer, official_grades_answer

@@ -46,13 +46,13 @@ def _setup_path(code: Path) -> None:
 
 
 def _settings(url: str, timeout: float | None):
-    from mmvet_core.judge import JudgeSettings
+    from mmvet_core.judging.judge import JudgeSettings
 
     return JudgeSettings(base_url=url, **({} if timeout is None else {"timeout": timeout}))
 
 
 async def _first_error(url: str, timeout: float | None, max_wait: float) -> tuple[float, str]:
-    from mmvet_core.judge import JudgeError, make_judge
+    from mmvet_core.judging.judge import JudgeError, make_judge
 
     judge = make_judge(_settings(url, timeout), "sk-bench")
     t0 = time.monotonic()
@@ -74,7 +74,7 @@ def attack_body(args) -> None:
         child = (
             "import asyncio, sys, time\n"
             f"sys.path.insert(0, {str(args.code)!r})\n"
-            "from mmvet_core.judge import JudgeSettings, JudgeError, make_judge\n"
+            "from mmvet_core.judging.judge import JudgeSettings, JudgeError, make_judge\n"
             "async def go():\n"
             f"    j = make_judge(JudgeSettings(base_url={srv.url!r}, max_retries=0), 'sk-bench')\n"
             "    t0 = time.monotonic()\n"
@@ -107,10 +107,10 @@ def attack_hang_or_drip(args, mode: str) -> None:
 
 
 def attack_stop(args) -> None:
-    from mmvet_core.benchmark import load_bundled_v1
-    from mmvet_core.jobs import JobManager
-    from mmvet_core.judge import make_judge
-    from mmvet_core.runs import create_run
+    from mmvet_core.inputs.benchmark import load_bundled_v1
+    from mmvet_core.runs.jobs import JobManager
+    from mmvet_core.judging.judge import make_judge
+    from mmvet_core.runs.lifecycle import create_run
     from mmvet_core.store import Store
     from tests.fake_judge import FakeJudgeServer, FakeState
 
@@ -136,11 +136,11 @@ def attack_stop(args) -> None:
 
 
 def attack_tokens(args) -> None:
-    from mmvet_core import budget as budget_mod
-    from mmvet_core.benchmark import load_bundled_v1
-    from mmvet_core.grading import grade_run
-    from mmvet_core.judge import make_judge
-    from mmvet_core.runs import create_run
+    from mmvet_core.judging import budget as budget_mod
+    from mmvet_core.inputs.benchmark import load_bundled_v1
+    from mmvet_core.judging.grading import grade_run
+    from mmvet_core.judging.judge import make_judge
+    from mmvet_core.runs.lifecycle import create_run
     from mmvet_core.store import Store
     from tests.fake_judge import FakeJudgeServer
 
@@ -247,7 +247,7 @@ def main() -> None:
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     os.chdir(args.code)
     sys.path.insert(1, str(ROOT))
-    from mmvet_core import judge as judge_mod
+    from mmvet_core.judging import judge as judge_mod
 
     print(f"code: {Path(judge_mod.__file__).parent.parent}")
     todo = [x.strip() for x in args.only.split(",") if x.strip()]

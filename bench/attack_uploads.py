@@ -36,8 +36,8 @@ sys.path.insert(0, str(ROOT))
 
 import psutil  # noqa: E402
 
-from mmvet_core.archive import ArchiveLimits  # noqa: E402
-from mmvet_core.housekeeping import tree_size  # noqa: E402
+from mmvet_core.inputs.archive import ArchiveLimits  # noqa: E402
+from mmvet_core.inputs.housekeeping import tree_size  # noqa: E402
 from tests.hostile_files import write_raw_xlsx, write_zero_bomb  # noqa: E402
 
 METADATA = ROOT / "assets" / "mm-vet.json"

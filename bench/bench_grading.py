@@ -27,10 +27,10 @@ sys.path.insert(0, str(ROOT))
 
 import openai  # noqa: E402  (imported before timing: its import cost is not a per-call cost)
 
-from mmvet_core.benchmark import load_bundled_v1  # noqa: E402
-from mmvet_core.grading import grade_run  # noqa: E402
-from mmvet_core.judge import JudgeSettings, make_judge  # noqa: E402
-from mmvet_core.runs import create_run  # noqa: E402
+from mmvet_core.inputs.benchmark import load_bundled_v1  # noqa: E402
+from mmvet_core.judging.grading import grade_run  # noqa: E402
+from mmvet_core.judging.judge import JudgeSettings, make_judge  # noqa: E402
+from mmvet_core.runs.lifecycle import create_run  # noqa: E402
 from mmvet_core.store import Store  # noqa: E402
 from tests.fake_judge import free_port  # noqa: E402
 from tests.official_reference import grade_one, load_official_metadata, load_official_prompt  # noqa: E402

@@ -44,8 +44,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from mmvet_core import leaderboard as lb  # noqa: E402
-from mmvet_core.board_schema import recompute_totals  # noqa: E402
+from mmvet_core.board import leaderboard as lb  # noqa: E402
+from mmvet_core.board.schema import recompute_totals  # noqa: E402
 from mmvet_core.service import BenchmarkChoice, GradingService, ServiceSettings  # noqa: E402
 
 GRADES = ROOT / "assets" / "reference" / "llava-v1.5-13b_gpt-4-grade-3runs.json"
@@ -84,7 +84,7 @@ def fill(svc: GradingService, n: int, groups: int, *, copies: bool = False, seed
 
 
 def lb_view(svc: GradingService, run_id: str):
-    from mmvet_core.runs import load_run_view
+    from mmvet_core.runs.lifecycle import load_run_view
     return load_run_view(svc.store, run_id)
 
 
@@ -129,7 +129,7 @@ def browser_figures(data_dir: Path, n_rows: int) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     from tests.app_fixtures import CHROMIUM, CHROMIUM_ARGS
-    from ui.leaderboard import PAGE_ROWS
+    from mmvet_app.leaderboard import PAGE_ROWS
 
     with running_app(data_dir) as url:
         with sync_playwright() as p:

@@ -41,11 +41,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.bench_speed import Judge, limited_figures, show  # noqa: E402
-from mmvet_core.benchmark import load_bundled_v1  # noqa: E402
-from mmvet_core.judge import JudgeSettings, make_judge  # noqa: E402
-from mmvet_core.runs import create_run  # noqa: E402
+from mmvet_core.inputs.benchmark import load_bundled_v1  # noqa: E402
+from mmvet_core.judging.judge import JudgeSettings, make_judge  # noqa: E402
+from mmvet_core.runs.lifecycle import create_run  # noqa: E402
 from mmvet_core.store import Store  # noqa: E402
-from mmvet_core.workers import EXTERNAL, LEASE_SECONDS, make_jobs  # noqa: E402
+from mmvet_core.runs.workers import EXTERNAL, LEASE_SECONDS, make_jobs  # noqa: E402
 from tests.pg_server import PostgresServer  # noqa: E402
 
 RESULTS = ROOT / "tests" / "data" / "results" / "llava-v1.5-13b.json"

@@ -51,9 +51,9 @@ RESULTS = ROOT / "tests" / "data" / "results" / "llava-v1.5-13b.json"
 
 def store_runs(db: Path, owner: str, n: int) -> None:
     """`n` finished runs of `owner`: one grade file opened as a run, then copied row for row by SQL."""
-    from mmvet_core.benchmark import load_bundled_v1
-    from mmvet_core.graded import read_grade_file
-    from mmvet_core.runs import create_grade_view
+    from mmvet_core.inputs.benchmark import load_bundled_v1
+    from mmvet_core.scores.graded import read_grade_file
+    from mmvet_core.runs.lifecycle import create_grade_view
     from mmvet_core.store import Store, new_run_id
 
     bench = load_bundled_v1()

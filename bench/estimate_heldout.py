@@ -17,10 +17,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from mmvet_core.benchmark import load_bundled_v1
-from mmvet_core.calibration import LomoTable, t95
-from mmvet_core.equivalence import estimate_equivalent
-from mmvet_core.judgecheck import assess_judge, load_references
+from mmvet_core.inputs.benchmark import load_bundled_v1
+from mmvet_core.successors.calibration import LomoTable, t95
+from mmvet_core.successors.equivalence import estimate_equivalent
+from mmvet_core.successors.judgecheck import assess_judge, load_references
 from tests.fake_judge import HARDER_SUCCESSORS, SUCCESSORS, official_grades_answer, simulate_grades
 
 

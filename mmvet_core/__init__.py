@@ -5,20 +5,20 @@ named after its concept, and these names stay importable from ``mmvet_core`` whe
 """
 __version__ = "1.1.0"
 
-from .aggregate import Scores, aggregate_scores
-from .benchmark import ASSETS_DIR, Benchmark, BenchmarkError, Sample, integration_name, load_bundled_v1
-from .compare import compare_sets, format_report
-from .equivalence import estimate_run, format_equivalent_line
-from .export import load_official_grades, official_file_names
-from .graded import read_grade_file
-from .gradesets import human_set, set_from_grade_file, set_from_run
-from .grading import grade_run
-from .judge import BaselineJudge, JudgeError, JudgeSettings, OpenAIJudge, make_judge
-from .judgecheck import format_check, run_check, run_judge_check
-from .results import ResultsError, read_results, select_predictions, validate_results
-from .runs import create_run, export_run, import_official_grades, load_run_view
-from .sources import load_benchmark, load_subset
-from .stats import format_interval, score_intervals
+from .scores.aggregate import Scores, aggregate_scores
+from .inputs.benchmark import ASSETS_DIR, Benchmark, BenchmarkError, Sample, integration_name, load_bundled_v1
+from .scores.compare import compare_sets, format_report
+from .successors.equivalence import estimate_run, format_equivalent_line
+from .scores.export import load_official_grades, official_file_names
+from .scores.graded import read_grade_file
+from .runs.gradesets import human_set, set_from_grade_file, set_from_run
+from .judging.grading import grade_run
+from .judging.judge import BaselineJudge, JudgeError, JudgeSettings, OpenAIJudge, make_judge
+from .successors.judgecheck import format_check, run_check, run_judge_check
+from .inputs.results import ResultsError, read_results, select_predictions, validate_results
+from .runs.lifecycle import create_run, export_run, import_official_grades, load_run_view
+from .inputs.sources import load_benchmark, load_subset
+from .scores.stats import format_interval, score_intervals
 from .store import Store
 
 __all__ = ["ASSETS_DIR", "Benchmark", "BenchmarkError", "BaselineJudge", "JudgeError", "JudgeSettings",

@@ -59,7 +59,7 @@ class AppHandle:
 
     def view(self, run_id: str):
         """The run as the store has it, every judge attempt included."""
-        from mmvet_core.runs import load_run_view
+        from mmvet_core.runs.lifecycle import load_run_view
         return load_run_view(self.store, run_id, evidence_for="*")
 
     def wait_idle(self, timeout: float = 120.0) -> None:

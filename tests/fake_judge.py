@@ -89,9 +89,9 @@ def official_grades_answer(offset: float = 0.0, which: str = "default",
     clipped to [0, 1] (a grade above 1 is unparsable, the official parse refuses it), e.g. ``0.45``; any other prompt
     gets ``0.0`` (or `otherwise`'s answer when given). Two sets that answer a question word for word alike make one
     prompt: it gets the mean of both sets' official means (a judge can give one answer)."""
-    from mmvet_core.benchmark import load_bundled_v1
-    from mmvet_core.judgecheck import load_references
-    from mmvet_core.prompt import render_prompt
+    from mmvet_core.inputs.benchmark import load_bundled_v1
+    from mmvet_core.successors.judgecheck import load_references
+    from mmvet_core.judging.prompt import render_prompt
 
     bench = load_bundled_v1()
     means: dict[str, list[float]] = {}
@@ -133,7 +133,7 @@ SUCCESSORS: dict[str, Callable] = {
 
 def answer_length(sample, prompt: str) -> int:
     """The length of the answer a filled official v1 prompt carries (for simulated judges that look at it)."""
-    from mmvet_core.prompt import render_prompt
+    from mmvet_core.judging.prompt import render_prompt
 
     return len(prompt) - len(render_prompt("v1", sample.question, sample.answer, ""))
 
@@ -170,8 +170,8 @@ HARDER_SUCCESSORS: dict[str, Callable] = {
 def simulate_grades(answer: Callable[[str, float], str], predictions: dict[str, str]) -> dict[str, list[float | None]]:
     """What the fake judge answering `answer` gives each sample of `predictions` (the official parse of its
     answer), without the HTTP round trip: sample id -> [grade]."""
-    from mmvet_core.benchmark import load_bundled_v1
-    from mmvet_core.prompt import parse_score, render_prompt
+    from mmvet_core.inputs.benchmark import load_bundled_v1
+    from mmvet_core.judging.prompt import parse_score, render_prompt
 
     bench = load_bundled_v1()
     return {sid: [parse_score(answer(render_prompt("v1", s.question, s.answer, predictions.get(sid, "")), 0.0))]

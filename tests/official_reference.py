@@ -16,7 +16,7 @@ than with itself:
   ``model`` field of the last response.
 
 Known quirk kept on purpose: Python's ``float`` accepts ``"nan"``, and NaN passes the official range check, so
-the official script records a NaN score (our engine treats it as unparsable; see `mmvet_core.prompt`).
+the official script records a NaN score (our engine treats it as unparsable; see `mmvet_core.judging.prompt`).
 
 Aggregation (``export_result``): per run, Python-float sums per capability, per exact capability *set* and in
 total, in grade order; each divided by its sample count and multiplied by 100 with numpy; the mean over runs is

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mmvet_core.aggregate import aggregate_scores, round_official
-from mmvet_core.benchmark import Benchmark, Sample, integration_name, load_bundled_v1
+from mmvet_core.scores.aggregate import aggregate_scores, round_official
+from mmvet_core.inputs.benchmark import Benchmark, Sample, integration_name, load_bundled_v1
 
 SHARED_DATA = Path(__file__).resolve().parent / "data"
 OFFICIAL = SHARED_DATA / "official-grades"
@@ -229,7 +229,7 @@ def test_to_dict_is_json_serialisable(tiny):
 
 
 def read_official_row(path: Path, label: str) -> dict:
-    """The official CSV row `label`, read with pandas independently of mmvet_core.export."""
+    """The official CSV row `label`, read with pandas independently of mmvet_core.scores.export."""
     frame = pd.read_csv(path, index_col=0)
     row = frame.loc[label]
     out = {}

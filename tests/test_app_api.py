@@ -12,7 +12,7 @@ from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
 from app import BENCH_BUNDLED, JUDGE_BASELINE, JUDGE_HOST
-from mmvet_core.export import load_official_grades
+from mmvet_core.scores.export import load_official_grades
 from tests.app_fixtures import (  # noqa: F401  (fixtures)
     OFFICIAL_GRADES, RESULTS_DIR, V2_RESULTS, app_server, fake_server,
 )
@@ -237,8 +237,8 @@ def test_file_parameters_take_only_files_the_caller_uploaded(app_server, endpoin
 def test_the_successor_board_and_a_check_report_through_the_api(client, app_server):
     """A script reads the board (every judge checked on this server, with the interval of its shift) and a row's
     full report by its check id."""
-    from mmvet_core.benchmark import load_bundled_v1
-    from mmvet_core.judgecheck import assess_judge, load_references
+    from mmvet_core.inputs.benchmark import load_bundled_v1
+    from mmvet_core.successors.judgecheck import assess_judge, load_references
     bench, refs = load_bundled_v1(), load_references()
     result = assess_judge(bench, refs, {r.model: {sid: [0.5] for sid in bench.ids} for r in refs},
                           {"model": "api-judge", "base_url": "https://judge.example/v1"}, resamples=200)

@@ -12,7 +12,7 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from mmvet_core import views
+from mmvet_core.runs import views
 from tests.app_fixtures import (  # noqa: F401  (fixtures)
     OFFICIAL_GRADES, RESULTS_DIR, V2_RESULTS, app_server, browser, fake_server, new_page, open_grade_file,
     progress_text, set_runs, text_of, upload_results, wait_progress,

@@ -12,7 +12,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from mmvet_core.benchmark import load_bundled_v1
+from mmvet_core.inputs.benchmark import load_bundled_v1
 from tests import toolkit_writers as tw
 from tests.app_fixtures import (  # noqa: F401  (fixtures)
     OFFICIAL_GRADES, RESULTS_DIR, app_server, browser, fake_server, new_page, open_grade_file,

@@ -108,7 +108,7 @@ def app(host_judge, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("hosting")
     mp = pytest.MonkeyPatch()
     mp.setenv("GRADIO_TEMP_DIR", str(tmp / "gradio-tmp"))
-    from mmvet_core.budget import BudgetLimits
+    from mmvet_core.judging.budget import BudgetLimits
 
     # visitors are told apart by X-Forwarded-For as a proxy would append it (one trusted hop); their endpoints
     # are fake judges on 127.0.0.1 (a private deployment's allowance)
@@ -184,7 +184,7 @@ def auths(srv: FakeJudgeServer) -> set[str]:
 def test_budget_stops_visitor_then_own_key_finishes_and_global_cap_stops_others(app, host_judge, visitor_judge,
                                                                                  tmp_path):
     from app import JUDGE_HOST, JUDGE_OWN
-    from mmvet_core.budget import today, visitor_id
+    from mmvet_core.judging.budget import today, visitor_id
 
     alice, tok = app.client("203.0.113.7"), owner()
     run_id = grade(alice, JUDGE_HOST, owner_tok=tok, results=variant(tmp_path, "alice"))
@@ -316,7 +316,7 @@ def test_visitor_key_without_base_url_never_falls_back_to_the_hosts_endpoint(mon
     import asyncio
 
     from app import JUDGE_HOST, JUDGE_OWN, OPENAI_PUBLIC_URL, AppSettings
-    from mmvet_core.judge import make_judge
+    from mmvet_core.judging.judge import make_judge
     from mmvet_core.service import GradingService, JudgeChoice
 
     monkeypatch.setenv("OPENAI_BASE_URL", host_judge.url)

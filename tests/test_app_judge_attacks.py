@@ -20,7 +20,7 @@ def host_judge():
 
 
 def _app(tmp_path, host_url, **kw):
-    from mmvet_core.budget import BudgetLimits
+    from mmvet_core.judging.budget import BudgetLimits
 
     kw.setdefault("limits", BudgetLimits(per_visitor_daily=10, global_daily=10_000))
     kw.setdefault("run_concurrency", 4)
@@ -66,7 +66,7 @@ def test_config_does_not_publish_the_salt_of_visitor_ids(tmp_path, host_judge):
     """Before: the salt was the BrowserState secret, which /config publishes; every usage row could be matched to
     its IP address by hashing candidate addresses with it."""
     from app import JUDGE_HOST
-    from mmvet_core.budget import visitor_id
+    from mmvet_core.judging.budget import visitor_id
 
     app = _app(tmp_path, host_judge.url)
     try:

@@ -133,7 +133,7 @@ def test_a_checked_judge_gives_an_estimate_on_the_card_the_radar_and_the_share_v
     it), a run of llava-v1.5-7b graded by it (every answer already stored by the visitor's check) shows the
     labelled estimate on the run card (its interval holds the official 31.1), in the radar's hover and on the
     read-only share page; another reader opens the host's check by its link, never the visitor's."""
-    from mmvet_core.judgecheck import HOST, check_prompt_id
+    from mmvet_core.successors.judgecheck import HOST, check_prompt_id
 
     with FakeJudgeServer(FakeState(answer_fn=official_grades_answer(0.1), model_reported="judge-b")) as own:
         open_grade(page)
@@ -210,6 +210,6 @@ def test_a_checked_judge_gives_an_estimate_on_the_card_the_radar_and_the_share_v
 
 def _host_fingerprint(judge: dict) -> str:
     """The fingerprint the server's check of this judge is stored under (`judgecheck.check_fingerprint`)."""
-    from mmvet_core.judge import JudgeSettings
-    from mmvet_core.judgecheck import check_fingerprint
+    from mmvet_core.judging.judge import JudgeSettings
+    from mmvet_core.successors.judgecheck import check_fingerprint
     return check_fingerprint(JudgeSettings(**{k: v for k, v in judge.items() if k in JudgeSettings.__dataclass_fields__}))

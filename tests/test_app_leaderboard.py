@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import pytest
 
-from mmvet_core import leaderboard as lb
+from mmvet_core.board import leaderboard as lb
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 from playwright.sync_api import expect
@@ -314,9 +314,9 @@ def test_an_extrapolated_run_is_labelled_on_its_card_and_the_board_shows_its_est
     (21.6 to 60.9): its card labels the estimate "extrapolated" and names the check; published, its board row
     shows the estimate, the label and the check in the estimate column, and the paper's rows say "official
     metric" there."""
-    from mmvet_core.benchmark import load_bundled_v1
-    from mmvet_core.judge import JudgeSettings
-    from mmvet_core.judgecheck import assess_judge, check_prompt_id, check_settings, load_references
+    from mmvet_core.inputs.benchmark import load_bundled_v1
+    from mmvet_core.judging.judge import JudgeSettings
+    from mmvet_core.successors.judgecheck import assess_judge, check_prompt_id, check_settings, load_references
     from tests.fake_judge import FakeJudgeServer, FakeState, official_grades_answer, simulate_grades
 
     answer = official_grades_answer(0.1)

@@ -21,7 +21,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.sse import sse_client
 
-from mmvet_core.requestlimit import PROTOCOL_FACTOR
+from mmvet_core.hosting.requestlimit import PROTOCOL_FACTOR
 from tests.app_fixtures import HOST_KEY, RESULTS_DIR, start_app, stop_app
 from tests.fake_judge import FakeJudgeServer
 
@@ -33,7 +33,7 @@ MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": 
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
-    from mmvet_core.requestlimit import RequestLimits
+    from mmvet_core.hosting.requestlimit import RequestLimits
 
     mp = pytest.MonkeyPatch()
     tmp = tmp_path_factory.mktemp("limits")
@@ -364,7 +364,7 @@ def test_two_replicas_on_one_database_spend_one_budget_per_client(tmp_path, pg_u
     """Issue 33: with two replicas, a client alternating them had two budgets (300 fast requests: 109 refused
     through one replica, 0 alternating the two). On one database the buckets are the database's: the same client
     alternating two replicas is refused once its one burst is spent, and another client is served meanwhile."""
-    from mmvet_core.requestlimit import RequestLimits
+    from mmvet_core.hosting.requestlimit import RequestLimits
 
     limits = RequestLimits(per_minute=PER_MINUTE, burst=BURST)
     replicas = [start_app(tmp_path / f"replica{i}", database_url=pg_url, trusted_proxy_hops=1, requests=limits)

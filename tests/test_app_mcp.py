@@ -22,10 +22,10 @@ from mcp import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamablehttp_client
 
-from mmvet_core.judgecheck import call_count
+from mmvet_core.successors.judgecheck import call_count
 from tests.app_fixtures import HOST_KEY, RESULTS_DIR, start_app, stop_app
 from tests.fake_judge import FakeJudgeServer
-from ui.mcp import MCP_TOOLS
+from mmvet_app.mcp import MCP_TOOLS
 
 ALICE, BOB, CAROL = "203.0.113.7", "198.51.100.23", "192.0.2.99"
 BUDGET = 1000             # host-key calls per visitor and day (a v1 run is 218 samples, a few calls each at most)
@@ -46,7 +46,7 @@ def judge():
 
 @pytest.fixture(scope="module")
 def app(judge, tmp_path_factory):
-    from mmvet_core.budget import BudgetLimits
+    from mmvet_core.judging.budget import BudgetLimits
 
     mp = pytest.MonkeyPatch()
     tmp = tmp_path_factory.mktemp("mcp")
@@ -226,7 +226,7 @@ def test_an_agent_cannot_read_stop_or_compare_another_visitors_run(app, alice_ru
 
 
 def test_an_agent_cannot_exceed_the_visitor_budget_even_with_new_owner_tokens(app, judge):
-    from mmvet_core.budget import today
+    from mmvet_core.judging.budget import today
 
     carol = app.svc.limits.visitor("127.0.0.1", CAROL)          # the visitor the trusted proxy hop makes of her
     app.svc.store.add_usage(today(), carol, BUDGET - 20)  # she already spent all but 20 of today's calls
@@ -356,7 +356,7 @@ def test_file_tools_share_their_slots_between_addresses_and_tell_the_rest_the_se
     an address that already reads a file is told so at once, and a data URI is read meanwhile."""
     import gradio as gr
 
-    import ui.mcp as mcp_ui
+    import mmvet_app.mcp as mcp_ui
     from mmvet_core.service import GradingService, ServiceSettings
 
     monkeypatch.setattr(mcp_ui, "FILE_WAIT", 0.5)
@@ -430,7 +430,7 @@ def test_file_tools_share_their_slots_between_addresses_and_tell_the_rest_the_se
 def after_gpt4(tmp_path_factory):
     """An app whose own endpoint no longer serves gpt-4-0613 (it serves judge-b and judge-c), and whose host lets
     agents pick judge-b (``MMVET_AGENT_JUDGES=judge-b``). Yields (app, the host's judge)."""
-    from mmvet_core.budget import BudgetLimits
+    from mmvet_core.judging.budget import BudgetLimits
     from tests.fake_judge import FakeState
 
     mp = pytest.MonkeyPatch()
@@ -474,7 +474,7 @@ def test_after_gpt4_an_agent_is_told_which_tools_and_judges_to_use(after_gpt4):
 def test_an_agent_grades_with_a_server_judge_the_host_allows_within_its_budget(after_gpt4):
     """MMVET_AGENT_JUDGES: judge-b through the server's key and endpoint, charged to the agent's daily budget;
     judge-c (served, but not allowed) is refused before any call."""
-    from mmvet_core.budget import today
+    from mmvet_core.judging.budget import today
 
     app, judge = after_gpt4
     bob = app.svc.limits.visitor("127.0.0.1", BOB)

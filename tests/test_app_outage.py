@@ -13,7 +13,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from mmvet_core import views
+from mmvet_core.runs import views
 from mmvet_core.store import STORE_UNREACHABLE
 from tests.app_fixtures import (  # noqa: F401  (fixtures)
     RESULTS_DIR, browser, fake_server, host_app, new_page, upload_results, wait_progress,

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from mmvet_core import leaderboard as lb
+from mmvet_core.board import leaderboard as lb
 from mmvet_core.service import JUDGE_HOST, JudgeChoice
 from tests.app_fixtures import HOST_KEY, RESULTS_DIR, browser, new_page, start_app, stop_app  # noqa: F401
 from tests.conftest import cli_env

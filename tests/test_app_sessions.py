@@ -1,5 +1,5 @@
 """Issue 26, item 6: queued events of vanished clients are dropped, and what gone sessions kept is forgotten
-(`ui.sessions`), against the running app. The app sweeps every 0.2 s and counts a client gone after 1 s without
+(`mmvet_app.sessions`), against the running app. The app sweeps every 0.2 s and counts a client gone after 1 s without
 a stream (production: every 5 s, 30 s), and lets 4 pages follow a run at once (production: 200); everything else
 is as a host runs it.
 
@@ -30,8 +30,8 @@ def judge():
 
 @pytest.fixture(scope="module")
 def app(judge, tmp_path_factory):
-    from mmvet_core.clients import SessionLimits
-    from mmvet_core.requestlimit import RequestLimits
+    from mmvet_core.hosting.clients import SessionLimits
+    from mmvet_core.hosting.requestlimit import RequestLimits
 
     mp = pytest.MonkeyPatch()
     tmp = tmp_path_factory.mktemp("sessions")

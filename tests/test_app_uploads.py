@@ -170,7 +170,7 @@ def test_markup_from_an_upload_in_a_toast_stays_text(app_server, browser, beacon
     page.context.close()
 
 
-@pytest.mark.parametrize("local", ["assets/examples", "tests/data", "mmvet_core/prompts", "uploads-of-the-app"])
+@pytest.mark.parametrize("local", ["assets/examples", "tests/data", "mmvet_core/judging/prompts", "uploads-of-the-app"])
 def test_hub_field_refuses_the_servers_own_folders(app_server, tmp_path, local):
     if local == "uploads-of-the-app":                         # the app's own uploads folder, as a relative path
         local = os.path.relpath(app_server.settings.data_dir / "uploads")

@@ -105,7 +105,7 @@ def test_grade_and_progress_are_in_the_first_viewport_at_1440x900(app_server, br
         assert click and zone[0] <= click[0] and click[1] <= zone[1], (zone, click)
         # issue 19.6: a file with warnings (a chat template and the question echoed) keeps Grade in view
         preds = json.loads(LLAVA_13B.read_text(encoding="utf-8"))
-        from mmvet_core.benchmark import load_bundled_v1
+        from mmvet_core.inputs.benchmark import load_bundled_v1
         bench = load_bundled_v1()
         echoed = tmp_path / "echoed.json"
         echoed.write_text(json.dumps({k: "USER: <image>\nPlease answer the question below carefully. "

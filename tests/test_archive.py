@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mmvet_core import archive
-from mmvet_core.archive import ArchiveError, ArchiveLimits, check_zip, safe_extract_zip
+from mmvet_core.inputs import archive
+from mmvet_core.inputs.archive import ArchiveError, ArchiveLimits, check_zip, safe_extract_zip
 
 
 def make_zip(path: Path, entries: list[tuple[str | zipfile.ZipInfo, bytes]], *,

@@ -1,4 +1,4 @@
-"""`grade --batch` (mmvet_core/batch.py) against the fake judge's Files and Batch APIs: the same grades as live
+"""`grade --batch` (mmvet_core/judging/batch.py) against the fake judge's Files and Batch APIs: the same grades as live
 grading, the official retries in rounds, no call made twice, and a run killed between submission and completion
 resumes its batch instead of paying again."""
 from __future__ import annotations
@@ -13,9 +13,9 @@ import sys
 import time
 from pathlib import Path
 
-from mmvet_core.batch import BatchGrader, batch_line, custom_id
-from mmvet_core.estimate import estimate_cost
-from mmvet_core.judge import JudgeSettings, make_judge
+from mmvet_core.judging.batch import BatchGrader, batch_line, custom_id
+from mmvet_core.judging.estimate import estimate_cost
+from mmvet_core.judging.judge import JudgeSettings, make_judge
 from tests.conftest import cli_env
 from tests.fake_judge import FakeJudgeServer, FakeState
 from tests.test_grading import RESULTS_FILE, V1, new_run, predictions_for, tiny

@@ -1,4 +1,4 @@
-"""Ranks that scale (`mmvet_core.board_ranks`, `mmvet_core.board_book`): incremental ranks equal a full build,
+"""Ranks that scale (`mmvet_core.board.ranks`, `mmvet_core.board.book`): incremental ranks equal a full build,
 identical grades count once, and a reader never waits for a recompute (issue 26, attack 4). Entries are written
 straight into a real store (their frozen copies built by hand, totals recomputed from their scores)."""
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mmvet_core import board_book
-from mmvet_core import leaderboard as lb
-from mmvet_core.board_ranks import GroupRanks, better_matrix, bounds_from
-from mmvet_core.board_schema import check_version, recompute_totals
+from mmvet_core.board import book
+from mmvet_core.board import leaderboard as lb
+from mmvet_core.board.ranks import GroupRanks, better_matrix, bounds_from
+from mmvet_core.board.schema import check_version, recompute_totals
 from mmvet_core.store import Store
 
 GRADES = Path(__file__).resolve().parents[1] / "assets" / "reference" / "llava-v1.5-13b_gpt-4-grade-3runs.json"
@@ -64,7 +64,7 @@ def test_the_covariance_shortcut_prunes_like_the_draws():
 
 # --- the book over a real store ------------------------------------------------------------------------------------
 def template() -> tuple[dict, list[str]]:
-    from mmvet_core.benchmark import load_bundled_v1
+    from mmvet_core.inputs.benchmark import load_bundled_v1
 
     bench = load_bundled_v1()
     ids = list(bench.ids)

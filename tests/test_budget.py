@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from mmvet_core.benchmark import load_bundled_v1
-from mmvet_core.budget import BudgetLimits, HostBudget, visitor_id
-from mmvet_core.grading import BudgetExceeded, grade_run
-from mmvet_core.judge import JudgeSettings, make_judge
-from mmvet_core.runs import create_run
+from mmvet_core.inputs.benchmark import load_bundled_v1
+from mmvet_core.judging.budget import BudgetLimits, HostBudget, visitor_id
+from mmvet_core.judging.grading import BudgetExceeded, grade_run
+from mmvet_core.judging.judge import JudgeSettings, make_judge
+from mmvet_core.runs.lifecycle import create_run
 from mmvet_core.store import Store
 
 SHARED = Path(__file__).resolve().parent / "data"
@@ -73,7 +73,7 @@ def test_budget_stops_host_key_calls_and_own_key_continues(tmp_path, fake_judge)
 def test_padded_predictions_are_charged_in_tokens_and_stop_at_the_token_cap(tmp_path, fake_judge):
     """Issue 9 row 10: padding predictions multiplied the prompt tokens of the same charged calls by 67. The
     budget is now in tokens (estimated before each call, corrected by the reported usage)."""
-    from mmvet_core.budget import today
+    from mmvet_core.judging.budget import today
 
     store = Store(tmp_path / "g.db")
     bench = load_bundled_v1().subset([f"v1_{i}" for i in range(30)], "first30")
@@ -103,7 +103,7 @@ def test_padded_predictions_are_charged_in_tokens_and_stop_at_the_token_cap(tmp_
 
 
 def test_estimates_are_corrected_by_reported_usage(tmp_path, fake_judge):
-    from mmvet_core.budget import estimate_tokens, today
+    from mmvet_core.judging.budget import estimate_tokens, today
 
     store = Store(tmp_path / "g.db")
     bench = load_bundled_v1().subset([f"v1_{i}" for i in range(5)], "first5")
@@ -125,7 +125,7 @@ def test_estimates_are_corrected_by_reported_usage(tmp_path, fake_judge):
 
 
 def test_private_salt_and_forwarded_addresses(tmp_path):
-    from mmvet_core.budget import client_address, private_salt
+    from mmvet_core.judging.budget import client_address, private_salt
 
     salt = private_salt(tmp_path)
     assert len(salt) >= 32 and private_salt(tmp_path) == salt

@@ -1,4 +1,4 @@
-"""The per-grade correction (mmvet_core/calibration.py): hand-computed fits, leave-one-model-out, the interval's
+"""The per-grade correction (mmvet_core/successors/calibration.py): hand-computed fits, leave-one-model-out, the interval's
 parts, and issue 23's "Done when": the four simulated successor judges, checked on the shipped references with one
 of them left out as the unseen model, give estimates whose intervals are at most 6 points wide and hold its
 official total (the judge answers a known function of the official grades, as tests/fake_judge.py serves it;
@@ -9,11 +9,11 @@ import math
 import numpy as np
 import pytest
 
-from mmvet_core.benchmark import load_bundled_v1
-from mmvet_core.calibration import (LomoTable, PairSet, bin_index, column_scores, corrected_grades, correction_summary,
-                                    estimate_run, fit_correction, grade_bins, leave_one_model_out, make_strata,
-                                    strata_of, t95)
-from mmvet_core.judgecheck import assess_judge, load_references
+from mmvet_core.inputs.benchmark import load_bundled_v1
+from mmvet_core.successors.calibration import (LomoTable, PairSet, bin_index, column_scores, corrected_grades,
+                                               correction_summary, estimate_run, fit_correction, grade_bins,
+                                               leave_one_model_out, make_strata, strata_of, t95)
+from mmvet_core.successors.judgecheck import assess_judge, load_references
 from tests.fake_judge import SUCCESSORS, official_grades_answer, simulate_grades
 
 IDS = ["a", "b", "c", "d"]
@@ -142,7 +142,7 @@ def successor_table():
 def held_out(fn, resamples: int) -> dict:
     """{unseen model: (official total, Equivalence, check)} for the simulated successor `fn`: each check assessed
     on the default references without the unseen one (its answers never reach the check)."""
-    from mmvet_core.equivalence import estimate_equivalent
+    from mmvet_core.successors.equivalence import estimate_equivalent
 
     bench = load_bundled_v1()
     every = load_references(which="all")

@@ -7,15 +7,9 @@ from pathlib import Path
 import plotly.graph_objects as go
 import pytest
 
-from mmvet_core.aggregate import aggregate_scores
-from mmvet_core.benchmark import CAPABILITY_LABELS, load_bundled_v1
-from mmvet_core.charts import (
-    load_paper_scores,
-    make_radar,
-    paper_model_names,
-    paper_series,
-    scores_series,
-)
+from mmvet_core.scores.aggregate import aggregate_scores
+from mmvet_core.inputs.benchmark import CAPABILITY_LABELS, load_bundled_v1
+from mmvet_core.scores.charts import load_paper_scores, make_radar, paper_model_names, paper_series, scores_series
 
 SHARED_DATA = Path(__file__).resolve().parent / "data"
 CAPS = ["rec", "ocr", "know", "gen", "spat", "math"]

@@ -1,4 +1,4 @@
-"""Checks that travel (mmvet_core/checkshare.py, issue 30 part 1): host A checks judge-b and exports the check; host
+"""Checks that travel (mmvet_core/successors/checkshare.py, issue 30 part 1): host A checks judge-b and exports the check; host
 B (another data folder, the same judge at its own endpoint) imports it with at most a tenth of a check's calls,
 verified, and grades a run whose estimate names A's check; an export with a tenth of its grades changed is refused;
 an import without a key is stored unverified and its estimates say so; the hub unreachable fails clearly. Both
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from mmvet_core.checkshare import (EXPORT_FILE, CheckShareError, endpoint_kind, export_check, import_check,
-                                   verify_rule)
-from mmvet_core.judge import JudgeSettings
-from mmvet_core.judgecheck import call_count, current_check, distinct_prompts, run_judge_check
+from mmvet_core.successors.checkshare import (EXPORT_FILE, CheckShareError, endpoint_kind, export_check, import_check,
+                                              verify_rule)
+from mmvet_core.judging.judge import JudgeSettings
+from mmvet_core.successors.judgecheck import call_count, current_check, distinct_prompts, run_judge_check
 from mmvet_core.store import Store
 from tests.fake_judge import FakeJudgeServer, FakeState, official_grades_answer
 from tests.service_helpers import estimate_paragraph
@@ -129,9 +129,9 @@ def test_an_import_without_a_key_is_unverified_and_its_estimates_say_so(host_a, 
                 env={"OPENAI_API_KEY": "", "OPENAI_BASE_URL": ""})
     assert proc.returncode == 0, proc.stderr
     assert "WITHOUT verification" in proc.stdout and "UNVERIFIED" in proc.stdout
-    from mmvet_core.benchmark import load_bundled_v1
-    from mmvet_core.equivalence import estimate_equivalent, format_equivalent_line
-    from mmvet_core.judgecheck import load_references
+    from mmvet_core.inputs.benchmark import load_bundled_v1
+    from mmvet_core.successors.equivalence import estimate_equivalent, format_equivalent_line
+    from mmvet_core.successors.judgecheck import load_references
     from tests.fake_judge import simulate_grades
 
     store = Store(db)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mmvet_core.export import read_official_csv
+from mmvet_core.scores.export import read_official_csv
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT / "tests" / "data"
@@ -95,7 +95,7 @@ def test_baseline_grade_writes_the_three_official_files_and_the_intervals_and_la
 import json  # noqa: E402
 import shutil  # noqa: E402
 
-from mmvet_core.benchmark import load_bundled_v1  # noqa: E402
+from mmvet_core.inputs.benchmark import load_bundled_v1  # noqa: E402
 from tests import toolkit_writers as tw  # noqa: E402
 
 PREDS_13B = json.loads((SHARED / "results" / "llava-v1.5-13b.json").read_text(encoding="utf-8"))
@@ -235,7 +235,7 @@ def test_aggregate_of_a_file_missing_a_sample_names_it_and_shows_a_partial_total
 def test_validate_of_an_lmms_eval_samples_file_reports_the_model_the_file_names(tmp_path, fmt):
     """Issue 19, item 2 (done when): `validate` reports a model name taken from the file, never a hash."""
     import json
-    from mmvet_core.benchmark import load_bundled_v1
+    from mmvet_core.inputs.benchmark import load_bundled_v1
     from tests import toolkit_writers as tw
     out = tmp_path / ("9e" * 32)          # whatever the folder is called, the results file beside it names the model
     out.mkdir()

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from mmvet_core.judge import JudgeSettings
-from mmvet_core.judgecheck import check_settings
+from mmvet_core.judging.judge import JudgeSettings
+from mmvet_core.successors.judgecheck import check_settings
 from mmvet_core.store import Store
 from tests.fake_judge import FakeJudgeServer, FakeState
 from tests.test_cli import SHARED, run_cli

@@ -1,14 +1,14 @@
-"""Comparing grade sets (mmvet_core/compare.py, gradesets.py) on the real official grade files."""
+"""Comparing grade sets (mmvet_core/scores/compare.py, gradesets.py) on the real official grade files."""
 import json
 from pathlib import Path
 
 import pytest
 
-from mmvet_core.benchmark import load_bundled_v1
-from mmvet_core.compare import (CompareError, ScoreSet, combine_sets, compare_sets, format_report,
-                                make_combined_grade_json)
-from mmvet_core.export import GradeFileError, load_official_grades
-from mmvet_core.gradesets import human_set, load_grade_set, pool_sets, set_from_grade_file
+from mmvet_core.inputs.benchmark import load_bundled_v1
+from mmvet_core.scores.compare import (CompareError, ScoreSet, combine_sets, compare_sets, format_report,
+                                       make_combined_grade_json)
+from mmvet_core.scores.export import GradeFileError, load_official_grades
+from mmvet_core.runs.gradesets import human_set, load_grade_set, pool_sets, set_from_grade_file
 
 GRADES = Path(__file__).resolve().parent / "data" / "official-grades"
 B13_1 = GRADES / "llava-v1.5-13b_gpt-4-grade-1runs.json"
@@ -164,9 +164,9 @@ def test_a_vlmevalkit_graded_table_is_a_grade_set_too(bench, tmp_path):
 
 
 def test_app_tables_and_figures_of_a_comparison(official):
-    from mmvet_core.charts import make_compare_figures
-    from mmvet_core.compare import (DISAGREEMENT_COLUMNS, PAIR_COLUMNS, SUMMARY_COLUMNS, disagreement_rows,
-                                    pair_rows, summary_rows)
+    from mmvet_core.scores.charts import make_compare_figures
+    from mmvet_core.scores.compare import (DISAGREEMENT_COLUMNS, PAIR_COLUMNS, SUMMARY_COLUMNS, disagreement_rows,
+                                           pair_rows, summary_rows)
 
     rows = summary_rows(official)
     assert [len(r) for r in rows] == [len(SUMMARY_COLUMNS)] * 3
@@ -182,9 +182,9 @@ def test_app_tables_and_figures_of_a_comparison(official):
 
 
 def test_the_app_compares_only_the_visitors_own_runs(store, tmp_path):
-    from mmvet_core.gradesets import sets_for_owner
-    from mmvet_core.judge import JudgeSettings
-    from mmvet_core.runs import create_run
+    from mmvet_core.runs.gradesets import sets_for_owner
+    from mmvet_core.judging.judge import JudgeSettings
+    from mmvet_core.runs.lifecycle import create_run
 
     bench = load_bundled_v1()
     preds = {sid: "x" for sid in bench.ids}
@@ -205,7 +205,7 @@ def test_the_app_compares_only_the_visitors_own_runs(store, tmp_path):
 def test_a_run_with_overrides_is_compared_with_its_count_named_and_judge_only_on_request(store, bench):
     """Issue 19, item 1: Compare used the overridden scores silently. Now the set says so (count, judge-only
     total) and ``judge:RUN_ID`` compares the judge's grades alone."""
-    from mmvet_core.runs import open_grade_file
+    from mmvet_core.runs.lifecycle import open_grade_file
     run_id = open_grade_file(store, B13_1, benchmark=bench, spec="mmvet-v1", owner="me")
     store.set_override(run_id, "v1_0", 1.0, "checked")
     store.set_override(run_id, "v1_1", 1.0, "checked")

@@ -1,15 +1,15 @@
-"""`mmvet_core.endpoints`: model lists, shutdown facts, the preflight before a run (issue 17, parts 1-2)."""
+"""`mmvet_core.judging.endpoints`: model lists, shutdown facts, the preflight before a run (issue 17, parts 1-2)."""
 import asyncio
 from datetime import date
 
 import pytest
 
-from mmvet_core.endpoints import (CheckFacts, JudgeModel, JudgeRow, ModelList, format_judges, is_chat_model,
-                                  judge_rows, list_judge_models, load_retirements, parse_model_list, preflight,
-                                  retired_judge_message, retirement_note, retirement_of, stored_check_facts)
-from mmvet_core.judge import JudgeSettings, make_judge
-from mmvet_core.judgecheck import check_settings
-from mmvet_core.transport import EndpointPolicy
+from mmvet_core.judging.endpoints import (CheckFacts, JudgeModel, JudgeRow, ModelList, format_judges, is_chat_model,
+                                          judge_rows, list_judge_models, load_retirements, parse_model_list, preflight,
+                                          retired_judge_message, retirement_note, retirement_of, stored_check_facts)
+from mmvet_core.judging.judge import JudgeSettings, make_judge
+from mmvet_core.successors.judgecheck import check_settings
+from mmvet_core.judging.transport import EndpointPolicy
 from tests.fake_judge import FakeJudgeServer, FakeState, free_port
 
 TODAY = date(2026, 12, 4)
@@ -212,8 +212,8 @@ def test_stored_check_facts_are_found_per_endpoint_and_model(store):
 
 @pytest.mark.parametrize("model, retired", [("gpt-4-0613", True), ("gpt-4", True), ("gpt-4.1", False)])
 def test_the_cost_estimate_says_the_official_judge_is_shut_down(model, retired):
-    from mmvet_core.benchmark import load_bundled_v1
-    from mmvet_core.estimate import estimate_cost
+    from mmvet_core.inputs.benchmark import load_bundled_v1
+    from mmvet_core.judging.estimate import estimate_cost
 
     text = estimate_cost(load_bundled_v1(), {}, 1, model).summary(model)
     assert ("was shut down by OpenAI on 2026-10-23: nothing is called unless your endpoint still serves it" in text) is retired
@@ -233,7 +233,7 @@ def test_the_cost_estimate_says_the_official_judge_is_shut_down(model, retired):
     pytest.param("judge-x", "unknown", "This endpoint does not list its models (HTTP 404)", id="no-list"),
 ])
 def test_judge_facts_beside_the_chosen_judge(model, models, expected):
-    from mmvet_core.endpoints import judge_facts
+    from mmvet_core.judging.endpoints import judge_facts
 
     listed = ModelList((JudgeModel("judge-b", date(2026, 12, 11)), JudgeModel("judge-c")), "GET /v1/models")
     ml = listed if models == "listed" else ModelList(None, reason="HTTP 404")

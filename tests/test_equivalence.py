@@ -1,13 +1,14 @@
-"""Official-equivalent estimate (mmvet_core/equivalence.py): what it rests on (a named check), its labels
+"""Official-equivalent estimate (mmvet_core/successors/equivalence.py): what it rests on (a named check), its labels
 (in-sample, extrapolated), the cases with no estimate, the lines and the export file. The calibration itself is
 tested in test_calibration.py."""
 import pytest
 
-from mmvet_core.benchmark import load_bundled_v1
-from mmvet_core.equivalence import (EXTRAPOLATED, IN_SAMPLE, Equivalence, EquivalentColumn, estimate_equivalent,
-                                    format_capability_line, format_equivalent_line, hover_text, in_sample_model,
-                                    make_equivalent_csv_text, unavailable_reason)
-from mmvet_core.judgecheck import assess_judge, load_references
+from mmvet_core.inputs.benchmark import load_bundled_v1
+from mmvet_core.successors.equivalence import (EXTRAPOLATED, IN_SAMPLE, Equivalence, EquivalentColumn,
+                                               estimate_equivalent, format_capability_line, format_equivalent_line,
+                                               hover_text, in_sample_model, make_equivalent_csv_text,
+                                               unavailable_reason)
+from mmvet_core.successors.judgecheck import assess_judge, load_references
 from tests.fake_judge import official_grades_answer, simulate_grades
 
 RUN = {"model": "judge-b", "provider": "openai", "prompt_examples": None}
@@ -120,7 +121,7 @@ def test_a_judge_no_better_than_corrected_keyword_matching_gets_no_estimate(benc
     predicts each cell's average; it is refused, and so is keyword matching itself."""
     import random
 
-    from mmvet_core.judge import keyword_score
+    from mmvet_core.judging.judge import keyword_score
     rng = random.Random(0)
     refs = load_references()
     grades = {r.model: {sid: [rng.randint(0, 10) / 10 if name == "random" else
@@ -137,7 +138,7 @@ def test_a_judge_no_better_than_corrected_keyword_matching_gets_no_estimate(benc
 def _refused_third(ref):
     """The reference with every third answer replaced by "I don't know." (official grade 0 for those: GPT-4-0613
     gives a refusal nothing), and its official total recomputed."""
-    from mmvet_core.aggregate import aggregate_scores
+    from mmvet_core.scores.aggregate import aggregate_scores
 
     bench = load_bundled_v1()
     refused = set(bench.ids[::3])
@@ -152,7 +153,7 @@ def _refused_third(ref):
                                                                       "characters)"])
 def test_a_reference_with_a_third_of_its_answers_refused_is_unlike_the_references_and_its_interval_holds(
         bench, successor):
-    from mmvet_core.equivalence import UNLIKE, label_text
+    from mmvet_core.successors.equivalence import UNLIKE, label_text
     from tests.fake_judge import HARDER_SUCCESSORS, SUCCESSORS
 
     fn = {**SUCCESSORS, **HARDER_SUCCESSORS}[successor]

@@ -8,21 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from mmvet_core.aggregate import aggregate_scores
-from mmvet_core.benchmark import Benchmark, Sample, load_bundled_v1
-from mmvet_core.export import (
-    GradeFileError,
-    OfficialGrades,
-    load_official_grades,
-    make_cap_csv_text,
-    make_cap_int_csv_text,
-    make_grade_json,
-    official_file_names,
-    read_grade_json,
-    read_official_csv,
-    write_grade_json,
-    write_official_files,
-)
+from mmvet_core.scores.aggregate import aggregate_scores
+from mmvet_core.inputs.benchmark import Benchmark, Sample, load_bundled_v1
+from mmvet_core.scores.export import (GradeFileError, OfficialGrades, load_official_grades, make_cap_csv_text,
+                                      make_cap_int_csv_text, make_grade_json, official_file_names, read_grade_json,
+                                      read_official_csv, write_grade_json, write_official_files)
 
 SHARED_DATA = Path(__file__).resolve().parent / "data"
 OFFICIAL = SHARED_DATA / "official-grades"
@@ -271,7 +261,7 @@ def test_write_official_files_bard_subset(tmp_path, v1):
 
 
 # ---------------------------------------------------------------------------- formula injection (issue 9, row 3)
-from mmvet_core.export import csv_safe, safe_name_part  # noqa: E402
+from mmvet_core.scores.export import csv_safe, safe_name_part  # noqa: E402
 
 
 @pytest.mark.parametrize("evil", ["=HYPERLINK(\"http://x\",\"y\")", "+1+1", "-2+3", "@SUM(A1)", "\tx", "\rx"])

@@ -1,4 +1,4 @@
-"""Specification of `mmvet_core.graded`: grade files of every toolkit viewed without a judge call.
+"""Specification of `mmvet_core.scores.graded`: grade files of every toolkit viewed without a judge call.
 
 Every graded file is built in `tmp_path` in the exact layout its toolkit writes (tests/toolkit_writers.py), from
 LLaVA-1.5-13B's real predictions and the real per-sample scores of its official 1-run grade file; so the numbers
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from mmvet_core.aggregate import aggregate_scores
-from mmvet_core.benchmark import load_bundled_v1
-from mmvet_core.export import GradeFileError, read_official_csv
-from mmvet_core.graded import judges_compatible, read_grade_file
+from mmvet_core.scores.aggregate import aggregate_scores
+from mmvet_core.inputs.benchmark import load_bundled_v1
+from mmvet_core.scores.export import GradeFileError, read_official_csv
+from mmvet_core.scores.graded import judges_compatible, read_grade_file
 from tests import toolkit_writers as tw
 
 DATA = Path(__file__).resolve().parent / "data"

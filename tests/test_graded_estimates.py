@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from mmvet_core.benchmark import load_bundled_v1
-from mmvet_core.equivalence import FILE_BASIS, recorded_equivalence
-from mmvet_core.graded import read_grade_file
-from mmvet_core.judge import JudgeSettings
-from mmvet_core.judgecheck import assess_judge, check_prompt_id, check_settings, load_references
+from mmvet_core.inputs.benchmark import load_bundled_v1
+from mmvet_core.successors.equivalence import FILE_BASIS, recorded_equivalence
+from mmvet_core.scores.graded import read_grade_file
+from mmvet_core.judging.judge import JudgeSettings
+from mmvet_core.successors.judgecheck import assess_judge, check_prompt_id, check_settings, load_references
 from mmvet_core.store import Store
 from tests import toolkit_writers as tw
 from tests.fake_judge import official_grades_answer, simulate_grades

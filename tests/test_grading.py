@@ -1,4 +1,4 @@
-"""Specification of the grading engine (`mmvet_core.grading`) against a real OpenAI-compatible HTTP server.
+"""Specification of the grading engine (`mmvet_core.judging.grading`) against a real OpenAI-compatible HTTP server.
 
 * Parity: `grade_run` and ``python -m mmvet_core grade`` give the official evaluator's grades and CSV numbers
   (`tests.official_reference`, an independent re-implementation) when the judge answers the same.
@@ -24,13 +24,13 @@ import pytest
 from fastapi.responses import JSONResponse
 
 import tests.fake_judge as fake_judge_module
-from mmvet_core.benchmark import Benchmark, Sample, load_bundled_v1
-from mmvet_core.export import read_official_csv
-from mmvet_core.grading import GRADED, WorkOrder, grade_run
-from mmvet_core.judge import BaselineJudge, JudgeSettings, keyword_score, make_judge
-from mmvet_core.results import read_results, select_predictions
-from mmvet_core.runs import create_run, export_run, load_run_view
-from mmvet_core.sources import load_subset
+from mmvet_core.inputs.benchmark import Benchmark, Sample, load_bundled_v1
+from mmvet_core.scores.export import read_official_csv
+from mmvet_core.judging.grading import GRADED, WorkOrder, grade_run
+from mmvet_core.judging.judge import BaselineJudge, JudgeSettings, keyword_score, make_judge
+from mmvet_core.inputs.results import read_results, select_predictions
+from mmvet_core.runs.lifecycle import create_run, export_run, load_run_view
+from mmvet_core.inputs.sources import load_subset
 from mmvet_core.store import Store
 from tests.conftest import ROOT, cli_env
 from tests.call_gate import CallGate
@@ -346,7 +346,7 @@ def test_judge_answers_are_parsed_like_the_official_script(store, fake_judge, an
 
 
 def test_nan_is_unparsable_for_us_but_a_score_for_the_official_script(store, fake_judge):
-    """The one named difference in parsing (mmvet_core.prompt.parse_score): NaN would poison every average."""
+    """The one named difference in parsing (mmvet_core.judging.prompt.parse_score): NaN would poison every average."""
     row, calls, _ = grade_one_sample(store, fake_judge, lambda p, t: "nan")
     assert (row.status, row.score, len(calls)) == ("fallback", 0.0, 6)
     _, content, score, o_calls = oracle_one(fake_judge)

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from mmvet_core.benchmark import BenchmarkError
-from mmvet_core.hosting import HostingLimits, UploadGate
-from mmvet_core.parsebox import ParseRefused
+from mmvet_core.inputs.benchmark import BenchmarkError
+from mmvet_core.hosting.policy import HostingLimits, UploadGate
+from mmvet_core.inputs.parsebox import ParseRefused
 from tests.hostile_files import write_raw_xlsx, write_zero_bomb
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,8 +5,8 @@ import os
 import time
 from pathlib import Path
 
-from mmvet_core.hosting import HostingLimits, Housekeeper
-from mmvet_core.housekeeping import FolderPolicy, make_room, prune, tree_size
+from mmvet_core.hosting.policy import HostingLimits, Housekeeper
+from mmvet_core.inputs.housekeeping import FolderPolicy, make_room, prune, tree_size
 
 
 def entry(root: Path, name: str, size: int, age_s: float) -> Path:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from PIL import Image
 
-from mmvet_core.images import MAX_SIDE, load_display_image
+from mmvet_core.inputs.images import MAX_SIDE, load_display_image
 
 
 def test_a_real_image_is_decoded_and_bounded(tmp_path):

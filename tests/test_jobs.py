@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from mmvet_core.benchmark import load_bundled_v1
-from mmvet_core.jobs import JobManager
-from mmvet_core.judge import JudgeSettings, make_judge
-from mmvet_core.runs import create_run
+from mmvet_core.inputs.benchmark import load_bundled_v1
+from mmvet_core.runs.jobs import JobManager
+from mmvet_core.judging.judge import JudgeSettings, make_judge
+from mmvet_core.runs.lifecycle import create_run
 from mmvet_core.store import Store
 from tests.call_gate import CallGate
 
@@ -106,7 +106,7 @@ def test_stop_cancels_calls_that_never_answer(tmp_path):
 
 
 def test_run_slots_are_bounded_overall_and_per_visitor_for_new_and_resumed_runs(tmp_path):
-    from mmvet_core.jobs import TooManyRuns
+    from mmvet_core.runs.jobs import TooManyRuns
     from tests.fake_judge import FakeJudgeServer, FakeState
 
     store = Store(tmp_path / "g.db")

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from mmvet_core.benchmark import load_bundled_v1
-from mmvet_core.judge import BASELINE_NAME, JudgeSettings
-from mmvet_core.judgecheck import (CLOSE_TOTAL_SHIFT, CheckColumn, JudgeCheckResult, Reference, _verdict,
-                                   assess_judge, call_count, distinct_prompts, format_check, load_manifest,
-                                   load_references, references_key, run_judge_check, select_sources)
+from mmvet_core.inputs.benchmark import load_bundled_v1
+from mmvet_core.judging.judge import BASELINE_NAME, JudgeSettings
+from mmvet_core.successors.judgecheck import (CLOSE_TOTAL_SHIFT, CheckColumn, JudgeCheckResult, Reference, _verdict,
+                                              assess_judge, call_count, distinct_prompts, format_check, load_manifest,
+                                              load_references, references_key, run_judge_check, select_sources)
 from tests.conftest import cli_env
 from tests.fake_judge import FakeJudgeServer, FakeState, official_grades_answer
 
@@ -177,7 +177,7 @@ def test_cli_says_the_cost_before_starting_and_reports(tmp_path):
 def _true_shift(answer, refs) -> float:
     """The shift a judge answering `answer` has by construction: per reference model 100 × the mean of (its answer
     − the official per-sample mean), then the mean over the models."""
-    from mmvet_core.prompt import render_prompt
+    from mmvet_core.judging.prompt import render_prompt
     bench = load_bundled_v1()
     shifts = []
     for r in refs:
@@ -340,8 +340,8 @@ def test_a_coarse_judge_is_told_why_its_intervals_cannot_be_narrowed_and_a_fine_
     checked on the default references: its report says that it grades coarsely, what each of its grades stands
     for per model, and why these references cannot narrow its intervals to 6 points; official + 0.1 says
     nothing of the kind."""
-    from mmvet_core.benchmark import load_bundled_v1
-    from mmvet_core.judgecheck import assess_judge, format_check, load_references
+    from mmvet_core.inputs.benchmark import load_bundled_v1
+    from mmvet_core.successors.judgecheck import assess_judge, format_check, load_references
     from tests.fake_judge import HARDER_SUCCESSORS, official_grades_answer, simulate_grades
 
     bench, refs = load_bundled_v1(), load_references()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mmvet_core.keeping import RunKeeper, StorageLimits, cap_predictions
+from mmvet_core.hosting.keeping import RunKeeper, StorageLimits, cap_predictions
 from mmvet_core.service import (BENCH_BUNDLED, JUDGE_BASELINE, BenchmarkChoice, GradingService, JudgeChoice,
                                 ServiceError, ServiceSettings)
 from mmvet_core.store import Store, StoreError

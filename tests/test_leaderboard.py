@@ -1,4 +1,4 @@
-"""The leaderboard (`mmvet_core.leaderboard` and its rules in `GradingService`): rank groups on hand-built score
+"""The leaderboard (`mmvet_core.board.leaderboard` and its rules in `GradingService`): rank groups on hand-built score
 tables, frozen copies and versions, who may do what, the publish rate limit, bounded inert names and links,
 deep links, downloads, export / import."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mmvet_core import leaderboard as lb
+from mmvet_core.board import leaderboard as lb
 from mmvet_core.service import (JUDGE_BASELINE, JUDGE_OWN, BenchmarkChoice, GradingService, JudgeChoice, ServiceError,
                                 ServiceSettings)
 from mmvet_core.store import Store
@@ -570,10 +570,10 @@ def test_a_fabricated_official_claim_reads_as_a_claim_never_as_the_official_metr
 
 
 def test_a_run_resumed_on_another_endpoint_names_both(store):
-    from mmvet_core import provenance as pv
-    from mmvet_core.benchmark import load_bundled_v1
-    from mmvet_core.judge import JudgeSettings
-    from mmvet_core.runs import create_run
+    from mmvet_core.runs import provenance as pv
+    from mmvet_core.inputs.benchmark import load_bundled_v1
+    from mmvet_core.judging.judge import JudgeSettings
+    from mmvet_core.runs.lifecycle import create_run
 
     run = create_run(store, benchmark=load_bundled_v1(), spec="bundled", predictions={}, n_runs=1,
                      settings=JudgeSettings(model="gpt-4-0613", base_url="http://127.0.0.1:8000/v1"),
@@ -656,7 +656,7 @@ def test_a_tampered_backup_never_replaces_an_entry_silently(svc, tmp_path):
     import subprocess
     import sys
 
-    from mmvet_core.board_schema import recompute_totals
+    from mmvet_core.board.schema import recompute_totals
 
     entry = svc.board.publish(opened(svc, GRADES_13B, "alice"), "victim", "", "alice", visitor="va")["entry"]
     path = lb.export_board(svc.store, tmp_path / "export")

@@ -104,3 +104,23 @@ def test_the_python_api_page_runs_outside_the_checkout(installed):
             for wanted in block.expect:
                 assert wanted in proc.stdout, f"docs/python.md:{block.line}: {wanted!r} not in\n{proc.stdout}"
     assert re.search(r"official-equivalent estimate: \d", output)
+
+
+def test_mmvet_grader_app_serves_the_page_from_the_installed_package(installed, tmp_path):
+    """``mmvet-grader app``: the views (mmvet_app) and the bundled assets come from the install, not the checkout."""
+    from tests.app_fixtures import wait_http
+    from tests.fake_judge import free_port
+
+    bin_dir, work, env = installed
+    port = free_port()
+    proc = subprocess.Popen([str(bin_dir / "mmvet-grader"), "app", "--host", "127.0.0.1", "--port", str(port)],
+                            cwd=work, env={**env, "MMVET_DATA_DIR": str(tmp_path / "data")},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/gradio_api/info")
+        import urllib.request
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as page:
+            assert "MM-Vet Grader" in page.read().decode("utf-8")
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)

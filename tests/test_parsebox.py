@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from mmvet_core.benchmark import BenchmarkError
-from mmvet_core.parsebox import ParseBox, ParseLimits, ParseRefused, prescan
-from mmvet_core.results import ResultsError, read_results
-from mmvet_core.sources import load_benchmark
+from mmvet_core.inputs.benchmark import BenchmarkError
+from mmvet_core.inputs.parsebox import ParseBox, ParseLimits, ParseRefused, prescan
+from mmvet_core.inputs.results import ResultsError, read_results
+from mmvet_core.inputs.sources import load_benchmark
 from tests.hostile_files import write_raw_xlsx
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "assets" / "examples" / "llava_llama2_13b_chat.json"
@@ -128,10 +128,10 @@ def test_a_workbook_of_too_much_xml_is_refused(tmp_path):
 
 
 def test_grade_files_are_read_in_the_worker_and_their_errors_come_back(tmp_path):
-    from mmvet_core.benchmark import load_bundled_v1
-    from mmvet_core.export import GradeFileError
-    from mmvet_core.gradesets import set_from_grade_file
-    from mmvet_core.graded import read_grade_file
+    from mmvet_core.inputs.benchmark import load_bundled_v1
+    from mmvet_core.scores.export import GradeFileError
+    from mmvet_core.runs.gradesets import set_from_grade_file
+    from mmvet_core.scores.graded import read_grade_file
 
     grades = Path(__file__).resolve().parent / "data" / "official-grades" / "llava-v1.5-13b_gpt-4-grade-3runs.json"
     box, bench = ParseBox(), load_bundled_v1()

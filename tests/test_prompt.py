@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from mmvet_core.prompt import load_prompt, parse_score, prompt_version_id, render_prompt
+from mmvet_core.judging.prompt import load_prompt, parse_score, prompt_version_id, render_prompt
 
 SHARED = Path(__file__).resolve().parent / "data"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mmvet_core.judge import JudgeSettings
-from mmvet_core.prompt import ALL_EXAMPLES, load_prompt, parse_examples, prompt_template, render_prompt
+from mmvet_core.judging.judge import JudgeSettings
+from mmvet_core.judging.prompt import ALL_EXAMPLES, load_prompt, parse_examples, prompt_template, render_prompt
 from tests.conftest import cli_env
 
 ROOT = Path(__file__).resolve().parents[1]

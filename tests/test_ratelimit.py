@@ -1,4 +1,4 @@
-"""The account limiter (mmvet_core/ratelimit.py) against the fake judge enforcing OpenAI-style rate limits: runs finish
+"""The account limiter (mmvet_core/judging/ratelimit.py) against the fake judge enforcing OpenAI-style rate limits: runs finish
 with every grade, near the limit, with few 429s; a 429 pauses the whole account; runs on one key share one limit;
 the window starts wide and grows while the endpoint keeps up."""
 from __future__ import annotations
@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-from mmvet_core.grading import grade_run
-from mmvet_core.jobs import JobManager
-from mmvet_core.judge import JudgeSettings, make_judge
-from mmvet_core.ratelimit import START_WINDOW, AccountLimiter, account_key, limiter_for
+from mmvet_core.judging.grading import grade_run
+from mmvet_core.runs.jobs import JobManager
+from mmvet_core.judging.judge import JudgeSettings, make_judge
+from mmvet_core.judging.ratelimit import START_WINDOW, AccountLimiter, account_key, limiter_for
 from mmvet_core.store import Store
 from tests.conftest import ROOT, cli_env
 from tests.call_gate import CallGate

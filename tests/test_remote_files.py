@@ -1,4 +1,4 @@
-"""A visitor's file as a URL or a data URI (`mmvet_core.remote_files`): bounded, never from a private address on a
+"""A visitor's file as a URL or a data URI (`mmvet_core.hosting.remote_files`): bounded, never from a private address on a
 public host, no redirects, safe names. The HTTP server is ours on 127.0.0.1 (allowed only with
 ``block_private=False``, a private deployment's setting)."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from mmvet_core.remote_files import RemoteFileError, decode_data_uri, fetch_visitor_file
+from mmvet_core.hosting.remote_files import RemoteFileError, decode_data_uri, fetch_visitor_file
 
 BODY = b'{"v1_0": "a cat", "v1_1": "42"}'
 LIMIT = 1000
@@ -138,7 +138,7 @@ def test_a_name_lookup_that_hangs_is_cut_at_the_deadline(tmp_path, monkeypatch):
     """The deadline covers the name's lookup too (a resolver that never answers is a slow server)."""
     import socket
 
-    import mmvet_core.transport as transport
+    import mmvet_core.judging.transport as transport
 
     released = threading.Event()
 

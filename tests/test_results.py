@@ -1,4 +1,4 @@
-"""Specification of `mmvet_core.results`: every results-file format is read, detected and checked.
+"""Specification of `mmvet_core.inputs.results`: every results-file format is read, detected and checked.
 
 Real files come from tests/data (see its README); the other formats are built in `tmp_path` from real predictions.
 """
@@ -10,9 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mmvet_core.benchmark import Benchmark, Sample, load_bundled_v1
-from mmvet_core.results import (ResultsError, ResultsFile, read_results, select_predictions,
-                                validate_results)
+from mmvet_core.inputs.benchmark import Benchmark, Sample, load_bundled_v1
+from mmvet_core.inputs.results import ResultsError, ResultsFile, read_results, select_predictions, validate_results
 from tests import toolkit_writers as tw
 
 DATA = Path(__file__).resolve().parent / "data"

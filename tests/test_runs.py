@@ -5,11 +5,11 @@ import re
 import pytest
 from pathlib import Path
 
-from mmvet_core.benchmark import load_bundled_v1
-from mmvet_core.export import load_official_grades, read_official_csv
-from mmvet_core.judge import JudgeSettings
-from mmvet_core.runs import (benchmark_from_stored, benchmark_to_stored, create_run, export_run,
-                             import_official_grades, load_run_view)
+from mmvet_core.inputs.benchmark import load_bundled_v1
+from mmvet_core.scores.export import load_official_grades, read_official_csv
+from mmvet_core.judging.judge import JudgeSettings
+from mmvet_core.runs.lifecycle import (benchmark_from_stored, benchmark_to_stored, create_run, export_run,
+                                       import_official_grades, load_run_view)
 from mmvet_core.store import Store
 
 SHARED = Path(__file__).resolve().parent / "data"
@@ -68,7 +68,7 @@ def test_override_recomputes_scores_and_is_marked_in_the_exports(tmp_path):
 def test_overrides_are_named_with_their_count_and_the_judge_only_total_everywhere_the_score_goes(tmp_path):
     """Issue 19, item 1. Before: after two overrides the total kept the label "official MM-Vet metric", the CSVs
     said nothing and run.json's metric_note was null."""
-    from mmvet_core import views
+    from mmvet_core.runs import views
     store, run_id, _ = _imported_run(tmp_path, "llava-v1.5-13b_gpt-4-grade-1runs.json", 1)
     before = load_run_view(store, run_id)
     plain_csv = (export_run(before, tmp_path / "plain")["cap"]).read_text()
@@ -121,8 +121,8 @@ def test_create_run_with_reuse_returns_the_same_run_for_the_same_job(tmp_path):
 
 # --- import of grades: only this run's grades are reused ----------------------------------------------------
 
-from mmvet_core.graded import read_grade_file  # noqa: E402
-from mmvet_core.runs import ImportRefused, create_grade_view, import_grades, metric_note  # noqa: E402
+from mmvet_core.scores.graded import read_grade_file  # noqa: E402
+from mmvet_core.runs.lifecycle import ImportRefused, create_grade_view, import_grades, metric_note  # noqa: E402
 from tests import toolkit_writers as tw  # noqa: E402
 
 PRED = {n: json.loads((SHARED / "results" / f"{n}.json").read_text()) for n in ("llava-v1.5-13b", "llava-v1.5-7b")}

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from mmvet_core.benchmark import load_bundled_v1
-from mmvet_core.judgecheck import REFERENCE_DIR, current_check, load_manifest, load_references
+from mmvet_core.inputs.benchmark import load_bundled_v1
+from mmvet_core.successors.judgecheck import REFERENCE_DIR, current_check, load_manifest, load_references
 from mmvet_core.service import JUDGE_HOST, JUDGE_OWN, JudgeChoice, ServiceError
 from tests.fake_judge import FakeJudgeServer, official_grades_answer
 from tests.service_helpers import ALL, HOST_KEY, RESULTS, VISITOR_KEY, close, make_service, tagged, wait_check, \
@@ -235,7 +235,7 @@ def test_no_endpoint_address_is_shown_on_the_board_or_in_a_report(tmp_path, fake
     """Before: a visitor's endpoint on an internal host name was shown to every visitor on the successor board
     and in the report. Now a visitor's endpoint reads as its kind (to its owner only), and the server's own
     gateway as "this server's judge", on the board, its CSV, the API's rows and every report."""
-    from mmvet_core.judgecheck import HOST as HOST_KIND, VISITOR, assess_judge, check_owner_hash
+    from mmvet_core.successors.judgecheck import HOST as HOST_KIND, VISITOR, assess_judge, check_owner_hash
 
     svc = _service(tmp_path, fake_judge)
     try:
@@ -271,7 +271,7 @@ def test_no_endpoint_address_is_shown_on_the_board_or_in_a_report(tmp_path, fake
 def test_a_check_stored_before_checks_said_who_made_them_is_trusted_by_nothing(tmp_path, fake_judge):
     """A check stored by an earlier release (scope "") may be a poisoned one: no estimate, no board row, no
     report rests on it (the host's `judge-check` makes it again at no cost: its answers are stored)."""
-    from mmvet_core.judgecheck import assess_judge, check_fingerprint, check_prompt_id, check_settings
+    from mmvet_core.successors.judgecheck import assess_judge, check_fingerprint, check_prompt_id, check_settings
 
     svc = _service(tmp_path, fake_judge)
     try:

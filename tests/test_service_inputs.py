@@ -21,7 +21,7 @@ def test_bard_subset_validation_names_the_other_ids_for_what_they_are(svc):
 
 def test_an_uploaded_lmms_eval_samples_file_is_never_named_after_its_upload_folder(svc, tmp_path):
     """Issue 19, item 2: the app named lmms-eval samples files after Gradio's 64-character upload folder."""
-    from mmvet_core.benchmark import load_bundled_v1
+    from mmvet_core.inputs.benchmark import load_bundled_v1
     from tests import toolkit_writers as tw
     folder = tmp_path / ("ab12" * 16)
     folder.mkdir()

@@ -159,7 +159,7 @@ def _estimate_card_and_board(svc, fake_judge):
 def test_a_host_key_check_obeys_the_visitor_budget_and_keeps_what_it_graded(tmp_path, fake_judge):
     """A visitor's check with the host's key is charged like grading: at the visitor's daily limit it stops, the
     grades made are kept and assessed, and the report says why it stopped."""
-    from mmvet_core.budget import BudgetLimits
+    from mmvet_core.judging.budget import BudgetLimits
     s = GradingService(ServiceSettings(data_dir=tmp_path / "d", host_key=HOST_KEY, host_base_url=fake_judge.url,
                                        allow_private_endpoints=True, run_concurrency=4,
                                        limits=BudgetLimits(per_visitor_daily=30)))
@@ -168,7 +168,7 @@ def test_a_host_key_check_obeys_the_visitor_budget_and_keeps_what_it_graded(tmp_
         text = wait_check(s, JudgeChoice(JUDGE_HOST))
         assert len(fake_judge.state.chat_calls()) <= 30
         assert "incomplete" in text and "daily limit of 30 judge calls with the host's key reached" in text
-        assert s.store.usage(__import__("mmvet_core.budget", fromlist=["today"]).today(), "v") <= 30
+        assert s.store.usage(__import__("mmvet_core.judging.budget", fromlist=["today"]).today(), "v") <= 30
     finally:
         s.jobs.shutdown()
         s.store.close()
@@ -176,9 +176,9 @@ def test_a_host_key_check_obeys_the_visitor_budget_and_keeps_what_it_graded(tmp_
 
 def test_a_hostile_judge_name_is_inert_on_the_board_and_in_its_csv(host_svc):
     svc = host_svc
-    from mmvet_core.successors import board_rows, board_table, make_board_csv_text
-    from mmvet_core.judgecheck import assess_judge, load_references
-    from mmvet_core.benchmark import load_bundled_v1
+    from mmvet_core.successors.table import board_rows, board_table, make_board_csv_text
+    from mmvet_core.successors.judgecheck import assess_judge, load_references
+    from mmvet_core.inputs.benchmark import load_bundled_v1
     bench, refs = load_bundled_v1(), load_references()
     result = assess_judge(bench, refs, {r.model: {sid: [0.5] for sid in bench.ids} for r in refs},
                           {"model": "=HYPERLINK(\"http://evil\")<img src=x>[x](javascript:alert(1))"}, resamples=200)
@@ -223,12 +223,12 @@ def test_a_run_unlike_the_references_is_labelled_on_the_cli_line_the_card_status
     import subprocess
     import sys
 
-    from mmvet_core.benchmark import load_bundled_v1
-    from mmvet_core.judge import JudgeSettings
-    from mmvet_core.judgecheck import assess_judge, check_prompt_id, check_settings, load_references
+    from mmvet_core.inputs.benchmark import load_bundled_v1
+    from mmvet_core.judging.judge import JudgeSettings
+    from mmvet_core.successors.judgecheck import assess_judge, check_prompt_id, check_settings, load_references
     from mmvet_core.store import Store
     from tests.fake_judge import official_grades_answer, simulate_grades
-    from ui.mcp import scores_of
+    from mmvet_app.mcp import scores_of
 
     bench = load_bundled_v1()
     answer = official_grades_answer(0.1, which="all", otherwise=lambda p, t: "0.1")
@@ -284,10 +284,10 @@ def test_the_app_exports_a_check_and_another_host_imports_it_verified_and_refuse
     import json
     import zipfile
 
-    from mmvet_core.benchmark import load_bundled_v1
-    from mmvet_core.judge import JudgeSettings
-    from mmvet_core.judgecheck import (assess_judge, check_prompt_id, check_settings, current_check, load_references,
-                                       visitor_scope)
+    from mmvet_core.inputs.benchmark import load_bundled_v1
+    from mmvet_core.judging.judge import JudgeSettings
+    from mmvet_core.successors.judgecheck import (assess_judge, check_prompt_id, check_settings, current_check,
+                                                  load_references, visitor_scope)
     from tests.fake_judge import official_grades_answer, simulate_grades
 
     answer = official_grades_answer(0.1)

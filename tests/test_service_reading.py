@@ -96,7 +96,7 @@ def test_a_resumed_run_never_reads_as_stopped(svc, fake_judge, tmp_path, monkeyp
     page read the stored "stopped" of before the resume (a suite run under load saw it)."""
     import threading
 
-    import mmvet_core.jobs as jobs
+    import mmvet_core.runs.jobs as jobs
 
     gate = fake_judge.state.gate = CallGate()       # 5 answers, then held until Stop
     gate.release(5)
@@ -145,7 +145,7 @@ def test_after_overrides_status_and_run_json_name_the_count_and_keep_the_judge_o
 
 def test_a_grade_file_missing_a_sample_opens_as_a_partial_total_that_names_the_id(svc, tmp_path):
     """Issue 19, item 4: the app opened it as a partial total without naming the missing id."""
-    from mmvet_core import views
+    from mmvet_core.runs import views
     grades = json.loads((Path(__file__).parent / "data" / "official-grades" /
                          "llava-v1.5-13b_gpt-4-grade-1runs.json").read_text())
     del grades["v1_145"]

@@ -1,13 +1,13 @@
-"""Bootstrap intervals over samples (mmvet_core/stats.py): hand-checkable cases and the measured MM-Vet figure."""
+"""Bootstrap intervals over samples (mmvet_core/scores/stats.py): hand-checkable cases and the measured MM-Vet figure."""
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from mmvet_core.benchmark import load_bundled_v1
-from mmvet_core.stats import (bootstrap_columns, bootstrap_many, bootstrap_paired_difference, draw_counts,
-                              _percentiles)
+from mmvet_core.inputs.benchmark import load_bundled_v1
+from mmvet_core.scores.stats import (bootstrap_columns, bootstrap_many, bootstrap_paired_difference, draw_counts,
+                                     _percentiles)
 
 GRADES = Path(__file__).resolve().parent / "data" / "official-grades"
 
@@ -72,8 +72,8 @@ def test_the_issue_figure_one_model_total_36_3_with_interval_about_30_7_to_42_1(
 
 
 def test_the_app_shows_intervals_beside_the_std_once_a_run_is_complete(store):
-    from mmvet_core.runs import load_run_view, open_grade_file
-    from mmvet_core import views
+    from mmvet_core.runs.lifecycle import load_run_view, open_grade_file
+    from mmvet_core.runs import views
 
     run_id = open_grade_file(store, GRADES / "llava-v1.5-13b_gpt-4-grade-3runs.json", benchmark=load_bundled_v1(),
                              spec="mmvet-v1", owner="o")
@@ -94,13 +94,13 @@ def test_the_app_shows_intervals_beside_the_std_once_a_run_is_complete(store):
     ([1], [1], None),
 ], ids=["same-order", "reversed", "one-swap", "tie-in-y", "constant", "one-item"])
 def test_kendall_tau_b(x, y, tau):
-    from mmvet_core.stats import kendall_tau
+    from mmvet_core.scores.stats import kendall_tau
     got = kendall_tau(x, y)
     assert got == (None if tau is None else pytest.approx(tau))
 
 
 def test_slope_draws_is_least_squares_per_row():
-    from mmvet_core.stats import slope_draws
+    from mmvet_core.scores.stats import slope_draws
     x = np.array([[30.0, 40.0, 50.0], [1.0, 1.0, 1.0]])
     y = np.array([[7.0, 6.0, 5.0], [1.0, 2.0, 3.0]])
     got = slope_draws(x, y)
@@ -108,6 +108,6 @@ def test_slope_draws_is_least_squares_per_row():
 
 
 def test_percentile_interval_of_one_column_of_draws():
-    from mmvet_core.stats import percentile_interval
+    from mmvet_core.scores.stats import percentile_interval
     lo, hi = percentile_interval(np.array([np.nan, *range(101)], dtype=float))
     assert (lo, hi) == (pytest.approx(2.5), pytest.approx(97.5))

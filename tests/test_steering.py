@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from mmvet_core.steering import detect_steering
+from mmvet_core.judging.steering import detect_steering
 
 SHARED = Path(__file__).resolve().parent / "data"
 

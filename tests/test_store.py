@@ -182,7 +182,7 @@ def test_run_ids_are_unguessable():
 def test_an_id_never_starts_with_a_dash_so_the_command_line_never_reads_it_as_an_option(monkeypatch):
     """Issue 32: 1 in 64 ids started with '-', and ``leaderboard publish RUN --name ...`` then failed. The random
     source is scripted to draw a dash first: the id handed out is the next draw."""
-    import mmvet_core.leaderboard as lb
+    import mmvet_core.board.leaderboard as lb
     import mmvet_core.store._records as records
 
     draws = iter(["-startsWithDash", "AfterTheDash", "-again", "Entry-Id"])

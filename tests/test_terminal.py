@@ -1,4 +1,4 @@
-"""Reports that fit a terminal (issue 32 part 4): `mmvet_core.terminal` and every report of the command line at
+"""Reports that fit a terminal (issue 32 part 4): `mmvet_core.scores.terminal` and every report of the command line at
 most 100 columns by default, run as a user would (offline: the keyword baseline and grade files, no judge)."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mmvet_core.terminal import REPORT_WIDTH, fit, fit_lines, pack
+from mmvet_core.scores.terminal import REPORT_WIDTH, fit, fit_lines, pack
 from tests.conftest import cli_env
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""The aiohttp transport under the openai SDK (mmvet_core/transport.py): same answers, retries, timeouts and error
+"""The aiohttp transport under the openai SDK (mmvet_core/judging/transport.py): same answers, retries, timeouts and error
 classes as the SDK's default httpx2 client, against the fake judge; and a clean close."""
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import warnings
 import httpx2
 import pytest
 
-from mmvet_core.judge import JudgeError, JudgeSettings, OpenAIJudge, make_judge
-from mmvet_core.transport import ENV_VAR, AiohttpTransport, make_http_client
+from mmvet_core.judging.judge import JudgeError, JudgeSettings, OpenAIJudge, make_judge
+from mmvet_core.judging.transport import ENV_VAR, AiohttpTransport, make_http_client
 from tests.fake_judge import deterministic_answer, free_port
 
 PROMPT = "Compare the ground truth and prediction.\n" + "x" * 2000 + "\nWhat is 2+2? | 4 | four"
@@ -57,7 +57,7 @@ def test_judges_use_the_aiohttp_transport_unless_opted_out(monkeypatch):
                      JudgeSettings(provider="azure", base_url="https://x.openai.azure.com", api_version="2024-06-01")):
         judge = make_judge(settings, "sk-test")
         assert isinstance(judge._client._client._transport, AiohttpTransport)
-        # the SDK does not retry: we do (a 429 pauses the whole account, see mmvet_core.ratelimit)
+        # the SDK does not retry: we do (a 429 pauses the whole account, see mmvet_core.judging.ratelimit)
         assert judge._client.timeout == settings.timeout and judge._client.max_retries == 0
         asyncio.run(judge.aclose())
         monkeypatch.setenv(ENV_VAR, "default")
@@ -362,7 +362,7 @@ def test_a_key_echoed_by_the_endpoint_is_never_shown(fake_judge):
 
 
 def test_private_destinations_are_refused_at_connect_time(fake_judge):
-    from mmvet_core.transport import BlockedDestination, EndpointPolicy, check_endpoint_url
+    from mmvet_core.judging.transport import BlockedDestination, EndpointPolicy, check_endpoint_url
 
     guarded = EndpointPolicy(block_private=True)
 
@@ -391,7 +391,7 @@ def test_dns_rebinding_is_caught_when_connecting(fake_judge, monkeypatch):
     """The early check saw a public address; by connection time the name resolves to loopback."""
     from aiohttp.resolver import DefaultResolver
 
-    from mmvet_core.transport import EndpointPolicy
+    from mmvet_core.judging.transport import EndpointPolicy
 
     async def rebound(self, host, port=0, family=0):
         return [{"hostname": host, "host": "127.0.0.1", "port": port, "family": 2, "proto": 0, "flags": 0}]

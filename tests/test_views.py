@@ -1,4 +1,4 @@
-"""What the app shows of a run (`mmvet_core.views`), on real official grade files: readable tables, the samples
+"""What the app shows of a run (`mmvet_core.runs.views`), on real official grade files: readable tables, the samples
 table with question and answer, sorting, filters without duplicates, partial totals without a false spread."""
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from mmvet_core import views
-from mmvet_core.benchmark import load_bundled_v1
-from mmvet_core.runs import load_run_view, open_grade_file
+from mmvet_core.runs import views
+from mmvet_core.inputs.benchmark import load_bundled_v1
+from mmvet_core.runs.lifecycle import load_run_view, open_grade_file
 
 GRADES = Path(__file__).resolve().parent / "data" / "official-grades"
 
@@ -98,7 +98,7 @@ def test_partial_total_has_no_spread_of_incomplete_runs(store, bench):
 
 
 def _scores(view):
-    from mmvet_core.aggregate import aggregate_scores
+    from mmvet_core.scores.aggregate import aggregate_scores
     return aggregate_scores(view.benchmark, view.effective_scores(), view.run.n_runs)
 
 
@@ -123,9 +123,9 @@ def test_no_eta_before_the_pace_is_known(store, bench):
 
 def test_the_overlay_note_names_overlaid_runs_graded_by_another_judge(store, bench):
     """Issue 19, item 6: the overlay note stayed empty when the overlaid runs' judges differed."""
-    from mmvet_core.judge import JudgeSettings
-    from mmvet_core.runs import create_run, import_official_grades
-    from mmvet_core.export import load_official_grades
+    from mmvet_core.judging.judge import JudgeSettings
+    from mmvet_core.runs.lifecycle import create_run, import_official_grades
+    from mmvet_core.scores.export import load_official_grades
     gpt4 = graded(store, bench, "llava-v1.5-13b_gpt-4-grade-1runs.json")
     other_id = create_run(store, benchmark=bench, spec="mmvet-v1", predictions={}, n_runs=1,
                           settings=JudgeSettings(model="gpt-4o-mini"), model_name="llava-7b")

@@ -1,4 +1,4 @@
-"""Grading beyond one process (mmvet_core/workers.py, the store's grading queue and shared pace): leases on the
+"""Grading beyond one process (mmvet_core/runs/workers.py, the store's grading queue and shared pace): leases on the
 database's clock, claims that never give one run to two workers, a run queued by one process graded by a worker
 and followed (and stopped) from another, a grader that lost its lease writing nothing over its successor, one
 judge account's limit and one day's budget shared by every process. On both databases where the queue's SQL is
@@ -11,13 +11,13 @@ from collections import Counter
 
 import pytest
 
-from mmvet_core.budget import BudgetLimits, HostBudget
-from mmvet_core.grading import BudgetExceeded
-from mmvet_core.jobs import TooManyRuns
-from mmvet_core.judge import JudgeSettings, make_judge
+from mmvet_core.judging.budget import BudgetLimits, HostBudget
+from mmvet_core.judging.grading import BudgetExceeded
+from mmvet_core.runs.jobs import TooManyRuns
+from mmvet_core.judging.judge import JudgeSettings, make_judge
 from mmvet_core.service import ServiceSettings
 from mmvet_core.store import RunSlots, SlotsTaken, Store
-from mmvet_core.workers import EXTERNAL, LeasedJobs, Worker, endpoint_of, make_jobs
+from mmvet_core.runs.workers import EXTERNAL, LeasedJobs, Worker, endpoint_of, make_jobs
 from tests.call_gate import CallGate
 from tests.fake_judge import FakeJudgeServer, FakeState
 from tests.test_grading import new_run, tiny
@@ -168,7 +168,7 @@ def test_processes_charging_one_day_at_once_never_pass_its_budget(db_location):
     for t in threads:
         t.join()
     store = budgets[0].store
-    from mmvet_core.budget import today
+    from mmvet_core.judging.budget import today
     assert store.usage(today()) == 40 and sum(refused.values()) == 20
     for b in budgets:
         b.store.close()

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from mmvet_core.benchmark import Benchmark
+from mmvet_core.inputs.benchmark import Benchmark
 
 PRE_PROMPT = "First please perform reasoning, and think step by step to provide best answer to the following " \
              "question: \n\n"     # lmms-eval's default pre_prompt for mmvet since v0.2

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..aggregate import aggregate_scores
-from ..export import GradeFileError, make_cap_csv_text, make_cap_int_csv_text, make_grade_json, official_file_names, \
+from ..scores.aggregate import aggregate_scores
+from ..scores.export import GradeFileError, make_cap_csv_text, make_cap_int_csv_text, make_grade_json, official_file_names, \
     write_grade_json
-from ..graded import OFFICIAL_GRADE_NAME, missing_ids, missing_text, read_grade_file, source_label
-from ..runs import note_file_name, write_intervals_csv
-from ..terminal import fit, pack
+from ..scores.graded import OFFICIAL_GRADE_NAME, missing_ids, missing_text, read_grade_file, source_label
+from ..runs.lifecycle import note_file_name, write_intervals_csv
+from ..scores.terminal import fit, pack
 from .common import BENCHMARK_OPTIONS, benchmark_of, print_score_lines, say
 from .parser import Command, UsageError, option
 
@@ -90,13 +90,13 @@ def cmd_aggregate(args) -> int:
 def file_estimate_line(args, benchmark, grades) -> str:
     """The official-equivalent estimate of the file's grades from the check here of the judge it records
     (`equivalence.recorded_equivalence`), or why there is none; the database is only read (none: no check)."""
-    from ..equivalence import format_capability_items, format_equivalent_line, recorded_equivalence
+    from ..successors.equivalence import format_capability_items, format_equivalent_line, recorded_equivalence
     from ..store import Store, store_exists
     from .common import default_db
 
     db = args.db or default_db()
     if not store_exists(db):
-        from ..equivalence import Equivalence
+        from ..successors.equivalence import Equivalence
         eq = Equivalence(False, f"no database with judge checks at {db}", grades.judge_text())
     else:
         store = Store(db)

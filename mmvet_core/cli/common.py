@@ -10,14 +10,14 @@ from dataclasses import replace
 from datetime import date
 from pathlib import Path
 
-from ..benchmark import BenchmarkError
-from ..endpoints import preflight, retirement_note, retirement_of, today_utc
-from ..judge import BASELINE_NAME, DEFAULT_JUDGE_MODEL, JudgeSettings, make_judge
-from ..prompt import parse_examples
-from ..sources import load_benchmark, load_subset
-from ..stats import format_interval, score_intervals
+from ..inputs.benchmark import BenchmarkError
+from ..judging.endpoints import preflight, retirement_note, retirement_of, today_utc
+from ..judging.judge import BASELINE_NAME, DEFAULT_JUDGE_MODEL, JudgeSettings, make_judge
+from ..judging.prompt import parse_examples
+from ..inputs.sources import load_benchmark, load_subset
+from ..scores.stats import format_interval, score_intervals
 from ..store import DATABASE_URL_VAR
-from ..terminal import fit, pack
+from ..scores.terminal import fit, pack
 from .parser import UsageError, option
 
 DEFAULT_DB = Path("data") / "mmvet-grader.db"

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..benchmark import BenchmarkError, load_bundled_v1
-from ..compare import CompareError, combine_sets, compare_sets, format_report, make_combined_grade_json
-from ..export import GradeFileError, write_grade_json
-from ..gradesets import benchmark_for, load_grade_set, write_comparison
-from ..sources import load_subset
+from ..inputs.benchmark import BenchmarkError, load_bundled_v1
+from ..scores.compare import CompareError, combine_sets, compare_sets, format_report, make_combined_grade_json
+from ..scores.export import GradeFileError, write_grade_json
+from ..runs.gradesets import benchmark_for, load_grade_set, write_comparison
+from ..inputs.sources import load_subset
 from ..store import Store, store_exists
-from ..terminal import fit
+from ..scores.terminal import fit
 from .common import DEFAULT_DB, default_db, load_benchmark_spec, say
 from .parser import Command, UsageError, option
 

@@ -6,15 +6,15 @@ import asyncio
 import sys
 from pathlib import Path
 
-from ..export import GradeFileError
-from ..equivalence import estimate_run, format_capability_items, format_equivalent_line
-from ..terminal import fit, pack
-from ..graded import read_grade_file
-from ..grading import DEFAULT_CONCURRENCY, GRADED, grade_run
-from ..judge import DEFAULT_JUDGE_MODEL, make_judge
-from ..judgecheck import run_check
-from ..results import ResultsError, read_results, select_predictions, validate_results
-from ..runs import ImportRefused, create_run, export_run, import_grades, load_run_view
+from ..scores.export import GradeFileError
+from ..successors.equivalence import estimate_run, format_capability_items, format_equivalent_line
+from ..scores.terminal import fit, pack
+from ..scores.graded import read_grade_file
+from ..judging.grading import DEFAULT_CONCURRENCY, GRADED, grade_run
+from ..judging.judge import DEFAULT_JUDGE_MODEL, make_judge
+from ..successors.judgecheck import run_check
+from ..inputs.results import ResultsError, read_results, select_predictions, validate_results
+from ..runs.lifecycle import ImportRefused, create_run, export_run, import_grades, load_run_view
 from ..store import Store
 from .common import (BENCHMARK_OPTIONS, DEFAULT_DB, RETIRED, benchmark_of, checked_judge, default_db, judge_settings,
                      print_scores, retirement_note_of, say)
@@ -117,7 +117,7 @@ async def _grade(store, run_id, benchmark, settings, key, concurrency, total):
 
 
 async def _grade_batch(store, run_id, benchmark, settings, key, poll):
-    from ..batch import grade_run_batch
+    from ..judging.batch import grade_run_batch
 
     judge = make_judge(settings, key)
 

@@ -9,13 +9,13 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from ..endpoints import format_judges, judge_rows, list_judge_models, today_utc
-from ..grading import DEFAULT_CONCURRENCY
-from ..judge import DEFAULT_JUDGE_MODEL
-from ..judgecheck import (call_count, distinct_prompts, format_check, load_manifest, load_references, run_judge_check,
-                          stored_check)
+from ..judging.endpoints import format_judges, judge_rows, list_judge_models, today_utc
+from ..judging.grading import DEFAULT_CONCURRENCY
+from ..judging.judge import DEFAULT_JUDGE_MODEL
+from ..successors.judgecheck import (call_count, distinct_prompts, format_check, load_manifest, load_references,
+                                     run_judge_check, stored_check)
 from ..store import Store, store_exists
-from ..terminal import fit
+from ..scores.terminal import fit
 from .common import DEFAULT_DB, RETIRED, checked_judge, default_db, judge_settings, retirement_note_of
 from .parser import Command, UsageError, option
 
@@ -77,7 +77,7 @@ def cmd_judge_check(args) -> int:
 
 def cmd_export_check(args, store, settings) -> int:
     """`judge-check --export DIR`: the judge's check here as a dataset folder (`checkshare.export_check`)."""
-    from ..checkshare import CheckShareError, export_check
+    from ..successors.checkshare import CheckShareError, export_check
 
     try:
         path, n = export_check(store, settings, args.export, host_name=args.host_name or "")
@@ -93,7 +93,7 @@ def cmd_export_check(args, store, settings) -> int:
 def cmd_import_check(args) -> int:
     """`judge-check --import SOURCE`: an exported check, verified here before it is trusted
     (`checkshare.import_check`); without a key it is stored unverified."""
-    from ..checkshare import CheckShareError, import_check, read_export, sample_prompts, parse_rows
+    from ..successors.checkshare import CheckShareError, import_check, read_export, sample_prompts, parse_rows
 
     if args.baseline:
         raise UsageError("--import needs --judge-model (the judge the check is of), not --baseline")
@@ -102,7 +102,7 @@ def cmd_import_check(args) -> int:
     except UsageError:
         if args.judge_model is None:
             raise
-        from ..judge import JudgeSettings
+        from ..judging.judge import JudgeSettings
         settings, key = JudgeSettings(model=args.judge_model, max_tokens=args.max_tokens), None
     verify = not args.no_verify and (key is not None or settings.base_url is not None)
     store = Store(args.db or default_db())

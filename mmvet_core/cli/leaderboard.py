@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import __version__
-from .. import leaderboard as lb
-from ..runs import load_run_view
+from ..board import leaderboard as lb
+from ..runs.lifecycle import load_run_view
 from ..store import Store
-from ..terminal import fit
+from ..scores.terminal import fit
 from .common import DEFAULT_DB, default_db, say
 from .parser import Command, UsageError, option
 
@@ -27,7 +27,7 @@ def cmd_leaderboard(args) -> int:
                   f"{entry.meta['total']:.1f}, judge {entry.meta['judge']} ({entry.meta['judge_kind']}), "
                   f"{entry.meta['benchmark_label']}; {lb.prov.label(entry.provenance)}")
         elif args.board_command == "show":
-            from ..equivalence import entry_estimate
+            from ..successors.equivalence import entry_estimate
             entries = lb.load_entries(store)
             # each successor entry's estimate as the app computes it (same draws, rounded once)
             rows = lb.board_rows(entries, lb.rank_groups(entries), estimate=lambda e: entry_estimate(store, e)) \

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import sys
 
-from ..benchmark import load_bundled_v1
-from ..prompt import examples_label, prompt_template, render_prompt
+from ..inputs.benchmark import load_bundled_v1
+from ..judging.prompt import examples_label, prompt_template, render_prompt
 from .common import examples_of, load_benchmark_spec
 from .parser import Command, UsageError, option
 

@@ -1,8 +1,8 @@
 """`validate`: check a results file against the benchmark, with no judge call (`results`)."""
 from __future__ import annotations
 
-from ..results import ResultsError, read_results, validate_results
-from ..terminal import fit
+from ..inputs.results import ResultsError, read_results, validate_results
+from ..scores.terminal import fit
 from .common import benchmark_of
 from .parser import Command, UsageError, option
 

@@ -1,4 +1,4 @@
-"""`worker`: grade the runs the app queues (``MMVET_WORKERS=external``), beside `mmvet_core.workers`."""
+"""`worker`: grade the runs the app queues (``MMVET_WORKERS=external``), beside `mmvet_core.runs.workers`."""
 from __future__ import annotations
 
 import logging
@@ -8,7 +8,7 @@ import threading
 
 from ..service import ServiceSettings
 from ..store import Store, StoreError
-from ..workers import LEASE_SECONDS, Worker, describe_endpoint
+from ..runs.workers import LEASE_SECONDS, Worker, describe_endpoint
 from .parser import Command, option
 
 
@@ -37,7 +37,7 @@ def cmd_worker(args) -> int:
         # worker's run (seconds on a busy machine, while the run waits)
         import openai  # noqa: F401
 
-        from .. import transport  # noqa: F401
+        from ..judging import transport  # noqa: F401
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

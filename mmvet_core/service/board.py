@@ -1,4 +1,4 @@
-"""The leaderboard, one facet of the service (over `mmvet_core.leaderboard`): an owner publishes, republishes,
+"""The leaderboard, one facet of the service (over `mmvet_core.board.leaderboard`): an owner publishes, republishes,
 renames, unpublishes or restores their run's entry (one rate limit for all of them); the host hides or verifies an
 entry; anyone reads the board's rows (ranked off the request path by `board_book.BoardBook`), one entry, or the
 board as JSON."""
@@ -9,11 +9,11 @@ import threading
 import time
 
 from .. import __version__
-from .. import leaderboard as lb
-from ..board_book import BoardBook
-from ..provenance import endpoint_netloc
-from ..jobs import JobManager
-from ..runs import load_run_view
+from ..board import leaderboard as lb
+from ..board.book import BoardBook
+from ..runs.provenance import endpoint_netloc
+from ..runs.jobs import JobManager
+from ..runs.lifecycle import load_run_view
 from ..store import Store
 from .records import ServiceError
 from .runs import Runs
@@ -233,7 +233,7 @@ class Board:
         """A successor entry's official-equivalent estimate on the board (`equivalence.entry_estimate`): the one
         stored estimate of its grades under the server's current check of its judge (its run's card reads the same
         one), kept here once per entry version and stored check."""
-        from ..equivalence import entry_estimate
+        from ..successors.equivalence import entry_estimate
 
         key = (entry.version, self.store.judge_checks_stamp())
         hit = self._estimates.get(entry.id)

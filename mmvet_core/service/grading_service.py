@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import warnings
 
-from ..workers import make_jobs
+from ..runs.workers import make_jobs
 from ..store import Store
 from .board import Board
 from .inputs import Inputs

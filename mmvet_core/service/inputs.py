@@ -7,13 +7,13 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
-from ..agent_judges import ANY as ANY_JUDGE, agent_judge_refusal
-from ..archive import ArchiveError
-from ..benchmark import Benchmark, BenchmarkError
-from ..estimate import estimate_cost
-from ..judge import BASELINE_NAME, DEFAULT_JUDGE_MODEL, JudgeSettings
-from ..results import ResultsError, select_predictions, validate_results
-from ..sources import load_benchmark, load_subset
+from ..hosting.agent_judges import ANY as ANY_JUDGE, agent_judge_refusal
+from ..inputs.archive import ArchiveError
+from ..inputs.benchmark import Benchmark, BenchmarkError
+from ..judging.estimate import estimate_cost
+from ..judging.judge import BASELINE_NAME, DEFAULT_JUDGE_MODEL, JudgeSettings
+from ..inputs.results import ResultsError, select_predictions, validate_results
+from ..inputs.sources import load_benchmark, load_subset
 from .limits import HostLimits
 from .records import (BENCH_HUB, BENCH_UPLOAD, JUDGE_BASELINE, JUDGE_HOST, JUDGE_OWN, MODE_BATCH, OPENAI_PUBLIC_URL,
                       SUBSETS, BenchmarkChoice, JudgeChoice, ServiceError, Validation, file_safe)

@@ -11,14 +11,14 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from ..endpoints import LIST_TIMEOUT, JudgeRow, ModelList, judge_facts, judge_rows, list_judge_models, preflight, \
+from ..judging.endpoints import LIST_TIMEOUT, JudgeRow, ModelList, judge_facts, judge_rows, list_judge_models, preflight, \
     today_utc
-from ..jobs import JobManager, TooManyRuns
-from ..judge import JudgeSettings
-from ..judgecheck import HOST, VISITOR, check_owner_hash
-from ..provenance import run_endpoints as run_endpoints_of
-from ..ratelimit import account_key
-from ..runs import RunView
+from ..runs.jobs import JobManager, TooManyRuns
+from ..judging.judge import JudgeSettings
+from ..successors.judgecheck import HOST, VISITOR, check_owner_hash
+from ..runs.provenance import run_endpoints as run_endpoints_of
+from ..judging.ratelimit import account_key
+from ..runs.lifecycle import RunView
 from ..store import Store
 from .inputs import Inputs
 from .limits import HostLimits
@@ -138,20 +138,20 @@ class Judges:
 
     # ---- judge check ----
     def _check_key(self, jset: JudgeSettings, owner: str, scope) -> str:
-        from ..judgecheck import check_fingerprint
+        from ..successors.judgecheck import check_fingerprint
         return f"judge-check:{owner}:{check_fingerprint(jset, scope)}"
 
     @staticmethod
     def _scope(key: str | None, host: bool, owner: str):
         """Who makes a check of this judge: the server (its own key) or this visitor (their own key: a check of
         their own, `judgecheck.visitor_scope`)."""
-        from ..judge import answer_scope
-        from ..judgecheck import HOST_SCOPE, visitor_scope
+        from ..judging.judge import answer_scope
+        from ..successors.judgecheck import HOST_SCOPE, visitor_scope
         return HOST_SCOPE if host else visitor_scope(owner, answer_scope(key))
 
     def check_cost(self, references: str | None = None) -> str:
         """What a check costs, said before it starts: the reference sets and the judge calls."""
-        from ..judgecheck import call_count, distinct_prompts, load_manifest
+        from ..successors.judgecheck import call_count, distinct_prompts, load_manifest
 
         refs = self._check_refs(references)
         left_out = [s.model for s in load_manifest() if s.model not in {r.model for r in refs}]
@@ -162,7 +162,7 @@ class Judges:
 
     @staticmethod
     def _check_refs(references: str | None):
-        from ..judgecheck import load_references
+        from ..successors.judgecheck import load_references
         try:
             return load_references(which=references or "default")
         except ValueError as e:
@@ -175,7 +175,7 @@ class Judges:
         call is charged to the visitor's and the day's budgets, as grading is. Returns what to tell the user.
         `hints`: how the message of a check that cannot run (the endpoint no longer serves the official judge) says
         what to do instead (`PAGE_CHECK_HINTS` by default; an agent's tools name tools)."""
-        from ..judgecheck import call_count, check_settings, run_judge_check
+        from ..successors.judgecheck import call_count, check_settings, run_judge_check
 
         if not owner:
             raise ServiceError("Your session has no id yet; reload the page.")
@@ -227,7 +227,7 @@ class Judges:
     def _shown_check(self, result, visitor_check: bool):
         """A check as a visitor may see it: the endpoint by its kind, never its address (the server's own gateway
         as "this server's endpoint", a visitor's as "a visitor's endpoint (private host)" or the like)."""
-        from ..successors import endpoint_label
+        from ..successors.table import endpoint_label
 
         label = endpoint_label(result.judge, self.settings.host_base_url or "", visitor=visitor_check)
         result.judge = {**result.judge, "base_url": "this server's endpoint" if label == "this server's judge"
@@ -238,7 +238,7 @@ class Judges:
 
     def judge_check_text(self, choice: JudgeChoice, owner: str) -> tuple[str, bool]:
         """(what the check of the chosen judge says now, whether it is still running)."""
-        from ..judgecheck import format_check
+        from ..successors.judgecheck import format_check
 
         state, running, result = self.judge_check_state(choice, owner)
         return (format_check(result) if result is not None else state), running
@@ -247,7 +247,7 @@ class Judges:
         """(a state line — progress, why it stopped, or "" —, whether the check is running, the stored check of
         the chosen judge as a visitor may see it (`judgecheck.JudgeCheckResult`) or None): what the app's report
         is drawn from."""
-        from ..judgecheck import check_settings, stored_check
+        from ..successors.judgecheck import check_settings, stored_check
 
         try:
             jset, key, host = self.inputs.judge_for(choice)
@@ -273,7 +273,7 @@ class Judges:
         """The server's judges a visitor may pick on the page (its default, then ``MMVET_SERVER_JUDGES``), each as
         (label, model): the label says its announced shutdown and its check on this server ("judge-b · checked:
         drifts, estimates available", "not checked yet"). Empty when the host offers no choice."""
-        from ..endpoints import load_retirements
+        from ..judging.endpoints import load_retirements
 
         names = list(dict.fromkeys([self.settings.judge_model, *self.settings.server_judges]))
         if len(names) < 2 or not self.settings.host_key:
@@ -300,7 +300,7 @@ class Judges:
         import shutil
         import tempfile
 
-        from ..checkshare import CheckShareError, export_check
+        from ..successors.checkshare import CheckShareError, export_check
 
         jset, _, _ = self.inputs.judge_for(choice)
         if jset.provider == "baseline":
@@ -328,10 +328,10 @@ class Judges:
         pick of prompts (None: drawn anew, so an exporter cannot know which rows are re-graded)."""
         import tempfile
 
-        from ..archive import ArchiveError, safe_extract_zip
-        from ..checkshare import EXPORT_FILE, CheckShareError, import_check
-        from ..judge import answer_scope
-        from ..judgecheck import visitor_scope
+        from ..inputs.archive import ArchiveError, safe_extract_zip
+        from ..successors.checkshare import EXPORT_FILE, CheckShareError, import_check
+        from ..judging.judge import answer_scope
+        from ..successors.judgecheck import visitor_scope
 
         if not owner:
             raise ServiceError("Your session has no id yet; reload the page.")
@@ -375,8 +375,8 @@ class Judges:
         by `sort` (a value of `successors.SORT_KEYS`) and ranked; then, for `owner` alone, the checks they made
         with their own key, unranked and marked "your endpoint, unverified". Checks stored before checks recorded
         who made them are not shown (the host runs them again, at no cost)."""
-        from ..endpoints import load_retirements
-        from ..successors import board_rows, sort_rows
+        from ..judging.endpoints import load_retirements
+        from ..successors.table import board_rows, sort_rows
 
         shutdowns = {name: r.shutdown_date for name, r in load_retirements().items()}
         checks = self.store.judge_checks()
@@ -393,7 +393,7 @@ class Judges:
     def judge_board_csv(self, sort: str = "delta_bar", base: str | None = None) -> str:
         """Write the board (this server's checks only: the file is shared) as CSV in the exports folder and
         return its path."""
-        from ..successors import SORT_KEYS, make_board_csv_text
+        from ..successors.table import SORT_KEYS, make_board_csv_text
 
         out = self.exports_dir / "board"
         out.mkdir(parents=True, exist_ok=True)
@@ -409,7 +409,7 @@ class Judges:
         """The full report of one stored check (a board row's link), the endpoint by its kind only; "" when there
         is no such check for this visitor (a visitor's own check is its owner's alone; a check stored before
         checks recorded who made them is nobody's)."""
-        from ..judgecheck import format_check
+        from ..successors.judgecheck import format_check
 
         result = self.check_result(check_id, owner)
         return "" if result is None else format_check(result)
@@ -418,7 +418,7 @@ class Judges:
         """One stored check (`judgecheck.JudgeCheckResult`, a board row's link) as this visitor may see it (the
         endpoint by its kind only), or None: no such check, a check stored before checks recorded who made them,
         or another visitor's own check."""
-        from ..judgecheck import JudgeCheckResult
+        from ..successors.judgecheck import JudgeCheckResult
 
         entry = next((c for c in self.store.judge_checks() if c["id"] == (check_id or "")), None)
         if entry is None or entry.get("scope") not in (HOST, VISITOR):
@@ -435,7 +435,7 @@ class Judges:
     def visitor_key_at_server(self, run_judge: dict) -> bool:
         """Whether a run was graded (partly) with a visitor's own key at this server's own endpoint: the server's
         check of its judge does not stand behind those answers."""
-        from ..provenance import VISITOR_CREDENTIAL, endpoint_netloc
+        from ..runs.provenance import VISITOR_CREDENTIAL, endpoint_netloc
         return run_judge.get("credential") == VISITOR_CREDENTIAL and run_judge.get("provider") != "baseline" \
             and endpoint_netloc(self.settings.host_base_url) in run_endpoints_of(run_judge)
 
@@ -452,8 +452,8 @@ class Judges:
         runs only (a running run's scores move). The one stored estimate of its grades under the server's current
         check of its judge (`equivalence.stored_equivalent`): the card, ``/status``, MCP and the leaderboard read
         the same one."""
-        from ..equivalence import VISITOR_KEY_AT_SERVER, Equivalence, estimate_run
-        from ..judgecheck import run_check
+        from ..successors.equivalence import VISITOR_KEY_AT_SERVER, Equivalence, estimate_run
+        from ..successors.judgecheck import run_check
 
         if not view.scores.complete:
             return Equivalence(False, "the run is not complete yet", str(view.run.judge.get("model", "?")))
@@ -465,7 +465,7 @@ class Judges:
         if self.visitor_key_at_server(judge):
             eq = Equivalence(False, VISITOR_KEY_AT_SERVER, str(judge.get("model", "?")))
         elif judge.get("provider") == "imported":        # a grade file: the server's check of the judge it records
-            from ..equivalence import recorded_equivalence
+            from ..successors.equivalence import recorded_equivalence
             eq = recorded_equivalence(self.store, view.benchmark, view.effective_scores(),
                                       judge_counts=judge.get("judge_counts") or {}, prompt=judge.get("prompt", ""),
                                       predictions=view.run.predictions)

@@ -8,13 +8,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from ..budget import HostBudget, client_address, private_salt, visitor_id
-from ..hosting import UploadGate
-from ..jobs import JobManager
-from ..judge import JudgeSettings, answer_scope, make_judge
-from ..keeping import RunKeeper, StorageRefused
+from ..judging.budget import HostBudget, client_address, private_salt, visitor_id
+from ..hosting.policy import UploadGate
+from ..runs.jobs import JobManager
+from ..judging.judge import JudgeSettings, answer_scope, make_judge
+from ..hosting.keeping import RunKeeper, StorageRefused
 from ..store import Store, StoreError
-from ..transport import BlockedDestination, EndpointPolicy, check_endpoint_url
+from ..judging.transport import BlockedDestination, EndpointPolicy, check_endpoint_url
 from .records import ServiceError
 from .settings import ServiceSettings
 

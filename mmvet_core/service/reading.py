@@ -13,10 +13,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from .. import __version__
-from ..graded import OFFICIAL_JUDGES
-from ..jobs import JobManager
-from ..keeping import cut_note
-from ..runs import RunView, export_run, load_run_view
+from ..scores.graded import OFFICIAL_JUDGES
+from ..runs.jobs import JobManager
+from ..hosting.keeping import cut_note
+from ..runs.lifecycle import RunView, export_run, load_run_view
 from ..store import RunRecord, Store, StoreError
 from .judges import Judges
 from .limits import HostLimits
@@ -158,8 +158,8 @@ class RunReading:
 
     def _equivalence_fields(self, view: RunView) -> dict:
         """The card's official-equivalent estimate: the labelled line and the numbers (never the official
-        metric; see `mmvet_core.equivalence`)."""
-        from ..equivalence import format_capability_line, format_equivalent_line
+        metric; see `mmvet_core.successors.equivalence`)."""
+        from ..successors.equivalence import format_capability_line, format_equivalent_line
 
         eq = self.judges.equivalence(view)
         judge = view.run.judge
@@ -211,7 +211,7 @@ class RunReading:
         self._status_cache[run_id] = entry
 
     def _compute_status(self, run_id: str) -> dict:
-        from .. import views
+        from ..runs import views
         view = load_run_view(self.store, run_id)
         if view is None:
             raise ServiceError("No such run.")
@@ -273,7 +273,7 @@ class RunReading:
 
     def sample(self, run_id: str, sample_id: str) -> dict:
         """Everything about one sample of a run: texts, every judge attempt, flags, override."""
-        from .. import views
+        from ..runs import views
         view = self.view(run_id or "", evidence_for=sample_id)
         if view is None or sample_id not in view.benchmark.samples:
             raise ServiceError(f"No sample {sample_id!r} in this run.")

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from ..endpoints import ModelList, retirement_note, today_utc
+from ..judging.endpoints import ModelList, retirement_note, today_utc
 
 JUDGE_BASELINE = "Offline baseline (not MM-Vet)"
 JUDGE_HOST = "Server's judge"

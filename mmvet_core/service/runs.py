@@ -7,16 +7,16 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
-from ..agent_judges import ANY as ANY_JUDGE, agent_judge_refusal
-from ..benchmark import Benchmark
-from ..budget import check_prediction_lengths
-from ..export import GradeFileError
-from ..jobs import JobManager, TooManyRuns
-from ..judge import JudgeSettings
-from ..keeping import cap_predictions
-from ..provenance import VISITOR_CREDENTIAL, note_endpoint, note_visitor_credential
-from ..results import ResultsError, select_predictions
-from ..runs import benchmark_to_stored, create_run, load_run_view, run_fingerprint
+from ..hosting.agent_judges import ANY as ANY_JUDGE, agent_judge_refusal
+from ..inputs.benchmark import Benchmark
+from ..judging.budget import check_prediction_lengths
+from ..scores.export import GradeFileError
+from ..runs.jobs import JobManager, TooManyRuns
+from ..judging.judge import JudgeSettings
+from ..hosting.keeping import cap_predictions
+from ..runs.provenance import VISITOR_CREDENTIAL, note_endpoint, note_visitor_credential
+from ..inputs.results import ResultsError, select_predictions
+from ..runs.lifecycle import benchmark_to_stored, create_run, load_run_view, run_fingerprint
 from ..store import RunRecord, Store, StoreError
 from .inputs import Inputs
 from .judges import Judges
@@ -244,7 +244,7 @@ class Runs:
         """Store a grade file (official grade JSON, VLMEvalKit graded table, graded lmms-eval log) as a finished
         run of `owner` (stored for `visitor`'s quota), with no judge call. The file is row- and cell-counted,
         then parsed in the bounded worker (never in this process); its predictions are capped as a run's."""
-        from ..runs import create_grade_view
+        from ..runs.lifecycle import create_grade_view
 
         self.limits.check_size(path)
         self.limits.check_storage(visitor)
@@ -268,8 +268,8 @@ class Runs:
     def compare(self, owner: str, run_ids: list[str], files: list[str], out_dir: Path):
         """The app's Compare (`gradesets.compare_for_app`), every uploaded grade file parsed in the bounded worker.
         Returns (comparison, written files)."""
-        from ..compare import CompareError
-        from ..gradesets import compare_for_app
+        from ..scores.compare import CompareError
+        from ..runs.gradesets import compare_for_app
 
         for p in files:
             self.limits.check_size(p)

@@ -6,13 +6,13 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..agent_judges import parse_agent_judges
-from ..clients import SessionLimits
-from ..budget import BudgetLimits
-from ..hosting import HostingLimits
-from ..judge import DEFAULT_JUDGE_MODEL, JudgeSettings
-from ..keeping import StorageLimits
-from ..requestlimit import RequestLimits
+from ..hosting.agent_judges import parse_agent_judges
+from ..hosting.clients import SessionLimits
+from ..judging.budget import BudgetLimits
+from ..hosting.policy import HostingLimits
+from ..judging.judge import DEFAULT_JUDGE_MODEL, JudgeSettings
+from ..hosting.keeping import StorageLimits
+from ..hosting.requestlimit import RequestLimits
 from ..store import DATABASE_URL_VAR
 
 
@@ -55,7 +55,7 @@ class ServiceSettings:
     batch_poll: float = 30.0               # seconds between two looks at a Batch API job
     host_secret: str | None = None         # MMVET_HOST_SECRET: unlocks the host's leaderboard controls (hide)
     publish_per_hour: int = 10             # leaderboard publishes (and republishes) per visitor and hour
-    mcp_server: bool = True                # MMVET_MCP=0 turns the MCP server (agents' tools, ui/mcp.py) off
+    mcp_server: bool = True                # MMVET_MCP=0 turns the MCP server (agents' tools, mmvet_app/mcp.py) off
     agent_judges: tuple[str, ...] = ()     # MMVET_AGENT_JUDGES: server judges an agent may pick (agent_judges.py)
     server_judges: tuple[str, ...] = ()    # MMVET_SERVER_JUDGES: server judges the page offers visitors (names)
     database_url: str | None = None        # MMVET_DATABASE_URL: PostgreSQL; None: data_dir/mmvet-grader.db

@@ -1,4 +1,4 @@
-"""The judge-answer cache (nothing paid for is asked twice) and Batch API submissions (`mmvet_core/batch.py`)."""
+"""The judge-answer cache (nothing paid for is asked twice) and Batch API submissions (`mmvet_core/judging/batch.py`)."""
 from __future__ import annotations
 
 import json

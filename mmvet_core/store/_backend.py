@@ -88,7 +88,7 @@ class Backend(Protocol):
 
     def clock(self) -> sa.ColumnElement:
         """The database's clock, in seconds since the epoch (a float): one clock for every process and machine
-        that compares leases (`mmvet_core/workers.py`) or paces a judge account (`mmvet_core/sharedlimit.py`)."""
+        that compares leases (`mmvet_core/runs/workers.py`) or paces a judge account (`mmvet_core/judging/sharedlimit.py`)."""
 
 
 def is_url(location: str | Path) -> bool:

@@ -1,5 +1,5 @@
-"""Stored judge checks (`mmvet_core/judgecheck.py`): a judge graded the reference sets, here is how it did; and the
-one stored official-equivalent estimate per check and graded answers (`mmvet_core/equivalence.py`).
+"""Stored judge checks (`mmvet_core/successors/judgecheck.py`): a judge graded the reference sets, here is how it did; and the
+one stored official-equivalent estimate per check and graded answers (`mmvet_core/successors/equivalence.py`).
 
 A check records who made it (``scope``): this server with its own key (``host``), or a visitor with their own key
 (``visitor``, with the visitor's owner hash: only that visitor sees it). Checks stored before scopes existed read

@@ -1,4 +1,4 @@
-"""What keeps storage bounded (`mmvet_core/keeping.py`) and what pages poll: change stamps, run summaries,
+"""What keeps storage bounded (`mmvet_core/hosting/keeping.py`) and what pages poll: change stamps, run summaries,
 quotas, expiry and pins."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Each judge account's pace, shared by every process that calls it (`mmvet_core/sharedlimit.py`)."""
+"""Each judge account's pace, shared by every process that calls it (`mmvet_core/judging/sharedlimit.py`)."""
 from __future__ import annotations
 
 import json

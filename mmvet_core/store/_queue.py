@@ -1,7 +1,7 @@
-"""The grading queue: runs that a process is grading, or that a grading worker may take (`mmvet_core/workers.py`).
+"""The grading queue: runs that a process is grading, or that a grading worker may take (`mmvet_core/runs/workers.py`).
 
 Runs graded by the grading workers are rows nobody holds: their work is sliced into procrastinate's jobs
-(`SliceFacet`, `mmvet_core/taskqueue.py`). A row held by a process is a lease: its `holder` (a process id of `workers.process_id`) grades the run until `lease_until`, a time on
+(`SliceFacet`, `mmvet_core/runs/taskqueue.py`). A row held by a process is a lease: its `holder` (a process id of `workers.process_id`) grades the run until `lease_until`, a time on
 the database's clock (one clock for every machine), and renews it while it lives. A holder that dies stops renewing;
 once its lease has passed a row only its holder could grade (a visitor's own key lives in that process's memory
 alone) is reaped: its run becomes ``stopped`` and its owner resumes it.
@@ -164,7 +164,7 @@ class QueueFacet:
 
 
 class SliceFacet:
-    """What the grading workers keep beside procrastinate's jobs (`mmvet_core/taskqueue.py`): a run waiting for
+    """What the grading workers keep beside procrastinate's jobs (`mmvet_core/runs/taskqueue.py`): a run waiting for
     workers is a claimable row of the queue that nobody holds (its slots, its Stop flag, its generation
     ``enqueued_at``), graded slice by slice; the worker that stores its last grade ends it. And which judge
     endpoints the live workers serve (rows ``worker:<holder>`` of ``meta``), so a run nobody can grade says so."""

@@ -172,7 +172,7 @@ usage = sa.Table(
     sa.Column("tokens", INTEGER, nullable=False, server_default=sa.text("0")),
 )
 
-#: What keeps storage bounded (`mmvet_core/keeping.py`): who stored each app run (quota), whether it was graded
+#: What keeps storage bounded (`mmvet_core/hosting/keeping.py`): who stored each app run (quota), whether it was graded
 #: with the host's key, when anyone last opened it (expiry), its cached total (My runs).
 run_keeping = sa.Table(
     "run_keeping", metadata,
@@ -192,7 +192,7 @@ run_pins = sa.Table(
     sa.Column("reason", Text, primary_key=True),
 )
 
-#: Grading work shared by processes (`mmvet_core/workers.py`, migration 0002): one row per run that a process is
+#: Grading work shared by processes (`mmvet_core/runs/workers.py`, migration 0002): one row per run that a process is
 #: grading or that a grading worker may take. A row lives while its run grades and goes when the run ends.
 grading_queue = sa.Table(
     "grading_queue", metadata,
@@ -211,7 +211,7 @@ grading_queue = sa.Table(
     sa.Index("grading_queue_claim", "claimable", "enqueued_at"),
 )
 
-#: One judge account's rate-limit state, shared by every process that calls it (`mmvet_core/sharedlimit.py`).
+#: One judge account's rate-limit state, shared by every process that calls it (`mmvet_core/judging/sharedlimit.py`).
 judge_pace = sa.Table(
     "judge_pace", metadata,
     sa.Column("account", Text, primary_key=True),          # ratelimit.account_key: a hash, never a key

@@ -1,4 +1,4 @@
-"""Judge calls and tokens spent per day and visitor: what the host's budgets (`mmvet_core/budget.py`) count."""
+"""Judge calls and tokens spent per day and visitor: what the host's budgets (`mmvet_core/judging/budget.py`) count."""
 from __future__ import annotations
 
 import sqlalchemy as sa
