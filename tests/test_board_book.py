@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mmvet_core.board import book
+from mmvet_core.board import book as board_book
 from mmvet_core.board import leaderboard as lb
 from mmvet_core.board.ranks import GroupRanks, better_matrix, bounds_from
 from mmvet_core.board.schema import check_version, recompute_totals
