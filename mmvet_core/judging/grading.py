@@ -61,8 +61,19 @@ def prompt_sha(prompt: str) -> str:
     return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
 
 
+async def off_loop(store: Store, fn: Callable, *args, **kwargs):
+    """``fn(*args, **kwargs)``, a blocking call to `store` (or to a budget kept in it): in a thread when the store
+    is a database server's (each call is a round trip or three: on the loop they would hold every call in flight
+    of the process, and one grading worker's loop carries a whole account's pace), on the loop for the embedded
+    SQLite file (microseconds)."""
+    if getattr(store, "backend", "sqlite") == "sqlite":
+        return fn(*args, **kwargs)
+    return await asyncio.to_thread(fn, *args, **kwargs)
+
+
 class CachedCaller:
-    """Calls the judge through the store's answer cache; counts calls; charges an optional budget hook."""
+    """Calls the judge through the store's answer cache; counts calls; charges an optional budget hook. The
+    store and the budget are reached off the event loop when the store is a server's (`off_loop`)."""
 
     def __init__(self, judge: Judge, store: Store, *, budget: Callable[[str], object] | None = None,
                  on_retry: Callable[[str], None] | None = None):
@@ -76,21 +87,21 @@ class CachedCaller:
         if priority == 0 and self.on_retry is not None:
             self.on_retry(sample.id)
         sha = prompt_sha(prompt)
-        hit = self.store.get_answer(self.fingerprint, sha, temperature, k)
+        hit = await off_loop(self.store, self.store.get_answer, self.fingerprint, sha, temperature, k)
         if hit is not None:
             self.stats.cached += 1
             return JudgeReply(**hit), True
         # the budget hook charges the call's estimated tokens (or raises BudgetExceeded) and returns what
         # corrects the estimate with the tokens the endpoint reports
-        settle = self.budget(prompt) if self.budget is not None else None
+        settle = await off_loop(self.store, self.budget, prompt) if self.budget is not None else None
         reply = await self.judge.complete(prompt, temperature, sample=sample, prediction=prediction,
                                           priority=priority)
         if callable(settle):
-            settle(reply)
+            await off_loop(self.store, settle, reply)
         self.stats.calls += 1
-        self.store.put_answer(self.fingerprint, sha, temperature, k, content=reply.content, model=reply.model,
-                              prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
-                              sent=reply.sent)
+        await off_loop(self.store, self.store.put_answer, self.fingerprint, sha, temperature, k,
+                       content=reply.content, model=reply.model, prompt_tokens=reply.prompt_tokens,
+                       completion_tokens=reply.completion_tokens, sent=reply.sent)
         return reply, False
 
 
@@ -276,7 +287,7 @@ async def grade_pairs(store: Store, run, benchmark: Benchmark, judge: Judge, pai
                         state["fatal"] = describe_judge_error(err)
                         halt.set()
                         abort_others()
-                store.put_grade(row)
+                await off_loop(store, store.put_grade, row)
             except StoreError as e:     # no more calls: their answers could not be kept
                 state["store"] = str(e)
                 halt.set()

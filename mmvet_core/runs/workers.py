@@ -409,6 +409,7 @@ class Worker:
         self.grades = 0                       # grades this worker stored
         self._active: dict[str, set[asyncio.Event]] = {}     # run -> the stop events of its slices graded here
         self._context: dict[tuple[str, float], tuple] = {}  # (run, generation) -> (run, benchmark, work, visitor)
+        self._judges: dict[tuple[str, float], Judge] = {}   # (run, generation) -> its judge (the loop's only)
         self._skipped: set[str] = set()       # queued runs this worker said it cannot serve
         self._leaving = False
         self._serving = None
@@ -494,6 +495,9 @@ class Worker:
         try:
             await self._serve_until_cancelled()
         finally:
+            for judge in self._judges.values():
+                await judge.aclose()
+            self._judges.clear()
             self._served.set()
 
     async def _serve_until_cancelled(self) -> None:
@@ -549,6 +553,14 @@ class Worker:
             self._context[key] = (run, benchmark_from_stored(run.benchmark), row["work"], row["visitor"])
         return self._context[key]
 
+    async def _close_judges(self) -> None:
+        """Close the judges of the runs no longer graded here (ended, stopped, resumed since: `tend` forgets their
+        context) with no slice of theirs being graded."""
+        for key in [k for k in self._judges if k not in self._context and not self._active.get(k[0])]:
+            judge = self._judges.pop(key, None)
+            if judge is not None:
+                await judge.aclose()
+
     async def _grade_slice(self, run_id: str, generation: float, pairs: list) -> str:
         """procrastinate's task: grade `pairs` of a run; the worker that stores the run's last grade ends it."""
         from ..judging.grading import grade_pairs, run_outcome
@@ -561,9 +573,13 @@ class Worker:
         if ctx is None:
             return "skipped: the run's grading ended, was stopped or resumed since"
         run, benchmark, work, visitor = ctx
-        jset = JudgeSettings(**{k: v for k, v in work["judge"].items() if k in JudgeSettings.__dataclass_fields__})
-        key = self.settings.host_key if work.get("host") else None
-        judge = make_judge(jset, key, policy=EndpointPolicy(block_private=False), redact=True)
+        judge = self._judges.get((run_id, generation))
+        if judge is None:       # one judge (one client, its connections) for every slice of the run graded here
+            jset = JudgeSettings(**{k: v for k, v in work["judge"].items()
+                                    if k in JudgeSettings.__dataclass_fields__})
+            key = self.settings.host_key if work.get("host") else None
+            judge = self._judges[(run_id, generation)] = make_judge(jset, key, redact=True,
+                                                                    policy=EndpointPolicy(block_private=False))
         budget = self.budget.hook(visitor) if work.get("host") else None
         stop = asyncio.Event()
         self._active.setdefault(run_id, set()).add(stop)
@@ -585,7 +601,7 @@ class Worker:
             state, stats = grading.result() if not grading.cancelled() else (None, None)
         finally:
             self._active.get(run_id, set()).discard(stop)
-            await judge.aclose()
+            await self._close_judges()
         if state is not None:
             self.grades += state["graded"] + state["errored"]
         if state is not None and state["store"]:
@@ -607,5 +623,6 @@ class Worker:
                 ended = (outcome.status, outcome.message)
         if ended is not None and await asyncio.to_thread(self.store.finish_queued, run_id, generation, *ended):
             self._context.pop((run_id, generation), None)
+            await self._close_judges()
             log.info("run %s ended: %s %s", run_id, *ended)
         return f"{state['graded']} graded, {state['errored']} failed"
