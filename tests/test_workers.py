@@ -223,6 +223,8 @@ def test_two_workers_share_a_run_queued_by_the_app_which_follows_it_and_stops_an
         assert app.stop(second)
         assert app_store.get_run(second).status == "stopped" and not app.is_running(second)
         wait_until(lambda: not any(w.busy() for w in workers), what="the slices to end")
+        # the ended slices hung up on their held calls: the judge sees each client gone before the gate opens
+        wait_until(lambda: gate.held == 0, what="the held calls to see their clients gone")
         gate.open()                                 # (the calls in flight answered or were cancelled)
         assert app_store.get_run(second).status == "stopped" and app_store.count_grades(second).get("ok", 0) < 12
         wait_until(lambda: judge.state.in_flight == 0, what="the judge's last answers")
