@@ -55,7 +55,7 @@ def test_an_export_is_a_dataset_folder_without_key_or_private_host(host_a):
     folder, check = host_a
     import datasets
 
-    data = datasets.load_dataset(str(folder), split="train")
+    data = datasets.load_dataset(str(folder), split="train", cache_dir=str(folder.parent / "ds-cache"))  # never a stale cache
     assert len(data) == 1308 and set(data[0]) >= {"reference", "sample_id", "prediction", "prompt_sha",
                                                   "judge_answers", "grades", "judge", "endpoint_kind",
                                                   "prompt_sha256", "date", "tool_version", "host"}

@@ -599,7 +599,9 @@ def test_export_is_a_dataset_folder_and_import_round_trips(svc, tmp_path, monkey
     lb.export_board(svc.store, out)
 
     import datasets
-    ds = datasets.load_dataset(str(out), split="train")
+    # datasets reads HF_HOME when first imported: an earlier test in this process fixed its cache, where a
+    # folder of the same path from an earlier suite may be cached with other entries. Its own cache, always.
+    ds = datasets.load_dataset(str(out), split="train", cache_dir=str(tmp_path / "ds-cache"))
     assert ds.num_rows == 3
     assert sorted((r["entry_id"], r["version"], r["current"], r["published"], r["provenance"]) for r in ds) == \
         sorted([(e13, 1, False, True, "imported, judge not verified"), (e13, 2, True, True,
