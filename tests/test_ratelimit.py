@@ -194,6 +194,27 @@ def test_window_rules():
     assert grown > 4 and after == grown / 2
 
 
+def test_a_429_describing_the_buckets_leaves_the_window_to_the_pace():
+    """Regression (issue 31: one worker alone reached 72 % of 20 requests/s with a 1 s judge): the first burst's
+    429s halved the window twice, to 8 calls in flight, which then climbed back one call a second; at 20
+    requests/s and 1 s latency a run needs 20 in flight. A 429 whose headers say the requests bucket is empty is
+    the request rate's refusal, answered by the pause and that bucket: the window stays. One without those
+    headers, or from the tokens bucket (a call's tokens are estimated), still halves it."""
+    bucket = {"x-ratelimit-limit-requests": "20", "x-ratelimit-remaining-requests": "0",
+              "x-ratelimit-reset-requests": "1s", "retry-after-ms": "50"}
+
+    async def go(headers):
+        lim = AccountLimiter(window=32)
+        tickets = [await lim.acquire() for _ in range(32)]
+        lim.release(tickets[0], outcome="rate_limited", headers=headers, retry_after=0.0)
+        return lim.window
+    assert asyncio.run(go(bucket)) == 32
+    assert asyncio.run(go({"retry-after-ms": "50"})) == 16
+    tokens = {"x-ratelimit-limit-requests": "20", "x-ratelimit-remaining-requests": "5",
+              "x-ratelimit-limit-tokens": "9000", "x-ratelimit-remaining-tokens": "0", "retry-after-ms": "50"}
+    assert asyncio.run(go(tokens)) == 16
+
+
 def test_a_job_tells_until_when_it_waits_for_the_rate_limit(store, fake_judge):
     """What the app's progress shows: a running job waiting out a 429 reports the pause's end, then finishes."""
     fake_judge.state.fail_429, fake_judge.state.retry_after = 10**6, 2.0

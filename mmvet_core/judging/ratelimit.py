@@ -7,7 +7,12 @@ start, from three things it learns as answers come back:
 - **A concurrency window** (AIMD, as TCP does): it starts at `START_WINDOW` calls in flight and grows by one per
   answer (doubling per round trip) while answers come back without 429 and their latency stays flat, and holds
   while latency rises; a 429 or a timeout halves it (once per round trip), after which it grows by one per
-  round trip. The run's ``--concurrency`` is a ceiling on top (its number of workers).
+  round trip. The run's ``--concurrency`` is a ceiling on top (its number of workers). A 429 whose headers say
+  the requests bucket is empty does not halve it: that refusal is the request rate's, which the pause and the
+  requests bucket's mirror answer exactly (a call costs one request); a window halved for it would cap the calls
+  in flight below what the rate needs (rate x latency: 20 calls at 20 requests/s and a 1 s judge) and climb back
+  one call per round trip. A tokens bucket's refusal still halves it: a call's tokens are an estimate, and the
+  window bounds how far a wrong one overshoots.
 - **Pacing to the server's buckets.** When answers carry OpenAI's ``x-ratelimit-limit/remaining/reset-requests``
   and ``-tokens`` headers, the limiter mirrors each bucket (capacity, refill rate, level) and starts a call only
   when the bucket holds its cost: 1 request, and the call's estimated tokens (prompt tokens, estimated from its
@@ -114,6 +119,21 @@ def read_bucket(headers, kind: str) -> BucketReading | None:
         return None
     reset = parse_duration(headers.get(f"x-ratelimit-reset-{kind}"))
     return BucketReading(limit, max(0.0, min(remaining, limit)), reset)
+
+
+def refused_for_requests(headers) -> bool:
+    """Whether a 429's headers say the server's requests bucket is empty (``x-ratelimit-remaining-requests`` 0):
+    a refusal of the request rate, whose cost (one request a call) the buckets' mirror knows exactly.
+
+    >>> refused_for_requests({"x-ratelimit-limit-requests": "20", "x-ratelimit-remaining-requests": "0"})
+    True
+    >>> refused_for_requests({"x-ratelimit-limit-requests": "20", "x-ratelimit-remaining-requests": "7"})
+    False
+    >>> refused_for_requests({"retry-after": "1"}), refused_for_requests(None)
+    (False, False)
+    """
+    reading = read_bucket(headers, "requests")
+    return reading is not None and reading.remaining < 1
 
 
 class Bucket:
@@ -287,7 +307,8 @@ class AccountLimiter:
             self.stats.rate_limited += 1
             if self.limited_since is None:
                 self.limited_since = now
-            self._decrease(ticket)
+            if not refused_for_requests(headers):   # the request rate's refusal is paced by its bucket, not the window
+                self._decrease(ticket)
             if self.pace is not None:
                 return self._pump()
             wait = retry_after if retry_after is not None else self._fallback_wait()
