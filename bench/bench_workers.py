@@ -6,9 +6,10 @@
 - spread (issue 31): one account limit of 20 requests/s with a 1.0 s judge; the embedded default, then 1, 2 and 4
   workers; two runs of v1 x 3 at once, then one alone: share of the limit, 429s per call, calls made, wall time (one
   run: against the physical floor 654 / 20 = 32.7 s, and against the calls it made / 20), grades per worker, the
-  machine's load average. The judge answers a bare score to every prompt (``--answers parsable``, as GPT-4 does with
-  the official prompt: a grade is one call, so 654 calls make a run and 654 / 20 s is its floor); ``--answers
-  mixed`` keeps the test judge's 20 % of unparsable first answers (about 1,050 calls a run: the official re-asks).
+  answers of each second (a slow start shows as a ramp), the machine's load average. The judge answers a bare
+  score to every prompt (``--answers parsable``, as GPT-4 does with the official prompt: a grade is one call, so
+  654 calls make a run and 654 / 20 s is its floor); ``--answers mixed`` keeps the test judge's 20 % of
+  unparsable first answers (about 1,050 calls a run: the official re-asks).
 
 It starts a PostgreSQL server of its own (tests/pg_server.py: Debian's postgresql package) and the fake judge as
 a process (`python -m tests.fake_judge`), queues runs as the app does with ``MMVET_WORKERS=external``
@@ -129,6 +130,7 @@ def scenario_spread(pg: PostgresServer, tmp: Path, args) -> None:
             rows += limited_figures(stats, wall, 654 * n_runs, rps=args.rps)
             if per_worker:
                 rows.append(("grades per worker", per_worker))
+            rows.append(("answers per second", " ".join(map(str, stats["ok_per_second"]))))
             rows.append(("load average (1 min) before, after", f"{load:.1f}, {os.getloadavg()[0]:.1f} on "
                                                                  f"{os.cpu_count()} CPUs"))
             show(f"{who}, {n_runs} run(s) of v1 x 3 at once, {args.rps:g} requests/s, 1.0 s latency", rows)
