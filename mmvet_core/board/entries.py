@@ -1,9 +1,9 @@
 """The leaderboard: published entries, honest rank groups, filters and exports (pure functions, plus the few that
 read or write the store).
 
-Its size (over 600 lines) has a reason: entries, their frozen snapshot, rank keys and rows, filters and the
-export/import format are one record seen from several sides; ranks themselves (`board_ranks`, `board_book`),
-provenance, names and the import schema live in modules of their own.
+Filters and downloads (`filters`), publishing and reading entries back (`publishing`) and the backup
+(`backup`) live in modules of their own, as do ranks themselves (`ranks`, `book`), provenance, names and the
+schema.
 
 An **entry** is a finished run published under a display name. Publishing freezes a copy of the run's per-sample
 scores (per judge run) and of its metadata (judge, judge kind, benchmark and its sample ids, runs, totals,
@@ -50,28 +50,25 @@ those estimates across judges must say so with `OFFICIAL_EQUIVALENT_VIEW`; it is
 from __future__ import annotations
 
 import copy
-import csv
 import hashlib
-import io
 import json
 import logging
 import math
 import re
 import time
 import unicodedata
-from dataclasses import asdict, dataclass
-from functools import cached_property, lru_cache
-from pathlib import Path
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable, Iterable
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import urlsplit
 
 import numpy as np
 
 from ..runs import provenance as prov
 from .ranks import MAX_GRADE_SETS, GroupRanks, better_matrix, bounds_from
-from .schema import SchemaError, check_backup_row, check_version
+from .schema import SchemaError, check_version
 from ..successors.equivalence import estimate_keys
-from .names import NameRefused, check_visible_name, is_invisible, name_key
+from .names import NameRefused, check_visible_name, is_invisible
 from ..scores.stats import score_intervals
 from ..store import new_id
 from ..scores.terminal import fit_lines
@@ -85,8 +82,6 @@ RANK_LEVEL = 0.95
 #: Bounds of what a visitor types.
 MAX_DISPLAY_NAME = 80
 MAX_LINK = 300
-#: How many entries a CSV / JSON download or the API returns at most (the board is bounded anyway).
-MAX_ROWS = 5000
 RANK_NOTE = ("Rank “2–4” means: with 95 % confidence (paired bootstrap over the same samples) this entry is no "
              "better than 2nd and no worse than 4th among entries with the same judge, benchmark and samples; "
              "entries sharing a range are not significantly different, and reference rows (the paper's) are "
@@ -104,9 +99,6 @@ TABLE_COLUMNS = ["rank", "name", "total", "95% CI", ESTIMATE_COLUMN, "judge", "r
                  "provenance", "benchmark", "runs", *SIX, "date", "version", "entry"]
 #: The columns the view shows before a visitor chooses others (they fit 1440 px without sideways scrolling).
 LEADING_COLUMNS = TABLE_COLUMNS[:6]
-#: Sortable keys of `BoardFilter.sort`.
-SORT_KEYS = ("rank", "name", "judge", "kind", "benchmark", "runs", "total", "ci_low", "ci_high", *SIX, "date")
-EXPORT_FILE = "board.jsonl"
 
 
 class BoardError(ValueError):
@@ -115,9 +107,6 @@ class BoardError(ValueError):
 
 # --------------------------------------------------------------------------------------------------------------
 # What a visitor types: bounded, inert
-
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]+")
 
 
 def clean_display_name(name: object) -> str:
@@ -688,454 +677,6 @@ def paper_rows() -> list[BoardRow]:
                                 verified=True, rank_note="reference row: the paper's published totals (not ranked)",
                                 group=f"gpt-4-0613 (paper) · {label} · the paper's models (not ranked)"))
     return out
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Filters, sorting, deep links
-
-
-@dataclass
-class BoardFilter:
-    """What the board shows: a judge (its name or kind), a benchmark key, a text in names, the sort column and
-    direction, and whether the paper's reference rows are included. Empty fields do not filter."""
-
-    judge: str = ""
-    benchmark: str = ""
-    query: str = ""
-    sort: str = "rank"
-    descending: bool = False
-    references: bool = True
-
-    def normalised(self) -> "BoardFilter":
-        """Bounded, known values only (a deep link is visitor input)."""
-        sort = self.sort if self.sort in SORT_KEYS else "rank"
-        return BoardFilter(judge=_short(self.judge), benchmark=_short(self.benchmark), query=_short(self.query),
-                           sort=sort, descending=bool(self.descending), references=bool(self.references))
-
-
-def _short(text: object, limit: int = 80) -> str:
-    return re.sub(r"\s+", " ", _CONTROL.sub(" ", str(text or ""))).strip()[:limit]
-
-
-def _sort_value(row: BoardRow, key: str):
-    """A sort key with missing values last whatever the direction (handled by the caller)."""
-    if key == "rank":
-        return None if row.rank is None else (row.benchmark, row.group, row.rank[0], row.rank[1])
-    if key in SIX:
-        return row.capabilities.get(key)
-    if key == "ci_low":
-        return row.ci[0]
-    if key == "ci_high":
-        return row.ci[1]
-    if key in ("name", "judge", "kind", "benchmark", "date"):
-        return str(getattr(row, key)).lower()
-    return getattr(row, key)
-
-
-def filter_rows(rows: list[BoardRow], f: BoardFilter) -> list[BoardRow]:
-    """The rows `f` selects, sorted by `f.sort` (rank: by benchmark, judge, then rank range; rows without a value
-    in the sort column last, reference rows after ranked ones)."""
-    f = f.normalised()
-    q = f.query.lower()
-    judge = f.judge.lower()
-    out = [r for r in rows
-           if (f.references or not r.reference)
-           and (not judge or judge in (r.judge.lower(), r.kind.lower())
-                or (judge in (OFFICIAL_JUDGE_KEY, "official") and r.kind in ("official", CLAIMED_KIND)))
-           and (not f.benchmark or r.benchmark == f.benchmark)
-           and (not q or q in r.name.lower())]
-    present = [r for r in out if _sort_value(r, f.sort) is not None]
-    missing = [r for r in out if _sort_value(r, f.sort) is None]
-    present.sort(key=lambda r: _sort_value(r, f.sort), reverse=f.descending)
-    if f.sort == "rank":        # within a rank range, the higher total first
-        present.sort(key=lambda r: (r.benchmark, r.group, r.rank[0], -(r.total or 0), r.rank[1]))
-        missing.sort(key=lambda r: (r.benchmark, r.reference, r.group, -(r.total or 0)))
-    return present + missing
-
-
-def filter_to_query(f: BoardFilter) -> str:
-    """The deep link's ``board`` parameter value for `f` (``judge=…&benchmark=…``; defaults left out)."""
-    f = f.normalised()
-    d = BoardFilter()
-    items = [(k, v) for k, v in (("judge", f.judge), ("benchmark", f.benchmark), ("q", f.query),
-                                 ("sort", f.sort), ("desc", "1" if f.descending else ""),
-                                 ("refs", "" if f.references else "0"))
-             if v and not (k == "sort" and v == d.sort)]
-    return urlencode(items) or "all"
-
-
-def filter_from_query(text: str | None) -> BoardFilter:
-    """A `BoardFilter` from a deep link's ``board`` value; unknown keys and values are ignored (never an error).
-
-    >>> filter_from_query(filter_to_query(BoardFilter(judge="gpt-4o", query="llava", descending=True)))
-    BoardFilter(judge='gpt-4o', benchmark='', query='llava', sort='rank', descending=True, references=True)
-    """
-    values = dict(parse_qsl(str(text or "")[:1000], keep_blank_values=True))
-    return BoardFilter(judge=values.get("judge", ""), benchmark=values.get("benchmark", ""),
-                       query=values.get("q", ""), sort=values.get("sort", "rank"),
-                       descending=values.get("desc") == "1", references=values.get("refs") != "0").normalised()
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Downloads
-
-
-def _cell_safe(value):
-    """A CSV cell a spreadsheet shows as text: a leading ``= + - @`` (a formula) gets a quote in front."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value
-
-
-def rows_csv(rows: list[BoardRow]) -> str:
-    """The board as CSV (`TABLE_COLUMNS` plus the link), formula-safe."""
-    buffer = io.StringIO()
-    w = csv.writer(buffer, lineterminator="\n")
-    w.writerow([*TABLE_COLUMNS, "link"])
-    for r in rows[:MAX_ROWS]:
-        w.writerow([_cell_safe(c) if c is not None else "" for c in [*r.cells(), r.link]])
-    return buffer.getvalue()
-
-
-def rows_json(rows: list[BoardRow], f: BoardFilter | None = None) -> str:
-    """The board as JSON: ``{"filter", "rank_note", "entries": [row.to_json()]}``."""
-    return json.dumps({"filter": asdict((f or BoardFilter()).normalised()), "rank_note": RANK_NOTE,
-                       "entries": [r.to_json(detail=True) for r in rows[:MAX_ROWS]]}, ensure_ascii=False, indent=1)
-
-
-# --------------------------------------------------------------------------------------------------------------
-# The store side: publish, rename, unpublish, hide (permission checks are the service's)
-
-
-#: Why a published run is pinned in the store (`Store.pin_run`: runs nobody opens expire, published ones never).
-PIN_REASON = "published"
-
-
-#: Grades that differ from another owner's entry on at most this share of the samples (at least one sample) are
-#: a copy of it: an honest second grading of other answers never agrees on 99 % of MM-Vet's open-ended samples.
-COPY_SHARE = 0.01
-
-
-@lru_cache(maxsize=1)
-def _paper_keys() -> dict[str, str]:
-    return {name_key(r.name): r.name for r in paper_rows()}
-
-
-def check_name_free(heads: Iterable[dict], name: str, owner_h: str, *, entry_id: str = "") -> None:
-    """Refuse (`BoardError`) a display name that looks like another owner's entry (`names.name_key`: the same
-    TR39 skeleton, case folded) or like one of the paper's reference rows. `heads` are `Store.board_heads` rows
-    (every entry, withdrawn ones too: a name stays its owner's); the entries of `owner_h` (an `owner_hash`) and
-    `entry_id` (the entry being renamed) do not count."""
-    key = name_key(name)
-    if key in _paper_keys():
-        raise BoardError(f"“{name}” looks like the paper's reference row “{_paper_keys()[key]}”: choose a name "
-                         "that says whose run this is.")
-    mine = owner_h
-    for h in heads:
-        if h["id"] != entry_id and h["owner_hash"] != mine and name_key(h["name"]) == key:
-            raise BoardError(f"“{name}” looks the same as the name of another owner's entry ({h['id']}); names "
-                             "that read alike (letters of other scripts, case, look-alike digits) belong to the "
-                             "first owner. Choose another name.")
-
-
-def find_copy(entries: Iterable[BoardEntry], meta: dict, scores: dict, owner: str, *,
-              entry_id: str = "") -> tuple[BoardEntry, int] | None:
-    """(entry, samples that differ) of another owner whose grades are the same as these (per-sample means over
-    the judge runs, on the same samples), or differ on at most `COPY_SHARE` of the samples; None otherwise."""
-    mine, ids = owner_hash(owner), list(meta.get("sample_ids") or sorted(scores))
-    means = np.nan_to_num(sample_means(ids, scores), nan=0.0)
-    allowed = max(1, int(len(ids) * COPY_SHARE))
-    same = [e for e in entries if e.id != entry_id and e.owner_hash != mine
-            and e.meta.get("samples_sha") == meta.get("samples_sha") and e.sample_ids == ids]
-    if not same:
-        return None
-    others = np.vstack([e.grade_set[1] for e in same])
-    differ = np.count_nonzero(np.abs(others - means[None, :]) > 1e-6, axis=1)
-    best = int(np.argmin(differ))
-    return (same[best], int(differ[best])) if differ[best] <= allowed else None
-
-
-def copy_message(found: tuple[BoardEntry, int], n: int) -> str:
-    entry, differ = found
-    where = "on the board" if entry.published and not entry.hidden else "published"
-    how = "" if differ == 0 else f" (all but {differ} of {n} samples graded the same)"
-    return (f"These grades are already {where} as “{entry.name}” (entry {entry.id}){how}: another owner's "
-            "grades cannot be published again under a new name.")
-
-
-def publish_view(store, view, *, name: str, link: str = "", owner: str = "", republish: bool = False,
-                 tool_version: str = "", trusted=None, others: list[BoardEntry] | None = None) -> BoardEntry:
-    """Publish a finished run (`runs.RunView`) as a new entry, or with `republish` as a new version of the entry
-    already published from it. Validates name and link; `BoardError` when refused: a run already on the board
-    without `republish`, an incomplete run, a bad name or link, a name that looks like another owner's
-    (`check_name_free`), grades that are another owner's entry's (`find_copy`). `trusted`: the endpoints this
-    server trusts (`provenance.run_provenance`); `others`: every entry (withdrawn too) when the caller holds them
-    decoded, else they are read from the store."""
-    clean, url = clean_display_name(name), check_link(link)
-    existing = store.board_entry_for_run(view.run.id)
-    if existing is not None and not republish:
-        raise BoardError(f"This run is already on the board as entry {existing['id']} (version "
-                         f"{existing['version']}): rename it, or republish it to store a new version.")
-    meta, scores = make_snapshot(view, tool_version=tool_version, trusted=trusted)
-    entry_id = existing["id"] if existing else new_entry_id()
-    check_name_free(store.board_heads(include_withdrawn=True), clean, owner_hash(owner), entry_id=entry_id)
-    found = find_copy(load_entries(store, include_withdrawn=True) if others is None else others, meta, scores,
-                      owner, entry_id=entry_id)
-    if found is not None:
-        raise BoardError(copy_message(found, len(meta["sample_ids"])))
-    store.add_board_version(entry_id, run_id=view.run.id, owner_hash=owner_hash(owner), name=clean, link=url,
-                            meta=meta, scores=scores)
-    store.pin_run(view.run.id, PIN_REASON)          # a published run never expires (its card stays openable)
-    return load_entry(store, entry_id)
-
-
-def verify_entry(store, entry_id: str, verified: bool = True) -> BoardEntry:
-    """The host vouches for an entry's judge at its current version (or withdraws that): written into the
-    version's provenance (`provenance.mark_verified`); a later version starts unverified. `BoardError` when there
-    is no such entry."""
-    try:
-        entry = load_entry(store, entry_id or "")
-        if entry is not None:
-            check_version(entry.meta, entry.scores)
-    except (SchemaError, ValueError, TypeError, KeyError, RecursionError) as e:
-        raise BoardError(f"Entry {entry_id}'s stored copy is damaged ({e}): it cannot be verified.") from None
-    if entry is None:
-        raise BoardError("No such leaderboard entry.")
-    meta = {**entry.meta, "provenance": prov.mark_verified(entry.meta.get("provenance"), verified)}
-    store.set_board_meta(entry.id, entry.version, meta)
-    return load_entry(store, entry.id)
-
-
-def load_entry(store, entry_id: str) -> BoardEntry | None:
-    """An entry at its current version (published or not), or None."""
-    row = store.board_entry(entry_id or "")
-    if row is None:
-        return None
-    v = store.board_version(entry_id, row["version"])
-    if v is None:
-        return None
-    return entry_from_row({**row, "published_at": v["published_at"], "meta": v["meta"], "scores": v["scores"]})
-
-
-def load_entries(store, *, include_withdrawn: bool = False, skipped: list | None = None) -> list[BoardEntry]:
-    """The entries on the board (published, not hidden), or every entry with `include_withdrawn`. A stored row
-    that does not fit the schema (`board_schema`) is skipped, named in the log (and appended to `skipped`):
-    one bad row never takes the board down."""
-    out = []
-    for r in store.board_entries(include_withdrawn=include_withdrawn):
-        try:
-            out.append(entry_from_row(r, check=True))
-        except (SchemaError, ValueError, TypeError, KeyError, RecursionError) as e:
-            log.warning("%s", describe_bad_row(r, e))
-            if skipped is not None:
-                skipped.append((r.get("id"), r.get("version"), str(e)))
-    return out
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Export / import: a folder `datasets.load_dataset` reads
-
-
-CARD = """---
-configs:
-- config_name: default
-  data_files:
-  - split: train
-    path: board.jsonl
-license: cc-by-nc-4.0
-tags:
-- mm-vet
-- leaderboard
----
-# MM-Vet Grader leaderboard backup
-
-One row per stored version of every entry of an MM-Vet Grader leaderboard (`current` marks each entry's current
-version; `published` 0 = unpublished by its owner, `hidden` 1 = hidden by the host). `meta` and `scores` are JSON
-texts: the frozen run metadata and the frozen per-sample scores (`{{sample id: [score per judge run]}}`).
-`owner_hash` is a hash of the owner's token (never the token). Restore with
-`python -m mmvet_core leaderboard import DIR`.
-
-Exported {n_entries} entries ({n_rows} versions) on {date}. MM-Vet (Yu et al., ICML 2024) content is licensed
-CC BY-NC 4.0.
-"""
-
-EXPORT_COLUMNS = ["entry_id", "version", "current", "run_id", "owner_hash", "name", "link", "published", "hidden",
-                  "published_at", "judge", "judge_kind", "benchmark", "total", "ci_low", "ci_high", "runs",
-                  "meta", "scores"]
-
-
-def export_board(store, out_dir: str | Path) -> Path:
-    """Write every entry and version (withdrawn ones too, with their flags) to ``out_dir/board.jsonl`` plus a
-    dataset card ``README.md``: a folder ``datasets.load_dataset(out_dir)`` reads and ``huggingface-cli upload``
-    can push to a dataset repository. Each row says its provenance (`provenance.label`). Returns the JSONL
-    path. A stored version whose meta is not JSON is exported as stored (its summary columns empty): the
-    backup keeps it, an import refuses it."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    entries = store.board_entries(include_withdrawn=True)
-    lines = []
-    for e in entries:
-        for v in store.board_versions(e["id"]):
-            try:
-                meta = json.loads(v["meta"])
-                meta = meta if isinstance(meta, dict) else {}
-            except (TypeError, ValueError):
-                meta = {}
-            ci = meta.get("ci") if isinstance(meta.get("ci"), list) and len(meta["ci"]) == 2 else [None, None]
-            lines.append(json.dumps({
-                "entry_id": e["id"], "version": v["version"], "current": v["version"] == e["version"],
-                "run_id": e["run_id"], "owner_hash": e["owner_hash"], "name": e["name"], "link": e["link"],
-                "published": bool(e["published"]), "hidden": bool(e["hidden"]), "published_at": v["published_at"],
-                "judge": meta.get("judge"), "judge_kind": meta.get("judge_kind"), "benchmark": meta.get("benchmark"),
-                "total": meta.get("total"), "ci_low": ci[0], "ci_high": ci[1], "runs": meta.get("runs"),
-                "provenance": prov.label(meta.get("provenance") if isinstance(meta.get("provenance"), dict) else None),
-                "meta": v["meta"], "scores": v["scores"]}, ensure_ascii=False))
-    path = out / EXPORT_FILE
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    (out / "README.md").write_text(CARD.format(n_entries=len(entries), n_rows=len(lines),
-                                               date=time.strftime("%Y-%m-%d")), encoding="utf-8")
-    return path
-
-
-def _check_import_row(row: object, n: int) -> tuple[dict, dict, str, str]:
-    """(meta, scores, name, link) of a backup line, or `BoardError` "board.jsonl line N, field F: why"."""
-    where = f"{EXPORT_FILE} line {n}"
-    try:
-        meta, scores = check_backup_row(row)
-    except SchemaError as e:
-        raise BoardError(f"{where}, {e}") from None
-    for field, check in (("name", clean_display_name), ("link", check_link)):
-        try:
-            value = check(row.get(field, ""))
-        except BoardError as e:
-            raise BoardError(f"{where}, field {field}: {e}") from None
-        if field == "name" and value != row["name"]:
-            raise BoardError(f"{where}, field name: not a display name as the board stores one")
-    shown = prov.label(meta.get("provenance"))
-    if "provenance" in row and row["provenance"] != shown:
-        raise BoardError(f"{where}, field provenance: {row['provenance'][:60]!r} differs from the entry's own "
-                         f"record ({shown!r})")
-    return meta, scores, row["name"], row.get("link", "")
-
-
-def import_board(store, in_dir: str | Path, *, trust: bool = False, replace: bool = False,
-                 report: list[str] | None = None) -> int:
-    """Restore the entries of an `export_board` folder (its ``board.jsonl``) into `store`; other entries are kept.
-    Every row is checked field by field before anything is written (`board_schema.check_backup_row`: types,
-    ranges, totals, capabilities and integrations recomputed from the scores; names and links by the board's
-    rules; one current version per entry; no name that looks like another owner's); `BoardError` names the first
-    bad line and field and nothing is written.
-
-    An entry already on this board is never changed silently (issue 33: a tampered backup replaced a victim's
-    entry, 38.0 -> 0.0): when the backup would change one (a stored version's scores or total, its name, link,
-    flags or current version), the import is refused with what would change, and nothing is written, unless
-    `replace` is given. `report` (a list) receives one line per entry added or changed (`import_changes`).
-
-    A backup's provenance is its own word: without `trust` every restored version is marked ``restored`` and
-    unverified (not ranked until the host verifies it, `verify_entry`); with `trust` (the host's own backup) its
-    records are kept as they are. Returns the number of versions imported."""
-    path = Path(in_dir) / EXPORT_FILE
-    if not path.is_file():
-        raise BoardError(f"{in_dir} holds no {EXPORT_FILE} (write one with `leaderboard export`).")
-    rows = []
-    seen: dict[tuple[str, int], int] = {}
-    current: dict[str, int] = {}
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise BoardError(f"{EXPORT_FILE} line {n}: not JSON ({e.msg})") from None
-        except RecursionError:
-            raise BoardError(f"{EXPORT_FILE} line {n}: JSON nested too deep") from None
-        meta, scores, name, link = _check_import_row(row, n)
-        key = (row["entry_id"], row["version"])
-        if key in seen:
-            raise BoardError(f"{EXPORT_FILE} line {n}, field version: entry {key[0]} version {key[1]} is on line "
-                             f"{seen[key]} already")
-        seen[key] = n
-        if row["current"]:
-            if row["entry_id"] in current:
-                raise BoardError(f"{EXPORT_FILE} line {n}, field current: entry {row['entry_id']} has a current "
-                                 f"version on line {current[row['entry_id']]} already")
-            current[row["entry_id"]] = n
-        if not trust:
-            meta = {**meta, "provenance": prov.mark_restored(meta.get("provenance"))}
-        rows.append((n, row, meta, scores, name, link))
-    for n, row, *_ in rows:
-        if row["entry_id"] not in current:
-            raise BoardError(f"{EXPORT_FILE} line {n}, field current: entry {row['entry_id']} has no current version")
-    # names: none may look like another owner's, in the file or among the entries the import keeps
-    heads = [h for h in store.board_heads(include_withdrawn=True) if h["id"] not in current]
-    for n, row, _, _, name, _ in rows:
-        if row["current"]:
-            try:
-                check_name_free(heads, name, row["owner_hash"], entry_id=row["entry_id"])
-            except BoardError as e:
-                raise BoardError(f"{EXPORT_FILE} line {n}, field name: {e}") from None
-            heads.append({"id": row["entry_id"], "owner_hash": row["owner_hash"], "name": name})
-    rows.sort(key=lambda t: (t[1]["entry_id"], t[1]["version"]))
-    added, changed = import_changes(store, rows)
-    if changed and not replace:
-        shown = "; ".join(changed[:5]) + (f"; and {len(changed) - 5} more" if len(changed) > 5 else "")
-        raise BoardError(f"the backup would change {len(changed)} entr{'y' if len(changed) == 1 else 'ies'} already "
-                         f"on this board ({shown}); nothing was imported. Pass --replace to replace them.")
-    if report is not None:
-        report.extend(added + changed)
-    for _, row, meta, scores, name, link in rows:
-        store.add_board_version(row["entry_id"], run_id=str(row.get("run_id", "")), owner_hash=row["owner_hash"],
-                                name=name, link=link, meta=meta, scores=scores, published_at=row["published_at"],
-                                version=row["version"], published=row["published"], hidden=row["hidden"])
-    for _, row, _, _, name, link in rows:        # flags and the current version as exported
-        if row["current"]:
-            store.set_board_current(row["entry_id"], row["version"], published=row["published"],
-                                    hidden=row["hidden"], name=name, link=link)
-    return len(rows)
-
-
-def import_changes(store, rows: list[tuple]) -> tuple[list[str], list[str]]:
-    """(entries the import adds, entries already stored it changes), one line each in words: what the backup's
-    checked `rows` ((line, row, meta, scores, name, link), as `import_board` holds them) would do to `store`."""
-    added, changed = [], []
-    by_entry: dict[str, list[tuple]] = {}
-    for item in rows:
-        by_entry.setdefault(item[1]["entry_id"], []).append(item)
-    for entry_id, items in by_entry.items():
-        head = store.board_entry(entry_id)
-        current = next(i for i in items if i[1]["current"])
-        total = current[2].get("total")
-        if head is None:
-            added.append(f"added {entry_id} “{current[4]}” (total {_fmt(total)}, {len(items)} version(s))")
-            continue
-        stored = {v["version"]: v for v in store.board_versions(entry_id)}
-        what = []
-        for _, row, meta, scores, _, _ in items:
-            old = stored.get(row["version"])
-            if old is None:
-                what.append(f"version {row['version']} added")
-                continue
-            old_meta, old_scores = json.loads(old["meta"]), json.loads(old["scores"])
-            if old_scores != scores or _fmt(old_meta.get("total")) != _fmt(meta.get("total")):
-                what.append(f"version {row['version']} replaced: total {_fmt(old_meta.get('total'))} → "
-                            f"{_fmt(meta.get('total'))}")
-        row = current[1]
-        if head["version"] != row["version"]:
-            what.append(f"current version {head['version']} → {row['version']}")
-        if head["name"] != current[4]:
-            what.append(f"name “{head['name']}” → “{current[4]}”")
-        if (head.get("link") or "") != (current[5] or ""):
-            what.append("link changed")
-        for flag in ("published", "hidden"):
-            if bool(head[flag]) != bool(row[flag]):
-                what.append(f"{flag} {bool(head[flag])} → {bool(row[flag])}")
-        if what:
-            changed.append(f"{entry_id} “{head['name']}”: " + ", ".join(what))
-    return added, changed
-
-
-def _fmt(total) -> str:
-    return "?" if not isinstance(total, (int, float)) else f"{float(total):.1f}"
 
 
 def describe_entries(rows: Iterable[BoardRow], width: int | None = 100) -> str:
