@@ -44,8 +44,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from mmvet_core.board.entries import (TABLE_COLUMNS, format_rank, judge_key, make_snapshot,  # noqa: E402
-                                      new_entry_id, owner_hash)
+from mmvet_core.board.entries import new_entry_id, owner_hash  # noqa: E402
+from mmvet_core.board.rows import TABLE_COLUMNS, format_rank  # noqa: E402
+from mmvet_core.board.snapshot import judge_key, make_snapshot  # noqa: E402
 from mmvet_core.board.filters import rows_csv  # noqa: E402
 from mmvet_core.board.schema import recompute_totals  # noqa: E402
 from mmvet_core.service import BenchmarkChoice, GradingService, ServiceSettings  # noqa: E402

@@ -2,7 +2,7 @@
 (``?board=…``), overlaid radars of chosen rows, a read-only entry card with its frozen per-sample grades, CSV and
 JSON downloads, the host's hide control, its `gr.api` endpoints, and the publish control of a run card
 (`build_publish_control`, placed by the grade view). The rules are `GradingService`'s and
-`mmvet_core.board.leaderboard`'s; everything a visitor typed is shown as text (table cells, escaped HTML)."""
+`mmvet_core.board`'s; everything a visitor typed is shown as text (table cells, escaped HTML)."""
 from __future__ import annotations
 
 import hashlib
@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from mmvet_core.board.entries import (KINDS, LEADING_COLUMNS, MAX_DISPLAY_NAME, RANK_NOTE, SIX, TABLE_COLUMNS, BoardRow,
-                                      format_rank)
+from mmvet_core.board.fields import MAX_DISPLAY_NAME
+from mmvet_core.board.rows import LEADING_COLUMNS, RANK_NOTE, SIX, TABLE_COLUMNS, BoardRow, format_rank
+from mmvet_core.board.snapshot import KINDS
 from mmvet_core.board.filters import SORT_KEYS, BoardFilter, filter_from_query, filter_to_query, rows_csv, rows_json
 from mmvet_core.inputs.benchmark import CAPABILITY_ORDER
 from mmvet_core.scores.charts import make_radar

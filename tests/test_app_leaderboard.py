@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import pytest
 
-from mmvet_core.board.entries import ESTIMATE_COLUMN, TABLE_COLUMNS
+from mmvet_core.board.rows import ESTIMATE_COLUMN, TABLE_COLUMNS
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 from playwright.sync_api import expect

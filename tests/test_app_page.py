@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from mmvet_core.board.entries import ESTIMATE_COLUMN, TABLE_COLUMNS
+from mmvet_core.board.rows import ESTIMATE_COLUMN, TABLE_COLUMNS
 from mmvet_core.board.filters import rows_csv
 from mmvet_core.service import JUDGE_HOST, JudgeChoice
 from tests.app_fixtures import HOST_KEY, RESULTS_DIR, browser, new_page, start_app, stop_app  # noqa: F401

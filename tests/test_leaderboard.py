@@ -1,4 +1,4 @@
-"""The leaderboard (`mmvet_core.board.leaderboard` and its rules in `GradingService`): rank groups on hand-built score
+"""The leaderboard (`mmvet_core.board` and its rules in `GradingService`): rank groups on hand-built score
 tables, frozen copies and versions, who may do what, the publish rate limit, bounded inert names and links,
 deep links, downloads, export / import."""
 from __future__ import annotations
@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from mmvet_core.board.backup import EXPORT_FILE, export_board, import_board
-from mmvet_core.board.entries import (ESTIMATE_COLUMN, GROUP_FULL_NOTE, MAX_DISPLAY_NAME, MAX_LINK, TABLE_COLUMNS,
-                                      BoardEntry, BoardError, board_rows, check_link, clean_display_name, judge_key,
-                                      owner_hash, paper_rows, rank_bounds, rank_groups)
+from mmvet_core.board.entries import GROUP_FULL_NOTE, BoardEntry, board_rows, owner_hash, rank_bounds, rank_groups
+from mmvet_core.board.fields import MAX_DISPLAY_NAME, MAX_LINK, BoardError, check_link, clean_display_name
+from mmvet_core.board.rows import ESTIMATE_COLUMN, TABLE_COLUMNS, paper_rows
+from mmvet_core.board.snapshot import judge_key
 from mmvet_core.board.filters import BoardFilter, filter_from_query, filter_rows, filter_to_query, rows_csv
 from mmvet_core.board.publishing import check_name_free, load_entry
 from mmvet_core.runs import provenance as prov

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from ..runs import provenance as prov
-from .entries import BoardError, check_link, clean_display_name
+from .fields import BoardError, check_link, clean_display_name
 from .publishing import check_name_free
 from .schema import SchemaError, check_backup_row
 

@@ -17,8 +17,9 @@ import logging
 import queue
 import threading
 
-from .entries import (RANK_LEVEL, RANK_RESAMPLES, RANK_SEED, BoardEntry, BoardRow, board_rows, describe_bad_row,
-                      entry_from_row, group_grade_sets, paper_rows, rank_key)
+from .entries import (RANK_LEVEL, RANK_RESAMPLES, RANK_SEED, BoardEntry, board_rows, describe_bad_row, entry_from_row,
+                      group_grade_sets, rank_key)
+from .rows import BoardRow, paper_rows
 from .ranks import GroupRanks
 from .schema import SchemaError
 from ..store import StoreError

@@ -11,7 +11,8 @@ import re
 from dataclasses import asdict, dataclass
 from urllib.parse import parse_qsl, urlencode
 
-from .entries import CLAIMED_KIND, OFFICIAL_JUDGE_KEY, RANK_NOTE, SIX, TABLE_COLUMNS, BoardRow
+from .rows import CLAIMED_KIND, RANK_NOTE, SIX, TABLE_COLUMNS, BoardRow
+from .snapshot import OFFICIAL_JUDGE_KEY
 
 #: How many entries a CSV / JSON download or the API returns at most (the board is bounded anyway).
 MAX_ROWS = 5000

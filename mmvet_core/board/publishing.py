@@ -16,8 +16,10 @@ from typing import Iterable
 import numpy as np
 
 from ..runs import provenance as prov
-from .entries import (BoardEntry, BoardError, check_link, clean_display_name, describe_bad_row, entry_from_row,
-                      make_snapshot, new_entry_id, owner_hash, paper_rows, sample_means)
+from .entries import BoardEntry, describe_bad_row, entry_from_row, new_entry_id, owner_hash
+from .fields import BoardError, check_link, clean_display_name
+from .rows import paper_rows
+from .snapshot import make_snapshot, sample_means
 from .names import name_key
 from .schema import SchemaError, check_version
 

@@ -1,12 +1,14 @@
-"""`leaderboard publish|show|hide|verify|export|import`: the host's leaderboard (`leaderboard`); whoever runs the CLI on
-the database is the host."""
+"""`leaderboard publish|show|hide|verify|export|import`: the host's leaderboard (`mmvet_core.board`); whoever runs the
+CLI on the database is the host."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from .. import __version__
 from ..board.backup import export_board, import_board
-from ..board.entries import RANK_NOTE, BoardError, board_rows, describe_entries, paper_rows, rank_groups
+from ..board.entries import board_rows, rank_groups
+from ..board.fields import BoardError
+from ..board.rows import RANK_NOTE, describe_entries, paper_rows
 from ..board.filters import BoardFilter, filter_rows, rows_json
 from ..board.publishing import load_entries, load_entry, publish_view, verify_entry
 from ..runs import provenance as prov

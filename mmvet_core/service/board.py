@@ -1,4 +1,4 @@
-"""The leaderboard, one facet of the service (over `mmvet_core.board.leaderboard`): an owner publishes, republishes,
+"""The leaderboard, one facet of the service (over `mmvet_core.board`): an owner publishes, republishes,
 renames, unpublishes or restores their run's entry (one rate limit for all of them); the host hides or verifies an
 entry; anyone reads the board's rows (ranked off the request path by `board_book.BoardBook`), one entry, or the
 board as JSON."""
@@ -9,7 +9,9 @@ import threading
 import time
 
 from .. import __version__
-from ..board.entries import RANK_NOTE, BoardError, board_rows, check_link, clean_display_name, owner_hash, set_estimate
+from ..board.entries import board_rows, owner_hash
+from ..board.fields import BoardError, check_link, clean_display_name
+from ..board.rows import RANK_NOTE, set_estimate
 from ..board.filters import MAX_ROWS, BoardFilter, filter_from_query, filter_rows
 from ..board import publishing
 from ..board.publishing import PIN_REASON, check_name_free, load_entry, publish_view
@@ -246,7 +248,7 @@ class Board:
         return hit[1]
 
     def leaderboard(self, filters=None) -> list:
-        """The board's rows (`leaderboard.BoardRow`) that `filters` (`leaderboard.BoardFilter`, a dict of its
+        """The board's rows (`rows.BoardRow`) that `filters` (`filters.BoardFilter`, a dict of its
         fields, or a deep link's ``board`` text) selects, sorted as it says (a new list: the caller's to change)."""
         f = self.board_filter(filters)
         rows = self.board_rows()
@@ -282,7 +284,7 @@ class Board:
         (the rows the filter selects) and one dict per row (``BoardRow.to_json``) of the page that starts at row
         `offset` (0-based) and holds `limit` rows (clamped to 1..`MAX_PAGE`; None: `DEFAULT_PAGE`), with
         `next_offset` (the next page's `offset`, None after the last page): a client pages through the whole board
-        by passing `next_offset` back until it is None. The downloads hold every row (`leaderboard.rows_json`). A
+        by passing `next_offset` back until it is None. The downloads hold every row (`filters.rows_json`). A
         page asked again while the board's rows are the same is the answer kept (`PAGES_KEPT`; a new dict each
         time, its rows shared: not to be changed). A bad `offset` or `limit` is a `ServiceError`."""
         f = self.board_filter(filters)
