@@ -12,7 +12,7 @@ import pytest
 from mmvet_core.inputs.benchmark import BenchmarkError
 from mmvet_core.inputs.parsebox import ParseBox, ParseLimits, ParseRefused, prescan
 from mmvet_core.inputs.results import ResultsError, read_results
-from mmvet_core.inputs.hub import load_benchmark
+from mmvet_core.inputs.sources import load_benchmark
 from tests.hostile_files import write_raw_xlsx
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "assets" / "examples" / "llava_llama2_13b_chat.json"

@@ -17,7 +17,7 @@ from typing import Mapping
 from ..inputs.archive import ArchiveLimits
 from ..inputs.housekeeping import FolderPolicy, PruneReport, prune
 from ..inputs.parsebox import ParseBox, ParseLimits, prescan
-from ..inputs.hub import LoadLimits
+from ..inputs.sources import LoadLimits
 
 __all__ = ["HostingLimits", "Housekeeper", "UploadGate"]
 
@@ -188,7 +188,7 @@ class UploadGate:
     def load_upload(self, path: str | Path):
         """An uploaded benchmark file (zip or metadata JSON), bounded; `BenchmarkError` when refused."""
         from ..inputs.benchmark import BenchmarkError
-        from ..inputs.hub import load_benchmark
+        from ..inputs.sources import load_benchmark
 
         self.housekeeper.maybe_run()
         self.uploads_dir.mkdir(parents=True, exist_ok=True)
@@ -197,7 +197,8 @@ class UploadGate:
 
     def load_hub(self, repo_id: str):
         """A hub dataset by id (never a local path), its size checked before any download."""
-        from ..inputs.hub import check_hub_id, load_benchmark
+        from ..inputs.hub import check_hub_id
+        from ..inputs.sources import load_benchmark
 
         self.uploads_dir.mkdir(parents=True, exist_ok=True)
         repo = check_hub_id(repo_id)

@@ -1,55 +1,23 @@
-"""Load an MM-Vet benchmark from any source, and restrict it to a subset.
-
-One loader per place a benchmark comes from, each in its module: the official folder, zip and metadata JSON
-(`official`), a Hugging Face hub dataset (`hub`), parquet files and hub rows (`tables`: every loader ends in its
-`benchmark_from_table` / `benchmark_from_rows`); subsets and the Bard set are `subsets`. This module reads what a
-spec names and bounds what comes from someone else (`LoadLimits`).
-
-`load_benchmark` accepts the bundled v1 metadata, the official folder / zip / metadata JSON (v1 and v2), a
-Hugging Face hub dataset (``whyu/mm-vet``, ``lmms-lab/MMVet``, ``whyu/mm-vet-v2`` and look-alikes) and local
-parquet files in a hub dataset's layout. Hub rows and local parquet rows go through the same code
-(`benchmark_from_table`), which is how the hub path is tested offline.
+"""A Hugging Face hub dataset as a benchmark (``whyu/mm-vet``, ``lmms-lab/MMVet``, ``whyu/mm-vet-v2`` and look-alikes).
 
 The hub is often unreachable (offline machines, firewalled Spaces), and `datasets` then retries for about 23 s.
-So the hub path looks in the local caches first, then makes one quick HTTPS request, and only then calls
-`datasets.load_dataset`; every failure becomes a `BenchmarkError` that says what to do instead.
+So `load_hub` looks in the local caches first, then makes one quick HTTPS request (the dataset's size, refused
+past a bound), and only then calls `datasets.load_dataset`; every failure becomes a `BenchmarkError` that says
+what to load instead. Only hub ids are accepted (`check_hub_id`), never a folder of this machine.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
-import shutil
-import tempfile
 import threading
 import urllib.error
 import urllib.request
-import uuid
-import zipfile
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from .archive import ArchiveError, ArchiveLimits, check_zip, entry_name, safe_extract_zip
-from .housekeeping import FolderPolicy, make_room
-from .benchmark import Benchmark, BenchmarkError, detect_version, load_bundled_v1, make_samples_from_metadata
-from .subsets import with_bard_set
-from .tables import (benchmark_from_rows, benchmark_from_table, load_parquet, make_work_dir, prefer_test,
-                     with_question_images)
-
-#: What `load_benchmark` accepts, for error messages and the UI.
-ACCEPTED_SPECS: tuple[str, ...] = (
-    "'mmvet-v1' or 'bundled' (the bundled MM-Vet v1 metadata, 218 questions)",
-    "'mmvet-v2' (the Hugging Face dataset whyu/mm-vet-v2)",
-    "'hf:OWNER/NAME' (a Hugging Face dataset, e.g. hf:whyu/mm-vet or hf:lmms-lab/MMVet)",
-    "the official folder (mm-vet.json or mm-vet-v2.json next to images/, or one level down)",
-    "the official mm-vet.zip",
-    "a metadata JSON file in the mm-vet.json / mm-vet-v2.json format",
-    "a .parquet file, or a folder of .parquet files, in a hub dataset's layout",
-)
-HUB_ALIASES: dict[str, str] = {"mmvet-v2": "whyu/mm-vet-v2"}
-METADATA_FILENAMES: tuple[str, ...] = ("mm-vet.json", "mm-vet-v2.json")
+from .benchmark import Benchmark, BenchmarkError
+from .tables import benchmark_from_table, prefer_test
 
 # The hub's own rule for a repo id part: letters, digits, '-', '_', '.', no leading/trailing '-'/'.', at most 96.
 _HUB_PART = r"[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?"
@@ -60,236 +28,6 @@ _WHAT_TO_DO = ("Instead, download the official mm-vet.zip from https://github.co
 _WHAT_TO_DO_V2 = ("Instead, download the official MM-Vet v2 archive mm-vet-v2.zip "
                   "(https://github.com/yuweihao/MM-Vet/releases/download/v2/mm-vet-v2.zip) and load it by its path "
                   "(command line: --benchmark path/to/mm-vet-v2.zip).")
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Entry point
-
-
-@dataclass(frozen=True)
-class LoadLimits:
-    """Bounds for benchmarks that come from someone else (the app's visitors); the CLI's defaults are loose.
-
-    `archive`: what a zip may declare and expand to; `folder`: the policy of the folder extracted zips go to
-    (its total is kept under ``folder.max_bytes`` by removing the least recently used ones); `hub_max_bytes`:
-    the largest hub dataset (by the sizes the hub API reports, checked before any download) that may be
-    downloaded; `max_samples`: the largest benchmark accepted.
-    """
-
-    archive: ArchiveLimits = field(default_factory=ArchiveLimits)
-    folder: FolderPolicy | None = None
-    hub_max_bytes: int | None = 5_000_000_000
-    max_samples: int | None = None
-
-
-def load_benchmark(spec: str | Path, *, work_dir: Path | None = None, hf_offline: bool | None = None,
-                   limits: LoadLimits | None = None) -> Benchmark:
-    """Load a benchmark from `spec` (one of `ACCEPTED_SPECS`).
-
-    `work_dir` receives what has to be written (an extracted zip, images decoded from a hub dataset or parquet);
-    by default a fresh temporary directory is used when needed. `hf_offline` forces (True) or forbids (False) the
-    hub's offline mode; None follows ``HF_HUB_OFFLINE`` / ``HF_DATASETS_OFFLINE``. `limits` bounds archives, the
-    extraction folder, hub downloads and the benchmark's size (`LoadLimits`). Raises `BenchmarkError` with a
-    message for the user on any failure, including an unreachable hub and an unsafe archive.
-    """
-    limits = limits or LoadLimits()
-    bench = _load_any(spec, work_dir=work_dir, hf_offline=hf_offline, limits=limits)
-    if limits.max_samples is not None and len(bench) > limits.max_samples:
-        raise BenchmarkError(f"{bench.name} has {len(bench):,} samples; at most {limits.max_samples:,} are accepted "
-                             "here (MM-Vet v1 has 218, v2 has 517)")
-    return bench
-
-
-def _load_any(spec: str | Path, *, work_dir: Path | None, hf_offline: bool | None, limits: LoadLimits) -> Benchmark:
-    if isinstance(spec, str):
-        text = spec.strip()
-        key = text.lower()
-        if key in ("mmvet-v1", "bundled"):         # "bundled" is what `Benchmark.describe()` records as source
-            return load_bundled_v1()
-        if key in HUB_ALIASES:
-            return load_hub(HUB_ALIASES[key], work_dir=work_dir, offline=hf_offline, name=key, source=key,
-                            max_bytes=limits.hub_max_bytes)
-        if key.startswith("hf:"):
-            return load_hub(text[3:].strip(), work_dir=work_dir, offline=hf_offline, max_bytes=limits.hub_max_bytes)
-        if not text:
-            raise _unknown_spec(spec)
-    path = Path(spec).expanduser()
-    if path.is_dir():
-        return _load_folder(path, work_dir=work_dir)
-    if path.is_file():
-        return _load_file(path, work_dir=work_dir, limits=limits)
-    if isinstance(spec, Path) or os.sep in str(spec) or "/" in str(spec) or path.suffix.lower() in (
-            ".zip", ".json", ".parquet"):
-        raise BenchmarkError(f"benchmark file or folder not found: {spec}")
-    raise _unknown_spec(spec)
-
-
-def _unknown_spec(spec: object) -> BenchmarkError:
-    forms = "\n".join(f"  - {form}" for form in ACCEPTED_SPECS)
-    return BenchmarkError(f"unknown benchmark {str(spec)!r}; accepted forms:\n{forms}")
-
-
-def _load_file(path: Path, *, work_dir: Path | None, limits: LoadLimits | None = None) -> Benchmark:
-    suffix = path.suffix.lower()
-    with path.open("rb") as fh:
-        head = fh.read(4)
-    if suffix == ".zip" or zipfile.is_zipfile(path):
-        return _load_zip(path, work_dir=work_dir, limits=limits or LoadLimits())
-    if suffix == ".parquet" or head == b"PAR1":
-        return load_parquet(path, work_dir=work_dir)
-    if suffix == ".json" or head.lstrip()[:1] in (b"{", b"[") or head.startswith(b"\xef\xbb\xbf"):
-        images = path.parent / "images"
-        return load_metadata_json(path, images_dir=images if images.is_dir() else None)
-    raise BenchmarkError(f"{path.name}: not a benchmark file (expected a .zip, .json or .parquet file)")
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Official folder, zip and metadata JSON
-
-
-def _find_metadata(folder: Path) -> Path | None:
-    """The official metadata file in `folder` or one level down (as in the official zip: ``mm-vet/mm-vet.json``)."""
-    candidates = [folder] + sorted(
-        d for d in folder.iterdir() if d.is_dir() and not d.name.startswith((".", "__MACOSX")))
-    for directory in candidates:
-        for name in METADATA_FILENAMES:
-            if (directory / name).is_file():
-                return directory / name
-    return None
-
-
-def _load_folder(folder: Path, *, work_dir: Path | None, source: str | None = None) -> Benchmark:
-    metadata = _find_metadata(folder)
-    if metadata is not None:
-        images = metadata.parent / "images"
-        return load_metadata_json(metadata, images_dir=images if images.is_dir() else None,
-                                  source=source or str(folder))
-    if any(folder.rglob("*.parquet")):
-        return load_parquet(folder, work_dir=work_dir)
-    raise BenchmarkError(f"{folder.name}: no {' or '.join(METADATA_FILENAMES)} found in this folder or one level "
-                         "down, and no .parquet files")
-
-
-def _zip_metadata_entry(names: set[str]) -> str | None:
-    """The archive entry holding the official metadata, at the root or one folder down (``mm-vet/mm-vet.json``)."""
-    tops = sorted({n.split("/", 1)[0] for n in names if "/" in n and not n.startswith((".", "__MACOSX"))})
-    for prefix in [""] + [f"{t}/" for t in tops]:
-        for name in METADATA_FILENAMES:
-            if prefix + name in names:
-                return prefix + name
-    return None
-
-
-def _file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _keep_images_only(images: Path) -> None:
-    """Remove what is not a decodable image header (PIL), whatever its name says."""
-    from PIL import Image, UnidentifiedImageError
-
-    for f in images.iterdir():
-        try:
-            with Image.open(f) as im:
-                ok = im.format in ("PNG", "JPEG", "GIF", "BMP", "WEBP")
-        except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError):
-            ok = False
-        if not ok:
-            f.unlink()
-
-
-def _load_zip(path: Path, *, work_dir: Path | None, limits: LoadLimits) -> Benchmark:
-    """Load the official zip: only its metadata file and the images that metadata names are ever written.
-
-    The result lives in ``<work_dir>/zip-<sha256 of the archive>`` (one folder per distinct upload, reused when
-    the same archive comes again, so a re-validation extracts nothing); a failed load leaves nothing behind.
-    Every other entry (HTML, SVG, scripts, padding) is never extracted; images are kept only when PIL reads
-    their header as an image, and are never served from that folder as they are (the app re-encodes them).
-    """
-    try:
-        infos = check_zip(path, limits.archive)
-    except ArchiveError as exc:
-        raise BenchmarkError(str(exc)) from None
-    names = {entry_name(i): i for i in infos if not i.is_dir()}
-    meta = _zip_metadata_entry(set(names))
-    if meta is None:
-        raise BenchmarkError(f"{path.name}: no {' or '.join(METADATA_FILENAMES)} found in the archive (at its root "
-                             "or one folder down)")
-    root = make_work_dir(work_dir if work_dir is not None else Path(tempfile.gettempdir()) / "mmvet-grader-zips")
-    final = root / f"zip-{_file_digest(path)[:40]}"
-    meta_name = meta.rsplit("/", 1)[-1]
-    if (final / ".complete").is_file():
-        os.utime(final)                                   # recently used: the last to be cleaned up
-        return _load_extracted(final, meta_name, path)
-    image_dir = meta.rsplit("/", 1)[0] + "/images/" if "/" in meta else "images/"
-    if limits.folder is not None:
-        need = names[meta].file_size + sum(i.file_size for n, i in names.items() if n.startswith(image_dir))
-        if not make_room(root, limits.folder, need):
-            raise BenchmarkError("the server's space for uploaded benchmarks is full right now; try again later, or "
-                                 "use the bundled MM-Vet v1")
-    tmp = root / f".partial-{final.name[4:20]}-{uuid.uuid4().hex[:8]}"
-    try:
-        safe_extract_zip(path, tmp, limits.archive, only={meta: meta_name})
-        bench = load_metadata_json(tmp / meta_name, source=str(path))
-        wanted = {image_dir + s.image: f"images/{s.image}" for s in bench.samples.values()
-                  if s.image and image_dir + s.image in names}
-        if wanted:
-            safe_extract_zip(path, tmp, limits.archive, only=wanted)
-            _keep_images_only(tmp / "images")
-        (tmp / ".complete").write_text("")
-        try:
-            tmp.rename(final)
-        except OSError:                                   # the same archive finished loading meanwhile
-            shutil.rmtree(tmp, ignore_errors=True)
-    except (ArchiveError, BenchmarkError) as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        message = str(exc) if isinstance(exc, ArchiveError) else f"{path.name}: {exc}"
-        raise BenchmarkError(message) from exc
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return _load_extracted(final, meta_name, path)
-
-
-def _load_extracted(folder: Path, meta_name: str, archive: Path) -> Benchmark:
-    images = folder / "images"
-    try:
-        return load_metadata_json(folder / meta_name, images_dir=images if images.is_dir() else None,
-                                  source=str(archive))
-    except BenchmarkError as exc:
-        raise BenchmarkError(f"{archive.name}: {exc}") from None
-
-
-def load_metadata_json(path: str | Path, *, images_dir: Path | None = None, source: str | None = None) -> Benchmark:
-    """Load an official metadata file (``mm-vet.json``: v1, ``mm-vet-v2.json``: v2) or a JSON list of records.
-
-    v2 questions keep their ``<IMG>`` segments exactly; a v2 sample's `image` is the first image file named in its
-    question. Raises `BenchmarkError` on unreadable or malformed JSON.
-    """
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BenchmarkError(f"{path.name}: not readable JSON ({exc})") from None
-    source = source or str(path)
-    if isinstance(data, list):
-        # A list of records ({"id", "question", "answer", "capability", ...}): same mapping as hub rows.
-        if not data or not all(isinstance(r, Mapping) for r in data):
-            raise BenchmarkError(f"{path.name}: expected an object of id -> sample or a list of sample records")
-        return benchmark_from_rows([dict(r) for r in data], name=path.stem, source=source)
-    try:
-        samples = with_question_images(make_samples_from_metadata(data))
-    except BenchmarkError as exc:
-        raise BenchmarkError(f"{path.name} is not MM-Vet benchmark metadata: {exc}") from None
-    version = detect_version(samples)
-    name = f"mmvet-{version}" if path.name in METADATA_FILENAMES else path.stem
-    bench = Benchmark(name=name, version=version, samples=samples, source=source, images_dir=images_dir)
-    return with_bard_set(bench)
-
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from ..inputs.benchmark import Benchmark, BenchmarkError
 from ..judging.estimate import estimate_cost
 from ..judging.judge import BASELINE_NAME, DEFAULT_JUDGE_MODEL, JudgeSettings
 from ..inputs.results import ResultsError, select_predictions, validate_results
-from ..inputs.hub import load_benchmark
+from ..inputs.sources import load_benchmark
 from ..inputs.subsets import load_subset
 from .limits import HostLimits
 from .records import (BENCH_HUB, BENCH_UPLOAD, JUDGE_BASELINE, JUDGE_HOST, JUDGE_OWN, MODE_BATCH, OPENAI_PUBLIC_URL,
