@@ -24,6 +24,7 @@ def bundled_bard_for(bench: Benchmark) -> tuple[str, ...] | None:
 
 
 def with_bard_set(bench: Benchmark) -> Benchmark:
+    """`bench` with the bundled Bard set when it has none and is MM-Vet v1 content (`bundled_bard_for`)."""
     if bench.bard_set is None:
         bard = bundled_bard_for(bench)
         if bard is not None:

@@ -48,6 +48,7 @@ def with_question_images(samples: dict) -> dict:
 
 
 def prefer_test(files: list[Path]) -> list[Path]:
+    """The files of the ``test`` split when their names say so, else all of them."""
     test = [f for f in files if re.search(r"(^|[-_.])test([-_.]|$)", f.name)]
     return test or files
 
@@ -164,6 +165,7 @@ class _ImageWriter:
 
 
 def make_work_dir(work_dir: Path | None) -> Path:
+    """`work_dir`, created if needed; a fresh temporary folder when None."""
     if work_dir is None:
         return Path(tempfile.mkdtemp(prefix="mmvet-"))
     work_dir = Path(work_dir)
