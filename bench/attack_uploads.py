@@ -183,7 +183,7 @@ def main() -> None:
             from pathlib import Path
             from mmvet_core.archive import ArchiveLimits
             from mmvet_core.housekeeping import FolderPolicy
-            from mmvet_core.sources import LoadLimits, load_benchmark
+            from mmvet_core.inputs.sources import LoadLimits, load_benchmark
             from mmvet_core.benchmark import BenchmarkError
             limits = LoadLimits(archive=ArchiveLimits(max_total_uncompressed={limits.max_total_uncompressed}),
                                 folder=FolderPolicy(max_bytes=2_000_000_000))

@@ -44,7 +44,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from mmvet_core.board import leaderboard as lb  # noqa: E402
+from mmvet_core.board.entries import new_entry_id, owner_hash  # noqa: E402
+from mmvet_core.board.rows import TABLE_COLUMNS, format_rank  # noqa: E402
+from mmvet_core.board.snapshot import judge_key, make_snapshot  # noqa: E402
+from mmvet_core.board.filters import rows_csv  # noqa: E402
 from mmvet_core.board.schema import recompute_totals  # noqa: E402
 from mmvet_core.service import BenchmarkChoice, GradingService, ServiceSettings  # noqa: E402
 
@@ -64,7 +67,7 @@ def fill(svc: GradingService, n: int, groups: int, *, copies: bool = False, seed
          prefix: str = "model") -> None:
     """`n` verified entries in `groups` rank groups, their frozen copies valid by the board's schema."""
     run = svc.runs.open_grade_file(str(GRADES), BenchmarkChoice(), "bench")
-    template = lb.make_snapshot(lb_view(svc, run))[0]
+    template = make_snapshot(lb_view(svc, run))[0]
     ids = template["sample_ids"]
     rng = np.random.default_rng(seed)
     same = {sid: [float(v)] for sid, v in zip(ids, np.round(np.clip(rng.normal(0.4, 0.35, len(ids)), 0, 1), 1))}
@@ -74,12 +77,12 @@ def fill(svc: GradingService, n: int, groups: int, *, copies: bool = False, seed
             {sid: [float(v)] for sid, v in zip(ids, np.round(np.clip(rng.normal(p, 0.35, len(ids)), 0, 1), 1))}
         judge = "gpt-4-0613" if i % groups == 0 else f"judge-{i % groups}"
         kind = "official" if judge == "gpt-4-0613" else "successor"
-        meta = recompute_totals({**template, "runs": 1, "judge": judge, "judge_key": lb.judge_key(judge, kind),
+        meta = recompute_totals({**template, "runs": 1, "judge": judge, "judge_key": judge_key(judge, kind),
                                  "judge_kind": kind, "metric_note": None if kind == "official" else "successor",
                                  "provenance": {"source": "graded", "judge": judge, "endpoints": ["api.openai.com"],
                                                 "verified_by": "server"}}, scores)
         meta.pop("grades_sha", None)
-        svc.store.add_board_version(lb.new_entry_id(), run_id=f"r{i}", owner_hash=lb.owner_hash(f"{prefix}{i}"),
+        svc.store.add_board_version(new_entry_id(), run_id=f"r{i}", owner_hash=owner_hash(f"{prefix}{i}"),
                                     name=f"{prefix}-{seed}-{i:04d}", link="", meta=meta, scores=scores)
 
 
@@ -155,7 +158,7 @@ def browser_figures(data_dir: Path, n_rows: int) -> None:
                   f"{time.perf_counter() - t0:.2f} s")
             for how in ("Sort descending",):
                 before = first_row.inner_text()
-                header = page.locator("#board-table [role=columnheader]").nth(lb.TABLE_COLUMNS.index("total"))
+                header = page.locator("#board-table [role=columnheader]").nth(TABLE_COLUMNS.index("total"))
                 t0 = time.perf_counter()
                 header.hover()
                 header.locator("button[aria-label='Open cell menu']").click()
@@ -249,7 +252,7 @@ def main() -> None:
             print(f"sort by {sort}{' (descending)' if desc else ''}: {t * 1000:.1f} ms ({len(out)} rows)")
         t, out = timed(lambda: svc.board.leaderboard("judge=official&q=model-0-00"), repeat=5)
         print(f"filter judge=official, name contains 'model-0-00': {t * 1000:.1f} ms ({len(out)} rows)")
-        t, text = timed(lambda: lb.rows_csv(svc.board.leaderboard()), repeat=3)
+        t, text = timed(lambda: rows_csv(svc.board.leaderboard()), repeat=3)
         print(f"CSV download: {t * 1000:.1f} ms ({len(text) / 1e3:.0f} kB)")
         t, data = timed(lambda: svc.board.leaderboard_json(), repeat=3)
         print(f"JSON table, every row: {t * 1000:.1f} ms ({len(data['entries'])} rows)")
@@ -264,7 +267,7 @@ def main() -> None:
         one = next(r for r in rows if r.entry == row["entry"])
         print(f"publish one more entry: {t_pub * 1000:.0f} ms (imported: listed, not ranked); the host verifies "
               f"it: {t_ver * 1000:.0f} ms (its group changes by one entry); next read: {t_after * 1000:.1f} ms, "
-              f"its rank {lb.format_rank(one.rank)} of {one.group_size}")
+              f"its rank {format_rank(one.rank)} of {one.group_size}")
         t_un, _ = timed(lambda: svc.board.unpublish(row["entry"], "late", visitor="late"))
         t_after, _ = timed(svc.board.board_rows)
         print(f"unpublish it: {t_un * 1000:.0f} ms; next read: {t_after * 1000:.1f} ms; background builds so far: "

@@ -2,7 +2,7 @@
 (``?board=…``), overlaid radars of chosen rows, a read-only entry card with its frozen per-sample grades, CSV and
 JSON downloads, the host's hide control, its `gr.api` endpoints, and the publish control of a run card
 (`build_publish_control`, placed by the grade view). The rules are `GradingService`'s and
-`mmvet_core.board.leaderboard`'s; everything a visitor typed is shown as text (table cells, escaped HTML)."""
+`mmvet_core.board`'s; everything a visitor typed is shown as text (table cells, escaped HTML)."""
 from __future__ import annotations
 
 import hashlib
@@ -12,7 +12,10 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from mmvet_core.board import leaderboard as lb
+from mmvet_core.board.fields import MAX_DISPLAY_NAME
+from mmvet_core.board.rows import LEADING_COLUMNS, RANK_NOTE, SIX, TABLE_COLUMNS, BoardRow, format_rank
+from mmvet_core.board.snapshot import KINDS
+from mmvet_core.board.filters import SORT_KEYS, BoardFilter, filter_from_query, filter_to_query, rows_csv, rows_json
 from mmvet_core.inputs.benchmark import CAPABILITY_ORDER
 from mmvet_core.scores.charts import make_radar
 from mmvet_core.service import GradingService
@@ -27,9 +30,9 @@ MAX_OVERLAYS = 8
 PAGE_ROWS = 100
 #: The view's tab (a ``?board=`` link opens it).
 TAB_ID = "leaderboard"
-NUMBER_COLUMNS = {"total", "runs", *lb.SIX}
-#: The columns a visitor may add to the leading ones (`lb.LEADING_COLUMNS`), in the table's order.
-MORE_COLUMNS = [c for c in lb.TABLE_COLUMNS if c not in lb.LEADING_COLUMNS]
+NUMBER_COLUMNS = {"total", "runs", *SIX}
+#: The columns a visitor may add to the leading ones (`LEADING_COLUMNS`), in the table's order.
+MORE_COLUMNS = [c for c in TABLE_COLUMNS if c not in LEADING_COLUMNS]
 SAMPLE_COLUMNS = ["sample", "capabilities", "score per judge run", "mean"]
 #: A rank group's heading row in the table (its name cell names the group; the other cells stay empty).
 GROUP_MARK = "▸"
@@ -63,15 +66,15 @@ class LeaderboardView:
 def shown_columns(chosen: list[str] | None) -> list[str]:
     """The leading columns, then the ones the visitor chose, in the table's order (unknown names ignored)."""
     extra = set(chosen or [])
-    return [c for c in lb.TABLE_COLUMNS if c in lb.LEADING_COLUMNS or c in extra]
+    return [c for c in TABLE_COLUMNS if c in LEADING_COLUMNS or c in extra]
 
 
-def table_cells(rows: list[lb.BoardRow], columns: list[str] | None = None) -> tuple[list[list], list[str | None]]:
+def table_cells(rows: list[BoardRow], columns: list[str] | None = None) -> tuple[list[list], list[str | None]]:
     """(the table's rows for `columns`, the key of each row: `overlay_key`, or None for a group heading). Each rank
     group starts with a heading row that names it (judge · endpoint · benchmark), so that two groups are never
     read as one ranking."""
-    columns = columns or list(lb.LEADING_COLUMNS)
-    at = [lb.TABLE_COLUMNS.index(c) for c in columns]
+    columns = columns or list(LEADING_COLUMNS)
+    at = [TABLE_COLUMNS.index(c) for c in columns]
     name_at = columns.index("name")
     out, keys, group = [], [], None
     for r in rows:
@@ -88,7 +91,7 @@ def table_cells(rows: list[lb.BoardRow], columns: list[str] | None = None) -> tu
     return out, keys
 
 
-def table_value(rows: list[lb.BoardRow], columns: list[str]):
+def table_value(rows: list[BoardRow], columns: list[str]):
     """The Dataframe's value: a pandas Styler whose group headings are banded (bold, tinted), and the row keys."""
     import pandas as pd
 
@@ -103,15 +106,15 @@ def datatypes(columns: list[str]) -> list[str]:
     return ["number" if c in NUMBER_COLUMNS else "str" for c in columns]
 
 
-def overlay_key(row: lb.BoardRow) -> str:
+def overlay_key(row: BoardRow) -> str:
     return f"entry:{row.entry}" if row.entry else f"paper:{row.benchmark}:{row.name}"
 
 
-def overlay_label(row: lb.BoardRow) -> str:
+def overlay_label(row: BoardRow) -> str:
     return f"{row.name} · {row.judge} · {row.benchmark_label}"
 
 
-def radars(rows: list[lb.BoardRow]):
+def radars(rows: list[BoardRow]):
     """The capability and integration radars of `rows` overlaid (axes: the capabilities present, in the paper's
     order; the integrations of the first row, then any other's)."""
     if not rows:
@@ -132,7 +135,7 @@ def card_html(entry: dict) -> str:
     e = lambda v: html.escape(str(v), quote=True)     # noqa: E731
     row, meta = entry["row"], entry["meta"]
     ci = "" if None in row["ci"] else f" [{row['ci'][0]:.1f}, {row['ci'][1]:.1f}]"
-    rank = (f"{lb.format_rank(row['rank'])} of {row['rank_group_size']} ({row['judge']} · {row['benchmark_label']})"
+    rank = (f"{format_rank(row['rank'])} of {row['rank_group_size']} ({row['judge']} · {row['benchmark_label']})"
             if row["rank"] else row.get("rank_note") or "—")
     items = [("Total", f"{row['total']:.1f}{ci} (95 % interval over samples)"),
              ("Rank", rank),
@@ -181,16 +184,16 @@ def sample_cells(entry: dict) -> list[list]:
     return out
 
 
-def board_link(svc: GradingService, f: lb.BoardFilter, base: str | None) -> str:
+def board_link(svc: GradingService, f: BoardFilter, base: str | None) -> str:
     root = svc.settings.public_url or base or "http://localhost:7860"
     from urllib.parse import quote
-    return f"{root.rstrip('/')}/?board={quote(lb.filter_to_query(f), safe='')}"
+    return f"{root.rstrip('/')}/?board={quote(filter_to_query(f), safe='')}"
 
 
-def _filter(judge, bench, query, sort, desc, refs) -> lb.BoardFilter:
-    return lb.BoardFilter(judge="" if judge in (None, ALL) else judge, benchmark="" if bench in (None, ALL) else bench,
-                          query=query or "", sort=sort or "rank", descending=bool(desc),
-                          references=bool(refs)).normalised()
+def _filter(judge, bench, query, sort, desc, refs) -> BoardFilter:
+    return BoardFilter(judge="" if judge in (None, ALL) else judge, benchmark="" if bench in (None, ALL) else bench,
+                       query=query or "", sort=sort or "rank", descending=bool(desc),
+                       references=bool(refs)).normalised()
 
 
 def page_of(rows: list, page: object) -> tuple[list, int, str]:
@@ -215,8 +218,8 @@ def page_of(rows: list, page: object) -> tuple[list, int, str]:
                            "downloads hold them all.")
 
 
-def filter_choices(rows: list[lb.BoardRow]) -> tuple[list, list]:
-    judges = [ALL, *lb.KINDS] + sorted({r.judge for r in rows if not r.reference})
+def filter_choices(rows: list[BoardRow]) -> tuple[list, list]:
+    judges = [ALL, *KINDS] + sorted({r.judge for r in rows if not r.reference})
     benches = [ALL] + sorted({r.benchmark for r in rows})
     return judges, benches
 
@@ -283,16 +286,16 @@ def build_leaderboard(demo: gr.Blocks, page: Page, tab: gr.Tab | None = None) ->
     register_leaderboard_api(svc)
     with gr.Column(elem_id="leaderboard-section") as section:
         with gr.Row():
-            judge = gr.Dropdown(choices=[ALL, *lb.KINDS], value=ALL, label="Judge", elem_id="board-judge",
+            judge = gr.Dropdown(choices=[ALL, *KINDS], value=ALL, label="Judge", elem_id="board-judge",
                                 allow_custom_value=True, scale=2)
             bench = gr.Dropdown(choices=[ALL], value=ALL, label="Benchmark", elem_id="board-benchmark",
                                 allow_custom_value=True, scale=2)
             query = gr.Textbox(label="Name contains", elem_id="board-query", scale=2, max_lines=1)
-            sort = gr.Dropdown(choices=list(lb.SORT_KEYS), value="rank", label="Sort by", elem_id="board-sort",
+            sort = gr.Dropdown(choices=list(SORT_KEYS), value="rank", label="Sort by", elem_id="board-sort",
                                scale=1)
             desc = gr.Checkbox(label="Descending", value=False, elem_id="board-desc", scale=1)
             refs = gr.Checkbox(label="Paper's models", value=True, elem_id="board-refs", scale=1)
-        table = gr.Dataframe(headers=list(lb.LEADING_COLUMNS), datatype=datatypes(list(lb.LEADING_COLUMNS)),
+        table = gr.Dataframe(headers=list(LEADING_COLUMNS), datatype=datatypes(list(LEADING_COLUMNS)),
                              interactive=False, type="array", label="Leaderboard", show_label=False,
                              elem_id="board-table", max_height=560, show_search="filter", pinned_columns=2,
                              wrap=True, column_widths=["80px", "22%", "70px", "120px", "26%", "16%"])
@@ -304,7 +307,7 @@ def build_leaderboard(demo: gr.Blocks, page: Page, tab: gr.Tab | None = None) ->
             count = gr.Markdown("", elem_id="board-count")
             prev_btn = gr.Button("◀ Previous", size="sm", elem_id="board-prev", scale=0)
             next_btn = gr.Button("Next ▶", size="sm", elem_id="board-next", scale=0)
-        gr.Markdown(lb.RANK_NOTE + " Each rank group starts with a tinted heading row naming its judge, endpoint and "
+        gr.Markdown(RANK_NOTE + " Each rank group starts with a tinted heading row naming its judge, endpoint and "
                     "benchmark: entries are ranked only within it.", elem_id="board-note")
         gr.Markdown("Entries graded by the **same judge on the same benchmark and samples** are ranked against "
                     "each other with paired bootstrap tests; other judges and benchmarks are never ranked together. "
@@ -393,7 +396,7 @@ def build_leaderboard(demo: gr.Blocks, page: Page, tab: gr.Tab | None = None) ->
         params = dict(request.query_params) if request else {}
         if "board" not in params:          # filled when opened: a page load does not carry the whole board
             return tuple(gr.skip() for _ in range(1 + len(filters) + len(refresh_outputs)))
-        f = lb.filter_from_query(params.get("board"))
+        f = filter_from_query(params.get("board"))
         out = refresh(f.judge or ALL, f.benchmark or ALL, f.query, f.sort, f.descending, f.references, [], 1, [],
                       request)      # (a page just opened has picked nothing)
         return (gr.Tabs(selected=TAB_ID) if page.tabs is not None else gr.skip(),
@@ -462,7 +465,7 @@ def build_leaderboard(demo: gr.Blocks, page: Page, tab: gr.Tab | None = None) ->
     def download(*args):
         f = _filter(*args)
         rows = svc.board.leaderboard(f)
-        csv_text, json_text = lb.rows_csv(rows), lb.rows_json(rows, f)
+        csv_text, json_text = rows_csv(rows), rows_json(rows, f)
         # one folder per distinct table (the exports folder's housekeeping bounds them by age and size)
         digest = hashlib.sha256((csv_text + json_text).encode("utf-8")).hexdigest()[:16]
         out = svc.exports_dir / f"leaderboard-{digest}"
@@ -524,7 +527,7 @@ def build_publish_control(page: Page) -> PublishControl:
         state = gr.Markdown("", elem_id="publish-state")
         with gr.Row():
             name = gr.Textbox(label="Display name on the leaderboard", max_lines=1, elem_id="publish-name",
-                              max_length=lb.MAX_DISPLAY_NAME, scale=3)
+                              max_length=MAX_DISPLAY_NAME, scale=3)
             link = gr.Textbox(label="Link (optional, https://…)", max_lines=1, elem_id="publish-link", scale=3)
         with gr.Row():
             pub = gr.Button("Publish", size="sm", variant="primary", elem_id="publish-button")
@@ -549,7 +552,7 @@ def build_publish_control(page: Page) -> PublishControl:
             if kind in ("publish", "republish"):
                 row = svc.board.publish(run_id, n, u, owner_tok, visitor=visitor(svc, request),
                                   republish=kind == "republish")
-                rank = f"rank {lb.format_rank(row['rank'])}" if row["rank"] else row["rank_note"] or "not ranked"
+                rank = f"rank {format_rank(row['rank'])}" if row["rank"] else row["rank_note"] or "not ranked"
                 gr.Info(esc(f"Published as {row['name']} (version {row['version']}): {rank}."))
             else:
                 entry = svc.board.entry_of_run(run_id, owner_tok)

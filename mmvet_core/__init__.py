@@ -17,7 +17,8 @@ from .judging.judge import BaselineJudge, JudgeError, JudgeSettings, OpenAIJudge
 from .successors.judgecheck import format_check, run_check, run_judge_check
 from .inputs.results import ResultsError, read_results, select_predictions, validate_results
 from .runs.lifecycle import create_run, export_run, import_official_grades, load_run_view
-from .inputs.sources import load_benchmark, load_subset
+from .inputs.sources import load_benchmark
+from .inputs.subsets import load_subset
 from .scores.stats import format_interval, score_intervals
 from .store import Store
 

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import pytest
 
-from mmvet_core.board import leaderboard as lb
+from mmvet_core.board.rows import ESTIMATE_COLUMN, TABLE_COLUMNS
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 from playwright.sync_api import expect
@@ -350,12 +350,12 @@ def test_an_extrapolated_run_is_labelled_on_its_card_and_the_board_shows_its_est
                                             r"6 reference models, official totals 21\.6–60\.9\)"))
     publish_from_card(page, "Blank model")
     open_board(page, board_app.url, "q=Blank model&refs=0")
-    column = lb.TABLE_COLUMNS.index(lb.ESTIMATE_COLUMN)
+    column = TABLE_COLUMNS.index(ESTIMATE_COLUMN)
     cell = page.locator(f'#board-table [data-testid="cell-1-{column}"]')    # the estimate column, under its heading
     expect(cell).to_have_text(re.compile(r"^\s*\d+\.\d \[\d+\.\d, \d+\.\d\] · extrapolated · unlike the references: "
                                          r"refusals or empty answers 100 % \(references 0–\d+ %\)"))
     show_column(page, "estimate check")                                    # the check it rests on, on request
     expect(page.locator('#board-table [data-testid="cell-1-6"]')).to_have_text(re.compile(rf"^\s*check {check_id[:8]} "))
-    expect(page.locator("#board-table [role=columnheader]").nth(column)).to_contain_text(lb.ESTIMATE_COLUMN)
+    expect(page.locator("#board-table [role=columnheader]").nth(column)).to_contain_text(ESTIMATE_COLUMN)
     open_board(page, board_app.url, "judge=official&benchmark=v1")           # the paper's rows
     expect(page.locator(f'#board-table [data-testid="cell-1-{column}"]')).to_have_text("official metric")

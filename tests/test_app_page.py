@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from mmvet_core.board import leaderboard as lb
+from mmvet_core.board.rows import ESTIMATE_COLUMN, TABLE_COLUMNS
+from mmvet_core.board.filters import rows_csv
 from mmvet_core.service import JUDGE_HOST, JudgeChoice
 from tests.app_fixtures import HOST_KEY, RESULTS_DIR, browser, new_page, start_app, stop_app  # noqa: F401
 from tests.conftest import cli_env
@@ -165,9 +166,9 @@ def test_the_estimate_is_the_same_digits_on_every_surface(app, published):
     card_numbers = tuple(NUMBERS.search(card["official_equivalent"]).groups())
     surfaces = {}
     [row] = [r for r in svc.board.leaderboard() if r.entry]
-    surfaces["board"] = tuple(NUMBERS.search(row.cells()[lb.TABLE_COLUMNS.index(lb.ESTIMATE_COLUMN)]).groups())
-    parsed = list(csv.DictReader(io.StringIO(lb.rows_csv(svc.board.leaderboard()))))
-    surfaces["csv"] = tuple(NUMBERS.search(parsed[0][lb.ESTIMATE_COLUMN]).groups())
+    surfaces["board"] = tuple(NUMBERS.search(row.cells()[TABLE_COLUMNS.index(ESTIMATE_COLUMN)]).groups())
+    parsed = list(csv.DictReader(io.StringIO(rows_csv(svc.board.leaderboard()))))
+    surfaces["csv"] = tuple(NUMBERS.search(parsed[0][ESTIMATE_COLUMN]).groups())
 
     def triple(entry: dict) -> tuple:
         return tuple(f"{v:.1f}" for v in entry["official_equivalent"])

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from mmvet_core.board import book as board_book
-from mmvet_core.board import leaderboard as lb
+from mmvet_core.board.entries import RANKING_NOTE, owner_hash, rank_bounds
 from mmvet_core.board.ranks import GroupRanks, better_matrix, bounds_from
 from mmvet_core.board.schema import check_version, recompute_totals
 from mmvet_core.store import Store
@@ -39,7 +39,7 @@ def test_incremental_adds_and_removals_equal_a_full_build():
     assert g.sync({k: vectors[k] for k in final}, mult, max_adds=1)
     full = GroupRanks(60, **KW).build({k: vectors[k] for k in final}, mult)
     assert g.bounds() == full.bounds() and g.size == full.size == 49
-    plain = lb.rank_bounds(np.vstack([vectors[k] for k in final] + [vectors["k40"]] * 2), **KW)
+    plain = rank_bounds(np.vstack([vectors[k] for k in final] + [vectors["k40"]] * 2), **KW)
     assert full.bounds()["k40"] == plain[final.index("k40")] == plain[-1]
 
 
@@ -89,7 +89,7 @@ def add_entries(store: Store, n: int, *, distinct: bool, seed: int = 0) -> list[
         m = recompute_totals(meta, scores)
         check_version(m, scores)
         eid = f"e{seed}x{i:04d}"
-        store.add_board_version(eid, run_id=f"r{i}", owner_hash=lb.owner_hash(f"o{i}"), name=f"model {seed}-{i}",
+        store.add_board_version(eid, run_id=f"r{i}", owner_hash=owner_hash(f"o{i}"), name=f"model {seed}-{i}",
                                 link="", meta=m, scores=scores)
         out.append(eid)
     return out
@@ -130,7 +130,7 @@ def test_a_reader_never_waits_for_a_background_build(tmp_path, monkeypatch):
         book = board_book.BoardBook(store, paper=False)
         rows = book.rows()                                     # returns although the build is held
         assert started.wait(60)
-        assert [r.rank_cell() for r in rows] == ["…"] * 6 and rows[0].rank_note == lb.RANKING_NOTE
+        assert [r.rank_cell() for r in rows] == ["…"] * 6 and rows[0].rank_note == RANKING_NOTE
         assert [r.rank_cell() for r in book.rows()] == ["…"] * 6       # a second reader: no wait either
         release.set()
         book._jobs.join()                                      # the background build has finished

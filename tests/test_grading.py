@@ -30,7 +30,7 @@ from mmvet_core.judging.grading import GRADED, WorkOrder, grade_run
 from mmvet_core.judging.judge import BaselineJudge, JudgeSettings, keyword_score, make_judge
 from mmvet_core.inputs.results import read_results, select_predictions
 from mmvet_core.runs.lifecycle import create_run, export_run, load_run_view
-from mmvet_core.inputs.sources import load_subset
+from mmvet_core.inputs.subsets import load_subset
 from mmvet_core.store import Store
 from tests.conftest import ROOT, cli_env
 from tests.call_gate import CallGate

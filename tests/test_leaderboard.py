@@ -1,4 +1,4 @@
-"""The leaderboard (`mmvet_core.board.leaderboard` and its rules in `GradingService`): rank groups on hand-built score
+"""The leaderboard (`mmvet_core.board` and its rules in `GradingService`): rank groups on hand-built score
 tables, frozen copies and versions, who may do what, the publish rate limit, bounded inert names and links,
 deep links, downloads, export / import."""
 from __future__ import annotations
@@ -11,7 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mmvet_core.board import leaderboard as lb
+from mmvet_core.board.backup import EXPORT_FILE, export_board, import_board
+from mmvet_core.board.entries import GROUP_FULL_NOTE, BoardEntry, board_rows, owner_hash, rank_bounds, rank_groups
+from mmvet_core.board.fields import MAX_DISPLAY_NAME, MAX_LINK, BoardError, check_link, clean_display_name
+from mmvet_core.board.rows import ESTIMATE_COLUMN, TABLE_COLUMNS, paper_rows
+from mmvet_core.board.snapshot import judge_key
+from mmvet_core.board.filters import BoardFilter, filter_from_query, filter_rows, filter_to_query, rows_csv
+from mmvet_core.board.publishing import check_name_free, load_entry
+from mmvet_core.runs import provenance as prov
 from mmvet_core.service import (JUDGE_BASELINE, JUDGE_OWN, BenchmarkChoice, GradingService, JudgeChoice, ServiceError,
                                 ServiceSettings)
 from mmvet_core.store import Store
@@ -46,7 +53,7 @@ RANK_CASES = [
 
 @pytest.mark.parametrize("table, expected", [c[1:] for c in RANK_CASES], ids=[c[0] for c in RANK_CASES])
 def test_rank_bounds_on_hand_built_tables(table, expected):
-    assert lb.rank_bounds(np.vstack(table)) == expected
+    assert rank_bounds(np.vstack(table)) == expected
 
 
 def test_ranks_are_reproducible_and_paired():
@@ -54,10 +61,10 @@ def test_ranks_are_reproducible_and_paired():
     (a draw without any of the 5 has probability 0.95^100 = 0.6 %), though the two separate intervals overlap
     widely; +2 points on 2 samples is not (0.98^100 = 13 % of the draws show no difference)."""
     base = ones(range(0, 40))
-    assert lb.rank_bounds(np.vstack([base, ones(range(0, 45))])) == [(2, 2), (1, 1)]
-    assert lb.rank_bounds(np.vstack([base, ones(range(0, 42))])) == [(1, 2), (1, 2)]
+    assert rank_bounds(np.vstack([base, ones(range(0, 45))])) == [(2, 2), (1, 1)]
+    assert rank_bounds(np.vstack([base, ones(range(0, 42))])) == [(1, 2), (1, 2)]
     borderline = np.vstack([base, ones(range(0, 43)), ones(range(0, 44))])
-    assert len({tuple(lb.rank_bounds(borderline)) for _ in range(3)}) == 1
+    assert len({tuple(rank_bounds(borderline)) for _ in range(3)}) == 1
 
 
 GRADED_HERE = {"source": "graded", "judge": "gpt-4-0613", "endpoints": ["api.openai.com"], "verified_by": "server"}
@@ -65,14 +72,14 @@ IMPORTED = {"source": "imported", "judge": "gpt-4-0613 (100 grades)", "endpoints
 
 
 def entry(eid: str, scores: np.ndarray, *, judge="gpt-4-0613", kind="official", bench="v1", sha="s",
-          provenance=GRADED_HERE, overrides=0) -> lb.BoardEntry:
+          provenance=GRADED_HERE, overrides=0) -> BoardEntry:
     ids = [f"v1_{i}" for i in range(len(scores))]
-    meta = {"judge": judge, "judge_key": lb.judge_key(judge, kind), "judge_kind": kind, "benchmark": bench,
+    meta = {"judge": judge, "judge_key": judge_key(judge, kind), "judge_kind": kind, "benchmark": bench,
             "benchmark_label": bench, "samples_sha": sha, "sample_ids": ids, "runs": 1,
             "total": 100 * float(np.mean(scores)), "ci": [None, None], "capabilities": {}, "integrations": {},
             "date": "2026-12-04", "provenance": provenance, "overrides": overrides}
-    return lb.BoardEntry(eid, 1, "run", "", eid, "", True, False, 0.0, meta,
-                         {sid: [float(s)] for sid, s in zip(ids, scores)})
+    return BoardEntry(eid, 1, "run", "", eid, "", True, False, 0.0, meta,
+                      {sid: [float(s)] for sid, s in zip(ids, scores)})
 
 
 def test_different_judges_benchmarks_or_samples_are_never_ranked_together():
@@ -82,7 +89,7 @@ def test_different_judges_benchmarks_or_samples_are_never_ranked_together():
                entry("a-other", A, sha="t"),                     # alone: other samples under the same ids
                # the official model under another prompt is another judge than the official metric
                entry("c-prompt", C, judge="gpt-4-0613", kind="successor")]
-    ranks = lb.rank_groups(entries)
+    ranks = rank_groups(entries)
     assert ranks == {"a": (1, 1, 2), "c": (2, 2, 2), "c-4o": (1, 1, 1), "a-v2": (1, 1, 1), "a-other": (1, 1, 1),
                      "c-prompt": (1, 1, 1)}
 
@@ -90,8 +97,8 @@ def test_different_judges_benchmarks_or_samples_are_never_ranked_together():
 def test_one_model_name_on_two_endpoints_is_two_judges():
     here = {**GRADED_HERE, "judge": "qwen2-vl-72b", "endpoints": ["judge-a.example"]}
     there = {**here, "endpoints": ["judge-b.example"]}
-    ranks = lb.rank_groups([entry("a", A, judge="qwen2-vl-72b", kind="successor", provenance=here),
-                            entry("c", C, judge="qwen2-vl-72b", kind="successor", provenance=there)])
+    ranks = rank_groups([entry("a", A, judge="qwen2-vl-72b", kind="successor", provenance=here),
+                         entry("c", C, judge="qwen2-vl-72b", kind="successor", provenance=there)])
     assert ranks == {"a": (1, 1, 1), "c": (1, 1, 1)}
 
 
@@ -111,20 +118,20 @@ def test_a_perfect_score_that_is_only_claimed_is_listed_but_never_ranked(kwargs,
     unverified, and ranks nothing: the honest entries keep their ranks."""
     forged = entry("forged", np.ones(N), **kwargs)
     entries = [entry("a", A), entry("c", C), forged]
-    ranks = lb.rank_groups(entries)
+    ranks = rank_groups(entries)
     assert ranks == {"a": (1, 1, 2), "c": (2, 2, 2)}
-    row = {r.entry: r for r in lb.board_rows(entries, ranks)}["forged"]
+    row = {r.entry: r for r in board_rows(entries, ranks)}["forged"]
     assert (row.rank, row.rank_note, row.cells()[0], row.total) == (None, note, "—", 100.0)
     assert row.to_json()["verified"] is (kwargs.get("overrides", 0) > 0)
-    assert row.cells()[lb.TABLE_COLUMNS.index("provenance")] == row.provenance == note.removeprefix("not ranked: ") \
+    assert row.cells()[TABLE_COLUMNS.index("provenance")] == row.provenance == note.removeprefix("not ranked: ") \
         or kwargs.get("overrides")
 
 
 def test_the_host_verification_ranks_an_imported_entry():
-    forged = entry("imp", A, provenance=lb.prov.mark_verified(IMPORTED, at=1.0))
-    ranks = lb.rank_groups([forged, entry("c", C)])
+    forged = entry("imp", A, provenance=prov.mark_verified(IMPORTED, at=1.0))
+    ranks = rank_groups([forged, entry("c", C)])
     assert ranks == {"imp": (1, 1, 2), "c": (2, 2, 2)}
-    row = lb.board_rows([forged], ranks)[0]
+    row = board_rows([forged], ranks)[0]
     assert (row.provenance, row.verified) == ("imported, verified by the host", True)
 
 
@@ -132,26 +139,26 @@ def test_identical_grades_count_once_in_the_work_and_each_in_the_ranks():
     """1,600 copies of one run (the audit's 11 s recompute): one grade set of multiplicity 1,600; the ranks
     equal those of the plain per-entry rule."""
     copies = [entry(f"copy{i}", C) for i in range(1600)]
-    ranks = lb.rank_groups([entry("a", A), *copies])
+    ranks = rank_groups([entry("a", A), *copies])
     assert ranks["a"] == (1, 1, 1601) and ranks["copy0"] == ranks["copy1599"] == (2, 1601, 1601)
     small = [entry("a", A), *copies[:3]]
-    assert [ranks[e.id][:2] for e in small[:1]] == [tuple(b) for b in lb.rank_bounds(np.vstack([A, C, C, C]))[:1]]
-    assert lb.rank_groups(small) == {"a": (1, 1, 4), **{f"copy{i}": (2, 4, 4) for i in range(3)}}
+    assert [ranks[e.id][:2] for e in small[:1]] == [tuple(b) for b in rank_bounds(np.vstack([A, C, C, C]))[:1]]
+    assert rank_groups(small) == {"a": (1, 1, 4), **{f"copy{i}": (2, 4, 4) for i in range(3)}}
 
 
 def test_a_group_ranks_a_bounded_number_of_grade_sets(monkeypatch):
     """The bound per group: past `MAX_GRADE_SETS` distinct grade sets, later entries are listed unranked (copies
     of a ranked grade set still rank: they cost nothing)."""
-    monkeypatch.setattr(lb, "MAX_GRADE_SETS", 2)
+    monkeypatch.setattr("mmvet_core.board.entries.MAX_GRADE_SETS", 2)
     entries = [entry("a", A), entry("b", B), entry("c", C), entry("a2", A)]
-    ranks = lb.rank_groups(entries)
+    ranks = rank_groups(entries)
     assert set(ranks) == {"a", "b", "a2"} and ranks["a"][2] == 3
-    assert {r.entry: r.rank_note for r in lb.board_rows(entries, ranks)}["c"] == lb.GROUP_FULL_NOTE
+    assert {r.entry: r.rank_note for r in board_rows(entries, ranks)}["c"] == GROUP_FULL_NOTE
 
 
 def test_gpt_4_and_gpt_4_0613_are_one_official_judge():
-    assert lb.judge_key("gpt-4", "official") == lb.judge_key("gpt-4-0613", "official") == "gpt-4-0613"
-    assert lb.judge_key("gpt-4o", "successor") == "gpt-4o"
+    assert judge_key("gpt-4", "official") == judge_key("gpt-4-0613", "official") == "gpt-4-0613"
+    assert judge_key("gpt-4o", "successor") == "gpt-4o"
 
 
 # --- what a visitor types ---------------------------------------------------------------------------------------
@@ -168,13 +175,13 @@ NAME_CASES = [
 
 @pytest.mark.parametrize("raw, clean", [c[1:] for c in NAME_CASES], ids=[c[0] for c in NAME_CASES])
 def test_display_names_are_one_line_of_text(raw, clean):
-    assert lb.clean_display_name(raw) == clean
+    assert clean_display_name(raw) == clean
 
 
-@pytest.mark.parametrize("raw", ["", "   ", "\u202e", "x" * (lb.MAX_DISPLAY_NAME + 1)], ids=["empty", "blank", "only-bidi", "too-long"])
+@pytest.mark.parametrize("raw", ["", "   ", "\u202e", "x" * (MAX_DISPLAY_NAME + 1)], ids=["empty", "blank", "only-bidi", "too-long"])
 def test_bad_display_names_are_refused(raw):
-    with pytest.raises(lb.BoardError):
-        lb.clean_display_name(raw)
+    with pytest.raises(BoardError):
+        clean_display_name(raw)
 
 
 # The audit's invisible names (issue 26, attack 2), and their cousins: each is refused, naming the character.
@@ -200,14 +207,14 @@ INVISIBLE = [
 
 @pytest.mark.parametrize("raw, code", [c[1:] for c in INVISIBLE], ids=[c[0] for c in INVISIBLE])
 def test_invisible_and_format_characters_are_refused_by_name(raw, code):
-    with pytest.raises(lb.BoardError, match=code.replace("+", r"\+")):
-        lb.clean_display_name(raw)
+    with pytest.raises(BoardError, match=code.replace("+", r"\+")):
+        clean_display_name(raw)
 
 
 @pytest.mark.parametrize("raw", ["\u0301\u0301", "a\u0301\u0302\u0303\u0304"], ids=["only-accents", "accent-tower"])
 def test_names_of_nothing_visible_are_refused(raw):
-    with pytest.raises(lb.BoardError, match="visible|accents"):
-        lb.clean_display_name(raw)
+    with pytest.raises(BoardError, match="visible|accents"):
+        clean_display_name(raw)
 
 
 LOOKALIKES = [
@@ -222,16 +229,16 @@ LOOKALIKES = [
 
 @pytest.mark.parametrize("name", [c[1] for c in LOOKALIKES], ids=[c[0] for c in LOOKALIKES])
 def test_a_name_confusable_with_another_owners_is_refused(name):
-    heads = [{"id": "victim", "owner_hash": lb.owner_hash("victim"), "name": "LLaVA-13B"}]
-    with pytest.raises(lb.BoardError, match="looks the same"):
-        lb.check_name_free(heads, name, lb.owner_hash("mallory"))
-    lb.check_name_free(heads, name, lb.owner_hash("victim"))          # the owner's own names are the owner's
-    lb.check_name_free(heads, "LLaVA-7B", lb.owner_hash("mallory"))   # another model is another name
+    heads = [{"id": "victim", "owner_hash": owner_hash("victim"), "name": "LLaVA-13B"}]
+    with pytest.raises(BoardError, match="looks the same"):
+        check_name_free(heads, name, owner_hash("mallory"))
+    check_name_free(heads, name, owner_hash("victim"))                # the owner's own names are the owner's
+    check_name_free(heads, "LLaVA-7B", owner_hash("mallory"))         # another model is another name
 
 
 def test_a_name_confusable_with_the_papers_rows_is_refused():
-    with pytest.raises(lb.BoardError, match="reference row"):
-        lb.check_name_free([], "LLaVA-13B (LLаMA-2) (paper)", lb.owner_hash("mallory"))
+    with pytest.raises(BoardError, match="reference row"):
+        check_name_free([], "LLaVA-13B (LLаMA-2) (paper)", owner_hash("mallory"))
 
 
 LINK_REFUSED = [
@@ -246,56 +253,56 @@ LINK_REFUSED = [
     ("angle-brackets", "https://x.org/<script>"),
     ("credentials", "https://user:pw@x.org/"),
     ("no-host", "https:///path"),
-    ("too-long", "https://x.org/" + "a" * lb.MAX_LINK),
+    ("too-long", "https://x.org/" + "a" * MAX_LINK),
     ("https-then-javascript", "https:javascript:alert(1)"),
 ]
 
 
 @pytest.mark.parametrize("url", [c[1] for c in LINK_REFUSED], ids=[c[0] for c in LINK_REFUSED])
 def test_links_other_than_plain_https_are_refused(url):
-    with pytest.raises(lb.BoardError):
-        lb.check_link(url)
+    with pytest.raises(BoardError):
+        check_link(url)
 
 
 def test_https_links_and_no_link_are_accepted():
-    assert lb.check_link("https://huggingface.co/liuhaotian/llava-v1.5-13b") == \
+    assert check_link("https://huggingface.co/liuhaotian/llava-v1.5-13b") == \
         "https://huggingface.co/liuhaotian/llava-v1.5-13b"
-    assert lb.check_link(None) == ""
+    assert check_link(None) == ""
 
 
 def test_csv_download_neutralises_formulas():
-    row = lb.board_rows([entry("e1", A)], {})[0]
+    row = board_rows([entry("e1", A)], {})[0]
     row.name = "=HYPERLINK(\"https://evil\",\"click\")"
-    parsed = list(csv.reader(io.StringIO(lb.rows_csv([row]))))
-    assert parsed[0][:5] == ["rank", "name", "total", "95% CI", lb.ESTIMATE_COLUMN]
+    parsed = list(csv.reader(io.StringIO(rows_csv([row]))))
+    assert parsed[0][:5] == ["rank", "name", "total", "95% CI", ESTIMATE_COLUMN]
     assert parsed[1][1] == "'=HYPERLINK(\"https://evil\",\"click\")"
 
 
 DEEP_LINKS = [
     ("round-trip", "judge=gpt-4o&benchmark=v1&q=llava&sort=total&desc=1",
-     lb.BoardFilter("gpt-4o", "v1", "llava", "total", True, True)),
-    ("unknown-sort-ignored", "sort=__class__&refs=0", lb.BoardFilter(sort="rank", references=False)),
-    ("garbage", "%%%&&==;<script>", lb.BoardFilter()),
-    ("bounded", "q=" + "x" * 5000, lb.BoardFilter(query="x" * 80)),
+     BoardFilter("gpt-4o", "v1", "llava", "total", True, True)),
+    ("unknown-sort-ignored", "sort=__class__&refs=0", BoardFilter(sort="rank", references=False)),
+    ("garbage", "%%%&&==;<script>", BoardFilter()),
+    ("bounded", "q=" + "x" * 5000, BoardFilter(query="x" * 80)),
 ]
 
 
 @pytest.mark.parametrize("text, expected", [c[1:] for c in DEEP_LINKS], ids=[c[0] for c in DEEP_LINKS])
 def test_deep_link_filters(text, expected):
-    assert lb.filter_from_query(text) == expected
-    assert lb.filter_from_query(lb.filter_to_query(expected)) == expected
+    assert filter_from_query(text) == expected
+    assert filter_from_query(filter_to_query(expected)) == expected
 
 
 def test_filter_and_sort_rows():
-    rows = lb.board_rows([entry("a", A), entry("c", C), entry("b4o", B, judge="gpt-4o", kind="successor")],
-                         lb.rank_groups([entry("a", A), entry("c", C)])) + lb.paper_rows()
-    names = lambda f: [r.name for r in lb.filter_rows(rows, f)]     # noqa: E731
-    assert names(lb.BoardFilter(references=False)) == ["a", "c", "b4o"]
-    assert names(lb.BoardFilter(judge="successor")) == ["b4o"]
-    assert names(lb.BoardFilter(judge="official", references=False)) == ["a", "c"]
-    assert names(lb.BoardFilter(sort="total", references=False)) == ["c", "b4o", "a"]
-    assert names(lb.BoardFilter(sort="total", descending=True, references=False)) == ["a", "b4o", "c"]
-    refs = lb.filter_rows(rows, lb.BoardFilter(benchmark="v1-bard"))
+    rows = board_rows([entry("a", A), entry("c", C), entry("b4o", B, judge="gpt-4o", kind="successor")],
+                      rank_groups([entry("a", A), entry("c", C)])) + paper_rows()
+    names = lambda f: [r.name for r in filter_rows(rows, f)]        # noqa: E731
+    assert names(BoardFilter(references=False)) == ["a", "c", "b4o"]
+    assert names(BoardFilter(judge="successor")) == ["b4o"]
+    assert names(BoardFilter(judge="official", references=False)) == ["a", "c"]
+    assert names(BoardFilter(sort="total", references=False)) == ["c", "b4o", "a"]
+    assert names(BoardFilter(sort="total", descending=True, references=False)) == ["a", "b4o", "c"]
+    refs = filter_rows(rows, BoardFilter(benchmark="v1-bard"))
     assert refs and all(r.reference and r.rank is None and r.cells()[0] == "ref" for r in refs)
     assert "Bard" in refs[0].benchmark_label and refs[0].judge == "gpt-4-0613 (paper)"
 
@@ -557,7 +564,7 @@ def test_a_fabricated_official_claim_reads_as_a_claim_never_as_the_official_metr
     assert (row["judge"], row["judge_kind"], row["total"], row["rank"], row["verified"]) == \
         ("claims gpt-4-0613 (not verified)", "claimed, not verified", 100.0, None, False)
     shown = next(r for r in svc.board.leaderboard() if r.entry == row["entry"])
-    cells = dict(zip(lb.TABLE_COLUMNS, shown.cells()))
+    cells = dict(zip(TABLE_COLUMNS, shown.cells()))
     assert cells["judge"] == "claims gpt-4-0613 (not verified)" and cells["kind"] != "official"
     assert "official metric" not in " ".join(str(c) for c in cells.values())
     official = svc.board.leaderboard_json({"judge": "gpt-4-0613", "references": False})["entries"]
@@ -596,7 +603,7 @@ def test_export_is_a_dataset_folder_and_import_round_trips(svc, tmp_path, monkey
     svc.board.verify_entry(e7, SECRET, visitor="host")
     svc.board.unpublish(e7, "bob", visitor="vb")
     out = tmp_path / "board-export"
-    lb.export_board(svc.store, out)
+    export_board(svc.store, out)
 
     import datasets
     # datasets reads HF_HOME when first imported: an earlier test in this process fixed its cache, where a
@@ -611,17 +618,17 @@ def test_export_is_a_dataset_folder_and_import_round_trips(svc, tmp_path, monkey
 
     fresh = GradingService(ServiceSettings(data_dir=tmp_path / "restored"))
     try:
-        assert lb.import_board(fresh.store, out, trust=True) == 3       # the host's own backup
+        assert import_board(fresh.store, out, trust=True) == 3          # the host's own backup
         assert fresh.board.leaderboard_json({"references": False}) == svc.board.leaderboard_json({"references": False})
         for eid in (e13, e7):
-            a, b = lb.load_entry(svc.store, eid), lb.load_entry(fresh.store, eid)
+            a, b = load_entry(svc.store, eid), load_entry(fresh.store, eid)
             assert (a.version, a.name, a.link, a.published, a.hidden, a.meta, a.scores) == \
                 (b.version, b.name, b.link, b.published, b.hidden, b.meta, b.scores)
         fresh.board.restore_entry(e7, "bob")          # ownership survives the round trip (through the hash)
         with pytest.raises(ServiceError, match="owner"):
             fresh.board.unpublish(e13, "bob")
-        lb.export_board(fresh.store, tmp_path / "again")
-        assert (tmp_path / "again" / lb.EXPORT_FILE).read_text().count("\n") == 3
+        export_board(fresh.store, tmp_path / "again")
+        assert (tmp_path / "again" / EXPORT_FILE).read_text().count("\n") == 3
     finally:
         fresh.store.close()
 
@@ -631,16 +638,16 @@ def test_a_backup_is_its_own_word_until_the_host_trusts_it(svc, tmp_path):
     edited to say "graded here, verified" ranks nothing until the host verifies the entry."""
     entry = svc.board.publish(opened(svc, GRADES_13B, "alice"), "13b", "", "alice", visitor="va")["entry"]
     svc.board.verify_entry(entry, SECRET, visitor="host")
-    path = lb.export_board(svc.store, tmp_path / "export")
+    path = export_board(svc.store, tmp_path / "export")
     row = json.loads(path.read_text())
     meta = json.loads(row["meta"])
     meta["provenance"] = {**meta["provenance"], "source": "graded", "endpoints": ["api.openai.com"],
                           "verified_by": "server"}
-    path.write_text(json.dumps({**row, "meta": json.dumps(meta), "provenance": lb.prov.label(meta["provenance"])})
+    path.write_text(json.dumps({**row, "meta": json.dumps(meta), "provenance": prov.label(meta["provenance"])})
                     + "\n")
     fresh = GradingService(ServiceSettings(data_dir=tmp_path / "restored", host_secret=SECRET))
     try:
-        assert lb.import_board(fresh.store, path.parent) == 1
+        assert import_board(fresh.store, path.parent) == 1
         shown = fresh.board.leaderboard_json({"references": False})["entries"][0]
         assert (shown["rank"], shown["verified"]) == (None, False)
         assert shown["provenance"] == "restored from a backup (graded on api.openai.com), judge not verified"
@@ -661,30 +668,30 @@ def test_a_tampered_backup_never_replaces_an_entry_silently(svc, tmp_path):
     from mmvet_core.board.schema import recompute_totals
 
     entry = svc.board.publish(opened(svc, GRADES_13B, "alice"), "victim", "", "alice", visitor="va")["entry"]
-    path = lb.export_board(svc.store, tmp_path / "export")
+    path = export_board(svc.store, tmp_path / "export")
     row = json.loads(path.read_text())
     zeros = {sid: [0.0] * len(v) for sid, v in json.loads(row["scores"]).items()}
     meta = recompute_totals(json.loads(row["meta"]), zeros)
     path.write_text(json.dumps({**row, "meta": json.dumps(meta), "scores": json.dumps(zeros),
                                 "total": meta["total"], "ci_low": None, "ci_high": None}) + "\n")
-    with pytest.raises(lb.BoardError, match=rf"would change 1 entry already on this board \({entry} “victim”: "
+    with pytest.raises(BoardError, match=rf"would change 1 entry already on this board \({entry} “victim”: "
                                             r"version 1 replaced: total 36\.3 → 0\.0\); nothing was imported\. "
                                             r"Pass --replace"):
-        lb.import_board(svc.store, path.parent)
-    assert lb.load_entry(svc.store, entry).meta["total"] == 36.3
+        import_board(svc.store, path.parent)
+    assert load_entry(svc.store, entry).meta["total"] == 36.3
     db = str(svc.store.path)
     cli = [sys.executable, "-m", "mmvet_core", "leaderboard", "import", str(path.parent), "--db", db]
     refused = subprocess.run(cli, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
     assert refused.returncode == 2 and "Pass --replace" in refused.stderr and "Traceback" not in refused.stderr
-    assert lb.load_entry(svc.store, entry).meta["total"] == 36.3
+    assert load_entry(svc.store, entry).meta["total"] == 36.3
     replaced = subprocess.run(cli + ["--replace"], capture_output=True, text=True,
                               cwd=Path(__file__).resolve().parents[1])
     assert replaced.returncode == 0, replaced.stderr
     assert f"{entry} “victim”: version 1 replaced: total 36.3 → 0.0" in replaced.stdout
-    assert lb.load_entry(svc.store, entry).meta["total"] == 0.0
+    assert load_entry(svc.store, entry).meta["total"] == 0.0
     # a backup that changes nothing here imports without --replace
     report: list[str] = []
-    assert lb.import_board(svc.store, path.parent, report=report) == 1 and report == []
+    assert import_board(svc.store, path.parent, report=report) == 1 and report == []
 
 
 def _meta(row: dict, **changes) -> str:
@@ -737,7 +744,7 @@ def backup_rows(tmp_path_factory) -> list[dict]:
     try:
         s.board.publish(opened(s, GRADES_7B_1RUN, "bob"), "7b", "", "bob", visitor="vb")
         s.board.publish(opened(s, GRADES_13B, "alice"), "13b", "", "alice", visitor="va")
-        path = lb.export_board(s.store, tmp / "export")
+        path = export_board(s.store, tmp / "export")
         return [json.loads(line) for line in path.read_text().splitlines()]
     finally:
         s.jobs.shutdown()
@@ -748,11 +755,11 @@ def backup_rows(tmp_path_factory) -> list[dict]:
 def test_import_refuses_a_tampered_file_and_writes_nothing(backup_rows, tmp_path, tamper, message):
     good, row = backup_rows
     (tmp_path / "export").mkdir()
-    (tmp_path / "export" / lb.EXPORT_FILE).write_text(json.dumps(good) + "\n" + json.dumps(tamper(row)) + "\n")
+    (tmp_path / "export" / EXPORT_FILE).write_text(json.dumps(good) + "\n" + json.dumps(tamper(row)) + "\n")
     other = Store(tmp_path / "other.db")
     try:
-        with pytest.raises(lb.BoardError, match=f"^board.jsonl line 2, {message}"):
-            lb.import_board(other, tmp_path / "export")
+        with pytest.raises(BoardError, match=f"^board.jsonl line 2, {message}"):
+            import_board(other, tmp_path / "export")
         assert other.board_entries(include_withdrawn=True) == []
     finally:
         other.close()
@@ -760,44 +767,44 @@ def test_import_refuses_a_tampered_file_and_writes_nothing(backup_rows, tmp_path
 
 def test_an_untampered_backup_imports(backup_rows, tmp_path):
     (tmp_path / "export").mkdir()
-    (tmp_path / "export" / lb.EXPORT_FILE).write_text("".join(json.dumps(r) + "\n" for r in backup_rows))
+    (tmp_path / "export" / EXPORT_FILE).write_text("".join(json.dumps(r) + "\n" for r in backup_rows))
     other = Store(tmp_path / "other.db")
     try:
-        assert lb.import_board(other, tmp_path / "export") == 2
+        assert import_board(other, tmp_path / "export") == 2
     finally:
         other.close()
 
 
 def test_import_refuses_a_look_alike_of_another_owners_name_and_duplicate_lines(svc, tmp_path):
     svc.board.publish(opened(svc, GRADES_13B, "alice"), "LLaVA-13B", "", "alice", visitor="va")
-    path = lb.export_board(svc.store, tmp_path / "export")
+    path = export_board(svc.store, tmp_path / "export")
     row = json.loads(path.read_text())
-    impostor = {**row, "entry_id": "impostor1", "owner_hash": lb.owner_hash("mallory"), "name": "LLаVA-13B"}
+    impostor = {**row, "entry_id": "impostor1", "owner_hash": owner_hash("mallory"), "name": "LLаVA-13B"}
     path.write_text(json.dumps(row) + "\n" + json.dumps(impostor) + "\n")
-    with pytest.raises(lb.BoardError, match="line 2, field name: .*looks the same"):
-        lb.import_board(svc.store, path.parent)
+    with pytest.raises(BoardError, match="line 2, field name: .*looks the same"):
+        import_board(svc.store, path.parent)
     path.write_text(json.dumps(row) + "\n" + json.dumps(row) + "\n")
-    with pytest.raises(lb.BoardError, match="line 2, field version: .* line 1 already"):
-        lb.import_board(svc.store, path.parent)
+    with pytest.raises(BoardError, match="line 2, field version: .* line 1 already"):
+        import_board(svc.store, path.parent)
 
 
 def test_a_bad_stored_row_is_skipped_and_named_in_the_log(svc, caplog):
     """Issue 26, attack 5: a row written around the import's checks (an old version, a hand-edited database)
     no longer takes the board, the API and MCP down: it is skipped and the host's log names it once."""
     good = svc.board.publish(opened(svc, GRADES_13B, "alice"), "13b", "", "alice", visitor="va")
-    entry = lb.load_entry(svc.store, good["entry"])
+    entry = load_entry(svc.store, good["entry"])
     for eid, meta in [("badrec", {**entry.meta, "capabilities": {**entry.meta["capabilities"], "rec": "lots"}}),
                       ("badruns", {**entry.meta, "runs": "many"}), ("badci", {**entry.meta, "ci": ["a", "b"]}),
                       ("badtotal", {**entry.meta, "total": None})]:
-        svc.store.add_board_version(eid, run_id="r", owner_hash=lb.owner_hash("m"), name=eid, link="", meta=meta,
+        svc.store.add_board_version(eid, run_id="r", owner_hash=owner_hash("m"), name=eid, link="", meta=meta,
                                     scores=entry.scores)
-    svc.store.add_board_version("notjson", run_id="r", owner_hash=lb.owner_hash("m"), name="x", link="",
+    svc.store.add_board_version("notjson", run_id="r", owner_hash=owner_hash("m"), name="x", link="",
                                 meta={}, scores={})
     svc.store._exec("UPDATE board_versions SET meta = '{' WHERE entry_id = 'notjson'")
-    svc.store.add_board_version("deep", run_id="r", owner_hash=lb.owner_hash("m"), name="y", link="",
+    svc.store.add_board_version("deep", run_id="r", owner_hash=owner_hash("m"), name="y", link="",
                                 meta={}, scores={})
     svc.store._exec("UPDATE board_versions SET scores = ? WHERE entry_id = 'deep'", ("[" * 100_000 + "]" * 100_000,))
-    svc.store.add_board_version("jslink", run_id="r", owner_hash=lb.owner_hash("m"), name="z",
+    svc.store.add_board_version("jslink", run_id="r", owner_hash=owner_hash("m"), name="z",
                                 link="javascript:alert(1)", meta=entry.meta, scores=entry.scores)
     with caplog.at_level("WARNING"):
         table = svc.board.leaderboard_json({"references": False})
@@ -809,7 +816,7 @@ def test_a_bad_stored_row_is_skipped_and_named_in_the_log(svc, caplog):
     assert any("meta.capabilities.rec" in m for m in skipped)
     with pytest.raises(ServiceError, match="No such"):
         svc.board.board_entry("badrec")
-    out = lb.export_board(svc.store, svc.settings.data_dir / "backup")      # the backup still holds them
+    out = export_board(svc.store, svc.settings.data_dir / "backup")         # the backup still holds them
     assert out.read_text().count("\n") == 8
 
 
@@ -822,7 +829,7 @@ def test_pruned_ranks_equal_counting_every_draw(seed, shared):
     level = rng.random(60)[None, :] if shared else 0.5
     table = np.clip(np.round(level * rng.uniform(0.2, 1.6, (40, 1)) + rng.normal(0, 0.3, (40, 60)), 1), 0, 1)
     table = np.vstack([table, table[:5]])
-    assert lb.rank_bounds(table, resamples=400) == lb.rank_bounds(table, resamples=400, prune=False)
+    assert rank_bounds(table, resamples=400) == rank_bounds(table, resamples=400, prune=False)
 
 
 def test_a_published_run_never_expires_and_unpublishing_lets_it_expire_again(svc):

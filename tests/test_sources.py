@@ -19,7 +19,9 @@ import pytest
 from PIL import Image as PILImage
 
 from mmvet_core.inputs.benchmark import BenchmarkError, load_bundled_v1
-from mmvet_core.inputs.sources import ACCEPTED_SPECS, hub_reachable, load_benchmark, load_subset, read_subset_ids
+from mmvet_core.inputs.hub import hub_reachable
+from mmvet_core.inputs.sources import ACCEPTED_SPECS, load_benchmark
+from mmvet_core.inputs.subsets import load_subset, read_subset_ids
 
 SHARED_DATA = Path(__file__).resolve().parent / "data"
 V1_METADATA = SHARED_DATA / "mmvet-v1" / "mm-vet.json"
@@ -543,7 +545,8 @@ def test_unsafe_image_names_are_dropped(tmp_path, v1_metadata):
 # ------------------------------------------------------------------ hostile uploads (issue 9, rows 1, 4, 6, 13)
 from mmvet_core.inputs.archive import ArchiveLimits  # noqa: E402
 from mmvet_core.inputs.housekeeping import FolderPolicy  # noqa: E402
-from mmvet_core.inputs.sources import LoadLimits, check_hub_id  # noqa: E402
+from mmvet_core.inputs.hub import check_hub_id  # noqa: E402
+from mmvet_core.inputs.sources import LoadLimits  # noqa: E402
 from tests.hostile_files import write_zero_bomb  # noqa: E402
 
 

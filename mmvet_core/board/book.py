@@ -17,7 +17,9 @@ import logging
 import queue
 import threading
 
-from . import leaderboard as lb
+from .entries import (RANK_LEVEL, RANK_RESAMPLES, RANK_SEED, BoardEntry, board_rows, describe_bad_row, entry_from_row,
+                      group_grade_sets, rank_key)
+from .rows import BoardRow, paper_rows
 from .ranks import GroupRanks
 from .schema import SchemaError
 from ..store import StoreError
@@ -34,15 +36,15 @@ PAIRS_ON_REQUEST = 20_000
 class BoardBook:
     """The board of one store (module docstring). Thread-safe."""
 
-    def __init__(self, store, *, resamples: int = lb.RANK_RESAMPLES, seed: int = lb.RANK_SEED,
-                 level: float = lb.RANK_LEVEL, paper: bool = True):
+    def __init__(self, store, *, resamples: int = RANK_RESAMPLES, seed: int = RANK_SEED,
+                 level: float = RANK_LEVEL, paper: bool = True):
         self.store = store
         self.resamples, self.seed, self.level = resamples, seed, level
-        self._paper = lb.paper_rows() if paper else []
+        self._paper = paper_rows() if paper else []
         self._lock = threading.Lock()                      # one refresh at a time
-        self._snap: tuple[tuple, list[lb.BoardRow]] | None = None
-        self._all: tuple[lb.BoardEntry, ...] = ()          # every decoded entry, as of the last refresh
-        self._entries: dict[str, tuple[tuple, lb.BoardEntry]] = {}   # id -> ((version, updated_at), entry)
+        self._snap: tuple[tuple, list[BoardRow]] | None = None
+        self._all: tuple[BoardEntry, ...] = ()             # every decoded entry, as of the last refresh
+        self._entries: dict[str, tuple[tuple, BoardEntry]] = {}      # id -> ((version, updated_at), entry)
         self._bad: dict[str, tuple] = {}                   # id -> the row key that was skipped (logged once)
         self._groups: dict[tuple, GroupRanks] = {}
         self._building: set[tuple] = set()                 # groups the background thread is building
@@ -54,7 +56,7 @@ class BoardBook:
         self.background_builds = 0
 
     # ---- reading ----
-    def rows(self) -> list[lb.BoardRow]:
+    def rows(self) -> list[BoardRow]:
         """The board's rows (entries with ranks, then the paper's reference rows). Never waits for another
         thread's refresh once a first snapshot exists."""
         stamp = self.store.board_stamp()
@@ -68,14 +70,14 @@ class BoardBook:
         finally:
             self._lock.release()
 
-    def refresh(self) -> list[lb.BoardRow]:
+    def refresh(self) -> list[BoardRow]:
         """Bring the board up to date now (a writer, before a check that needs every entry or after its write):
         every changed row is decoded; ranking a group that needs more than a few comparisons still goes to the
         background."""
         with self._lock:
             return self._refresh(decode_all=True)
 
-    def entries(self, *, withdrawn: bool = True) -> list[lb.BoardEntry]:
+    def entries(self, *, withdrawn: bool = True) -> list[BoardEntry]:
         """Every decoded entry as of the last refresh (withdrawn ones too by default): the copy check's input."""
         return [e for e in self._all if withdrawn or (e.published and not e.hidden)]
 
@@ -84,7 +86,7 @@ class BoardBook:
         return bool(self._building) or self._decode_behind or self._busy or not self._jobs.empty()
 
     # ---- the refresh ----
-    def _refresh(self, *, decode_all: bool) -> list[lb.BoardRow]:
+    def _refresh(self, *, decode_all: bool) -> list[BoardRow]:
         stamp = self.store.board_stamp()           # read first: a write after it makes the next read refresh
         heads = self.store.board_heads(include_withdrawn=True)
         known = {h["id"] for h in heads}
@@ -109,9 +111,9 @@ class BoardBook:
         self._all = tuple(e for _, e in self._entries.values())
         board = [e for e in self._all if e.published and not e.hidden]
         board.sort(key=lambda e: e.published_at)
-        groups: dict[tuple, list[lb.BoardEntry]] = {}
+        groups: dict[tuple, list[BoardEntry]] = {}
         for e in board:
-            key = lb.rank_key(e)
+            key = rank_key(e)
             if key is not None:
                 groups.setdefault(key, []).append(e)
         for key in [k for k in self._groups if k not in groups]:
@@ -119,7 +121,7 @@ class BoardBook:
         ranks: dict[str, tuple[int, int, int]] = {}
         pending: set[str] = set()
         for key, members in groups.items():
-            vectors, mult, of = lb.group_grade_sets(members)
+            vectors, mult, of = group_grade_sets(members)
             g = self._sync(key, members, vectors, mult)
             bounds = g.bounds() if g is not None else {}
             for e in members:
@@ -127,7 +129,7 @@ class BoardBook:
                     ranks[e.id] = (*bounds[of[e.id]], g.size)
                 elif e.id in of:
                     pending.add(e.id)
-        rows = lb.board_rows(board, ranks, pending=pending) + self._paper
+        rows = board_rows(board, ranks, pending=pending) + self._paper
         self._snap = ((), rows) if self._decode_behind else (stamp, rows)     # partial: the next read looks again
         self.refreshes += 1
         return rows
@@ -141,7 +143,7 @@ class BoardBook:
             return
         full = {**head, "published_at": row["published_at"], "meta": row["meta"], "scores": row["scores"]}
         try:
-            entry = lb.entry_from_row(full, check=True)
+            entry = entry_from_row(full, check=True)
         except (SchemaError, ValueError, TypeError, KeyError, RecursionError) as e:
             self._skip(head, key, e)
             return
@@ -151,10 +153,10 @@ class BoardBook:
     def _skip(self, head: dict, key: tuple, err) -> None:
         self._entries.pop(head["id"], None)
         if self._bad.get(head["id"]) != key:
-            log.warning("%s", lb.describe_bad_row(head, err))
+            log.warning("%s", describe_bad_row(head, err))
         self._bad[head["id"]] = key
 
-    def _sync(self, key: tuple, members: list[lb.BoardEntry], vectors: dict, mult: dict) -> GroupRanks | None:
+    def _sync(self, key: tuple, members: list[BoardEntry], vectors: dict, mult: dict) -> GroupRanks | None:
         """Group `key` brought to these grade sets when that takes few comparisons (removals always; a few new
         sets incrementally). Otherwise its new sets go to the background thread (`GroupRanks.extended`) and the
         group answers meanwhile for the sets it had, ranked among themselves; the new ones show "ranking…".

@@ -1,5 +1,5 @@
 """The rank engine of the leaderboard: paired-bootstrap rank ranges per rank group, kept up to date entry by entry
-(numpy only; the rule itself is `mmvet_core.board.leaderboard`'s docstring).
+(numpy only; the rule itself is `mmvet_core.board.entries`'s docstring).
 
 Three things keep a large group cheap:
 

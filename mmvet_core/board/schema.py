@@ -232,7 +232,7 @@ META_FIELDS: dict[str, tuple[bool, Callable[[Any], None]]] = {     # name: (requ
     "tool_version": (False, _text(40)),
     "provenance": (False, _provenance),
     "grades_sha": (False, _text(64, pattern=_HEX)),
-    "judge_check_fingerprint": (False, _text(64, pattern=_HEX)),    # the estimate's check (`leaderboard.estimate_keys`)
+    "judge_check_fingerprint": (False, _text(64, pattern=_HEX)),    # the estimate's check (`equivalence.estimate_keys`)
     "prediction_hashes": (False, _prediction_hashes),                 # the estimate's in-sample test
     "answer_traits": (False, _answer_traits),                         # the estimate's unlike-the-references test
 }
@@ -363,7 +363,7 @@ def recompute_totals(meta: dict, scores: dict) -> dict:
 
 
 # ---- a backup row ----------------------------------------------------------------------------------------------
-#: A backup row's own fields (`leaderboard.EXPORT_COLUMNS`); the summary columns must repeat the meta's.
+#: A backup row's own fields (`backup.EXPORT_COLUMNS`); the summary columns must repeat the meta's.
 ROW_FIELDS: dict[str, tuple[bool, Callable[[Any], None]]] = {
     "entry_id": (True, _text(40, empty=False, pattern=re.compile(r"^[\w-]{1,40}$"))),
     "version": (True, _integer(1, 1_000_000)),
@@ -397,7 +397,7 @@ def _json_field(field: str, text: str):
 
 def check_backup_row(row: object) -> tuple[dict, dict]:
     """(meta, scores) of one backup row (a line of ``board.jsonl``) when every field fits, else `SchemaError`.
-    Names and links are the caller's (`leaderboard` checks them with the board's own rules)."""
+    Names and links are the caller's (`backup` checks them with the board's own rules)."""
     if not isinstance(row, dict):
         raise SchemaError("(line)", "must be a JSON object")
     for key in row:

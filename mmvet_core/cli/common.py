@@ -14,7 +14,8 @@ from ..inputs.benchmark import BenchmarkError
 from ..judging.endpoints import preflight, retirement_note, retirement_of, today_utc
 from ..judging.judge import BASELINE_NAME, DEFAULT_JUDGE_MODEL, JudgeSettings, make_judge
 from ..judging.prompt import parse_examples
-from ..inputs.sources import load_benchmark, load_subset
+from ..inputs.sources import load_benchmark
+from ..inputs.subsets import load_subset
 from ..scores.stats import format_interval, score_intervals
 from ..store import DATABASE_URL_VAR
 from ..scores.terminal import fit, pack

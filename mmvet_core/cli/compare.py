@@ -8,7 +8,7 @@ from ..inputs.benchmark import BenchmarkError, load_bundled_v1
 from ..scores.compare import CompareError, combine_sets, compare_sets, format_report, make_combined_grade_json
 from ..scores.export import GradeFileError, write_grade_json
 from ..runs.gradesets import benchmark_for, load_grade_set, write_comparison
-from ..inputs.sources import load_subset
+from ..inputs.subsets import load_subset
 from ..store import Store, store_exists
 from ..scores.terminal import fit
 from .common import DEFAULT_DB, default_db, load_benchmark_spec, say

@@ -1,11 +1,17 @@
-"""`leaderboard publish|show|hide|verify|export|import`: the host's leaderboard (`leaderboard`); whoever runs the CLI on
-the database is the host."""
+"""`leaderboard publish|show|hide|verify|export|import`: the host's leaderboard (`mmvet_core.board`); whoever runs the
+CLI on the database is the host."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from .. import __version__
-from ..board import leaderboard as lb
+from ..board.backup import export_board, import_board
+from ..board.entries import board_rows, rank_groups
+from ..board.fields import BoardError
+from ..board.rows import RANK_NOTE, describe_entries, paper_rows
+from ..board.filters import BoardFilter, filter_rows, rows_json
+from ..board.publishing import load_entries, load_entry, publish_view, verify_entry
+from ..runs import provenance as prov
 from ..runs.lifecycle import load_run_view
 from ..store import Store
 from ..scores.terminal import fit
@@ -21,45 +27,45 @@ def cmd_leaderboard(args) -> int:
             view = load_run_view(store, args.run)
             if view is None:
                 raise UsageError(f"no run {args.run!r} in {store.path}")
-            entry = lb.publish_view(store, view, name=args.name, link=args.link, owner=view.run.owner,
-                                    republish=args.republish, tool_version=__version__)
+            entry = publish_view(store, view, name=args.name, link=args.link, owner=view.run.owner,
+                                 republish=args.republish, tool_version=__version__)
             say(f"Published {entry.name} as entry {entry.id} (version {entry.version}): total "
                   f"{entry.meta['total']:.1f}, judge {entry.meta['judge']} ({entry.meta['judge_kind']}), "
-                  f"{entry.meta['benchmark_label']}; {lb.prov.label(entry.provenance)}")
+                  f"{entry.meta['benchmark_label']}; {prov.label(entry.provenance)}")
         elif args.board_command == "show":
             from ..successors.equivalence import entry_estimate
-            entries = lb.load_entries(store)
+            entries = load_entries(store)
             # each successor entry's estimate as the app computes it (same draws, rounded once)
-            rows = lb.board_rows(entries, lb.rank_groups(entries), estimate=lambda e: entry_estimate(store, e)) \
-                + (lb.paper_rows() if args.references else [])
-            f = lb.BoardFilter(judge=args.judge, benchmark=args.benchmark, query=args.query,
-                               references=args.references)
-            rows = lb.filter_rows(rows, f)
+            rows = board_rows(entries, rank_groups(entries), estimate=lambda e: entry_estimate(store, e)) \
+                + (paper_rows() if args.references else [])
+            f = BoardFilter(judge=args.judge, benchmark=args.benchmark, query=args.query,
+                            references=args.references)
+            rows = filter_rows(rows, f)
             if args.json:
-                print(lb.rows_json(rows, f))
+                print(rows_json(rows, f))
             else:
-                print(lb.describe_entries(rows))
-                print("\n" + fit(lb.RANK_NOTE))
+                print(describe_entries(rows))
+                print("\n" + fit(RANK_NOTE))
         elif args.board_command == "hide":
-            if lb.load_entry(store, args.entry) is None:
+            if load_entry(store, args.entry) is None:
                 raise UsageError(f"no leaderboard entry {args.entry!r}")
             store.update_board_entry(args.entry, hidden=0 if args.show else 1)
             print(f"Entry {args.entry} is {'shown' if args.show else 'hidden'}.")
         elif args.board_command == "verify":
             for entry_id in args.entries:
-                entry = lb.verify_entry(store, entry_id, not args.undo)
-                print(f"Entry {entry.id} (version {entry.version}): {lb.prov.label(entry.provenance)}.")
+                entry = verify_entry(store, entry_id, not args.undo)
+                print(f"Entry {entry.id} (version {entry.version}): {prov.label(entry.provenance)}.")
         elif args.board_command == "export":
-            path = lb.export_board(store, args.dir)
+            path = export_board(store, args.dir)
             print(f"wrote {path} and {Path(args.dir) / 'README.md'} (load with datasets.load_dataset({args.dir!r}))")
         elif args.board_command == "import":
             report: list[str] = []
-            n = lb.import_board(store, args.dir, trust=args.trust, replace=args.replace, report=report)
+            n = import_board(store, args.dir, trust=args.trust, replace=args.replace, report=report)
             print(f"imported {n} entry versions from {args.dir}" + ("" if args.trust else
                   " (restored unverified: `leaderboard verify ENTRY` ranks one; --trust keeps a backup's own marks)"))
             for line in report:                      # what changed, entry by entry (nothing is replaced silently)
                 print(f"  {line}")
-    except lb.BoardError as e:
+    except BoardError as e:
         raise UsageError(str(e)) from e
     finally:
         store.close()

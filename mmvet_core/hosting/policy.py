@@ -197,7 +197,8 @@ class UploadGate:
 
     def load_hub(self, repo_id: str):
         """A hub dataset by id (never a local path), its size checked before any download."""
-        from ..inputs.sources import check_hub_id, load_benchmark
+        from ..inputs.hub import check_hub_id
+        from ..inputs.sources import load_benchmark
 
         self.uploads_dir.mkdir(parents=True, exist_ok=True)
         repo = check_hub_id(repo_id)

@@ -12,7 +12,7 @@ model name. So an entry's judge is **verified** when
 * the host marked it verified after looking at it (``verified_by = "host"``, CLI ``leaderboard verify`` or the
   page's host control behind ``MMVET_HOST_SECRET``); a new version of the entry starts unverified again.
 
-Only verified entries are ranked (`leaderboard.rank_key`); the others are listed with their scores, unranked,
+Only verified entries are ranked (`entries.rank_key`); the others are listed with their scores, unranked,
 and marked everywhere (the board, the card, the downloads, the API and MCP) with `label`: "imported, judge not
 verified", "graded on HOST, judge not verified".
 

@@ -1,4 +1,4 @@
-"""The leaderboard, one facet of the service (over `mmvet_core.board.leaderboard`): an owner publishes, republishes,
+"""The leaderboard, one facet of the service (over `mmvet_core.board`): an owner publishes, republishes,
 renames, unpublishes or restores their run's entry (one rate limit for all of them); the host hides or verifies an
 entry; anyone reads the board's rows (ranked off the request path by `board_book.BoardBook`), one entry, or the
 board as JSON."""
@@ -9,7 +9,13 @@ import threading
 import time
 
 from .. import __version__
-from ..board import leaderboard as lb
+from ..board.entries import board_rows, owner_hash
+from ..board.fields import BoardError, check_link, clean_display_name
+from ..board.rows import RANK_NOTE, set_estimate
+from ..board.filters import MAX_ROWS, BoardFilter, filter_from_query, filter_rows
+from ..board import publishing
+from ..board.publishing import PIN_REASON, check_name_free, load_entry, publish_view
+from ..runs import provenance as prov
 from ..board.book import BoardBook
 from ..runs.provenance import endpoint_netloc
 from ..runs.jobs import JobManager
@@ -97,18 +103,18 @@ class Board:
         if self.jobs.is_running(run.id):
             raise ServiceError("Wait until the run ends before publishing it.")
         try:
-            clean, url = lb.clean_display_name(name), lb.check_link(link)
-        except lb.BoardError as e:
+            clean, url = clean_display_name(name), check_link(link)
+        except BoardError as e:
             raise ServiceError(str(e)) from None
         self._board_action(visitor or owner)
         view = load_run_view(self.store, run.id)
         with self._publish_lock:
             self.book.refresh()                 # every entry decoded: the copy check sees them all
             try:
-                entry = lb.publish_view(self.store, view, name=clean, link=url, owner=owner, republish=republish,
-                                        tool_version=__version__, trusted=self.trusted_endpoints(),
-                                        others=self.book.entries())
-            except lb.BoardError as e:
+                entry = publish_view(self.store, view, name=clean, link=url, owner=owner, republish=republish,
+                                     tool_version=__version__, trusted=self.trusted_endpoints(),
+                                     others=self.book.entries())
+            except BoardError as e:
                 # a look-alike name or copied grades cost a check of every entry: it counts (probing is bounded)
                 self.store.log_publish(visitor or owner)
                 raise ServiceError(str(e)) from None
@@ -118,13 +124,13 @@ class Board:
 
     def _owned_entry(self, entry_id: str, owner: str):
         entry = self._entry(entry_id)
-        if not owner or entry.owner_hash != lb.owner_hash(owner):
+        if not owner or entry.owner_hash != owner_hash(owner):
             raise ServiceError("Only the owner of this entry can change it.")
         return entry
 
     def _entry(self, entry_id: str):
         try:
-            entry = lb.load_entry(self.store, entry_id or "")
+            entry = load_entry(self.store, entry_id or "")
         except (ValueError, TypeError, KeyError, RecursionError):     # a damaged stored copy (the board logs it)
             entry = None
         if entry is None:
@@ -137,17 +143,17 @@ class Board:
         (rate limited); a name that looks like another owner's is refused."""
         entry = self._owned_entry(entry_id, owner)
         try:
-            fields = {"name": lb.clean_display_name(name)}
+            fields = {"name": clean_display_name(name)}
             if link is not None:
-                fields["link"] = lb.check_link(link)
+                fields["link"] = check_link(link)
             self._board_action(visitor or owner)
-        except lb.BoardError as e:
+        except BoardError as e:
             raise ServiceError(str(e)) from None
         with self._publish_lock:
             try:
-                lb.check_name_free(self.store.board_heads(include_withdrawn=True), fields["name"],
-                                   entry.owner_hash, entry_id=entry.id)
-            except lb.BoardError as e:
+                check_name_free(self.store.board_heads(include_withdrawn=True), fields["name"],
+                                entry.owner_hash, entry_id=entry.id)
+            except BoardError as e:
                 self.store.log_publish(visitor or owner)        # probing names is bounded, as on publish
                 raise ServiceError(str(e)) from None
             self.store.update_board_entry(entry.id, **fields)
@@ -161,7 +167,7 @@ class Board:
         entry = self._owned_entry(entry_id, owner)
         self._board_action(visitor or owner)
         self.store.update_board_entry(entry.id, published=0)
-        self.store.unpin_run(entry.run_id, lb.PIN_REASON)       # the run may expire again like any other
+        self.store.unpin_run(entry.run_id, PIN_REASON)          # the run may expire again like any other
         self.store.log_publish(visitor or owner)
         self.book.refresh()
         return f"{entry.name} is no longer on the leaderboard."
@@ -172,7 +178,7 @@ class Board:
         entry = self._owned_entry(entry_id, owner)
         self._board_action(visitor or owner)
         self.store.update_board_entry(entry.id, published=1)
-        self.store.pin_run(entry.run_id, lb.PIN_REASON)
+        self.store.pin_run(entry.run_id, PIN_REASON)
         self.store.log_publish(visitor or owner)
         self.book.refresh()
         return f"{entry.name} is on the leaderboard again (version {entry.version})."
@@ -204,10 +210,10 @@ class Board:
         ``leaderboard verify`` is the host's other way)."""
         self._host_only(secret, visitor, "verify")
         entry = self._entry(entry_id)
-        entry = lb.verify_entry(self.store, entry.id, verified)
+        entry = publishing.verify_entry(self.store, entry.id, verified)
         self.book.refresh()
         state = "verified by the host: it is ranked" if verified else "no longer verified by the host"
-        return f"{entry.name} (version {entry.version}) is {state} ({lb.prov.label(entry.provenance)})."
+        return f"{entry.name} (version {entry.version}) is {state} ({prov.label(entry.provenance)})."
 
     def board_rows(self) -> list:
         """Every row of the board (entries with their ranks, provenance and official-equivalent estimates, then
@@ -224,7 +230,7 @@ class Board:
             entry = entries.get(row.entry) if row.entry else None
             if entry is not None and entry.meta.get("judge_kind") == "successor":
                 row = copy.copy(row)
-                lb.set_estimate(row, self._entry_estimate(entry))
+                set_estimate(row, self._entry_estimate(entry))
             out.append(row)
         self._with_estimates = (rows, checks, out)
         return out
@@ -242,17 +248,17 @@ class Board:
         return hit[1]
 
     def leaderboard(self, filters=None) -> list:
-        """The board's rows (`leaderboard.BoardRow`) that `filters` (`leaderboard.BoardFilter`, a dict of its
+        """The board's rows (`rows.BoardRow`) that `filters` (`filters.BoardFilter`, a dict of its
         fields, or a deep link's ``board`` text) selects, sorted as it says (a new list: the caller's to change)."""
         f = self.board_filter(filters)
         rows = self.board_rows()
-        key = tuple(getattr(f, k) for k in lb.BoardFilter.__dataclass_fields__)
+        key = tuple(getattr(f, k) for k in BoardFilter.__dataclass_fields__)
         with self._filtered_lock:
             hit = self._filtered.get(key)
         if hit is None or hit[0] is not rows:
             # sorted once per board and filter: a script paging through the board (or the view turning pages)
             # does not sort its 1,600 rows again for every page
-            hit = (rows, lb.filter_rows(rows, f))
+            hit = (rows, filter_rows(rows, f))
             with self._filtered_lock:
                 self._filtered.pop(key, None)
                 while len(self._filtered) >= FILTERS_KEPT:
@@ -263,14 +269,14 @@ class Board:
     @staticmethod
     def board_filter(filters=None):
         if filters is None:
-            return lb.BoardFilter()
-        if isinstance(filters, lb.BoardFilter):
+            return BoardFilter()
+        if isinstance(filters, BoardFilter):
             return filters.normalised()
         if isinstance(filters, str):
-            return lb.filter_from_query(filters)
+            return filter_from_query(filters)
         if isinstance(filters, dict):
-            known = {k: v for k, v in filters.items() if k in lb.BoardFilter.__dataclass_fields__}
-            return lb.BoardFilter(**known).normalised()
+            known = {k: v for k, v in filters.items() if k in BoardFilter.__dataclass_fields__}
+            return BoardFilter(**known).normalised()
         raise ServiceError("Filters are a dict with judge, benchmark, query, sort, descending, references.")
 
     def leaderboard_json(self, filters=None, *, offset: object = 0, limit: object = None) -> dict:
@@ -278,22 +284,22 @@ class Board:
         (the rows the filter selects) and one dict per row (``BoardRow.to_json``) of the page that starts at row
         `offset` (0-based) and holds `limit` rows (clamped to 1..`MAX_PAGE`; None: `DEFAULT_PAGE`), with
         `next_offset` (the next page's `offset`, None after the last page): a client pages through the whole board
-        by passing `next_offset` back until it is None. The downloads hold every row (`leaderboard.rows_json`). A
+        by passing `next_offset` back until it is None. The downloads hold every row (`filters.rows_json`). A
         page asked again while the board's rows are the same is the answer kept (`PAGES_KEPT`; a new dict each
         time, its rows shared: not to be changed). A bad `offset` or `limit` is a `ServiceError`."""
         f = self.board_filter(filters)
         start, size = page_bounds(offset, limit)
         rows = self.board_rows()
-        key = (tuple(getattr(f, k) for k in lb.BoardFilter.__dataclass_fields__), start, size)
+        key = (tuple(getattr(f, k) for k in BoardFilter.__dataclass_fields__), start, size)
         with self._filtered_lock:
             hit = self._pages.get(key)
         if hit is not None and hit[0] is rows:
             return dict(hit[1])
         selected = self.leaderboard(f)
-        count = min(len(selected), lb.MAX_ROWS)
+        count = min(len(selected), MAX_ROWS)
         end = min(count, start + size)
-        answer = {"filter": {k: getattr(f, k) for k in lb.BoardFilter.__dataclass_fields__},
-                  "rank_note": lb.RANK_NOTE, "count": count, "offset": start, "limit": size,
+        answer = {"filter": {k: getattr(f, k) for k in BoardFilter.__dataclass_fields__},
+                  "rank_note": RANK_NOTE, "count": count, "offset": start, "limit": size,
                   "next_offset": end if end < count else None,
                   "entries": [r.to_json() for r in selected[start:end]]}
         with self._filtered_lock:
@@ -307,7 +313,7 @@ class Board:
         for row in self.board_rows():
             if row.entry == entry.id and row.version == entry.version:
                 return row.to_json(detail=True)
-        return lb.board_rows([entry], {})[0].to_json(detail=True)     # not on the board (unpublished, hidden)
+        return board_rows([entry], {})[0].to_json(detail=True)        # not on the board (unpublished, hidden)
 
     def board_entry(self, entry_id: str) -> dict:
         """One entry as the board shows it (read-only, anyone): its row, its frozen metadata and its frozen
@@ -333,12 +339,12 @@ class Board:
         if row is None:
             return None
         try:
-            entry = lb.load_entry(self.store, row["id"])
+            entry = load_entry(self.store, row["id"])
         except (ValueError, TypeError, KeyError, RecursionError):     # a damaged stored copy (the board logs it)
             return None
         if entry is None:
             return None
         return {"entry": entry.id, "name": entry.name, "link": entry.link, "version": entry.version,
                 "published": entry.published, "hidden": entry.hidden,
-                "stale": run.updated_at > entry.published_at, "provenance": lb.prov.label(entry.provenance),
-                "verified": lb.prov.is_verified(entry.provenance)}
+                "stale": run.updated_at > entry.published_at, "provenance": prov.label(entry.provenance),
+                "verified": prov.is_verified(entry.provenance)}

@@ -13,7 +13,8 @@ from ..inputs.benchmark import Benchmark, BenchmarkError
 from ..judging.estimate import estimate_cost
 from ..judging.judge import BASELINE_NAME, DEFAULT_JUDGE_MODEL, JudgeSettings
 from ..inputs.results import ResultsError, select_predictions, validate_results
-from ..inputs.sources import load_benchmark, load_subset
+from ..inputs.sources import load_benchmark
+from ..inputs.subsets import load_subset
 from .limits import HostLimits
 from .records import (BENCH_HUB, BENCH_UPLOAD, JUDGE_BASELINE, JUDGE_HOST, JUDGE_OWN, MODE_BATCH, OPENAI_PUBLIC_URL,
                       SUBSETS, BenchmarkChoice, JudgeChoice, ServiceError, Validation, file_safe)

@@ -1,4 +1,4 @@
-"""The leaderboard's tables (`mmvet_core/board/leaderboard.py`): entries, their frozen versions, publish counts."""
+"""The leaderboard's tables (`mmvet_core/board/`): entries, their frozen versions, publish counts."""
 from __future__ import annotations
 
 import json

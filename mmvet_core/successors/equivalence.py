@@ -403,7 +403,7 @@ def estimate_keys(run, kind: str, trusted=None) -> dict:
 
 
 def entry_equivalence(store, entry, *, resamples: int | None = None) -> Equivalence:
-    """The official-equivalent estimate of a leaderboard entry (`leaderboard.BoardEntry`, a successor judge's):
+    """The official-equivalent estimate of a leaderboard entry (`entries.BoardEntry`, a successor judge's):
     from its frozen scores and the server's current check of its judge (`estimate_keys`; an entry
     published before those keys were kept finds them from its run while the run is stored): the stored estimate
     its run's card shows too when the grades are the same (`stored_equivalent`)."""
