@@ -20,8 +20,8 @@ import gradio as gr
 
 from mmvet_core.runs import views
 from mmvet_core.inputs.benchmark import ASSETS_DIR
-from mmvet_core.service import (BENCH_BUNDLED, BENCH_HUB, BENCH_UPLOAD, JUDGE_BASELINE, JUDGE_OWN, SUBSETS,
-                                JudgeUnavailable, ServiceError)
+from mmvet_core.service import (BENCH_BUNDLED, BENCH_HUB, BENCH_UPLOAD, JUDGE_BASELINE, JUDGE_HOST, JUDGE_OWN,
+                                SUBSETS, JudgeUnavailable, ServiceError)
 
 from mmvet_core.store import StoreError
 

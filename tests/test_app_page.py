@@ -143,6 +143,14 @@ def test_at_390_grade_and_the_score_need_no_sideways_scrolling(app, published, b
         grade = page.locator("#grade-button")
         grade.scroll_into_view_if_needed()
         assert inside(grade.bounding_box(), 390)
+        # switching the judge away from the server's and back shows the host's judges again (a NameError once)
+        choice = page.locator("#judge-choice")
+        choice.get_by_label("My own key / endpoint").check()
+        page.locator("#api-key").wait_for(state="visible")
+        page.locator("#server-judge").wait_for(state="hidden")
+        choice.get_by_label("Server's judge").check()
+        page.locator("#server-judge").wait_for(state="visible")
+        page.locator("#api-key").wait_for(state="hidden")
         page.goto(app.url + f"?run={run_id}")
         total = page.locator("#total-score textarea, #total-score input").first
         page.wait_for_function("() => { const t = document.querySelector('#total-score textarea, #total-score "

@@ -294,7 +294,7 @@ def test_the_app_exports_a_check_and_another_host_imports_it_verified_and_refuse
     bench, refs = load_bundled_v1(), load_references()
     with FakeJudgeServer(FakeState(answer_fn=answer, model_reported="judge-b")) as a, \
             FakeJudgeServer(FakeState(answer_fn=answer, model_reported="judge-b")) as b:
-        svc_a = make_service(tmp_path / "a", a.url, judge_model="judge-b")
+        svc_a = make_service(tmp_path / "a", a.url, judge_model="judge-b", public_url="https://lab-a.example/")
         svc_b = make_service(tmp_path / "b", b.url, judge_model="judge-b")
         try:
             with pytest.raises(ServiceError, match="no judge check of judge-b"):
@@ -309,6 +309,7 @@ def test_the_app_exports_a_check_and_another_host_imports_it_verified_and_refuse
                 assert sorted(z.namelist()) == ["README.md", "check.jsonl"]
                 assert "127.0.0.1" not in z.read("check.jsonl").decode()
                 rows = [json.loads(x) for x in z.read("check.jsonl").decode().splitlines()]
+            assert {r["host"] for r in rows} == {"lab-a.example"}     # named by its public address, as a host
             tampered = tmp_path / "check.jsonl"
             tampered.write_text("".join(json.dumps({**r, "grades": [0.0 if g >= 0.5 else 1.0 for g in r["grades"]]}
                                                    if k % 10 == 0 else r) + "\n" for k, r in enumerate(rows)))

@@ -22,7 +22,7 @@ from ..runs.lifecycle import RunView
 from ..store import Store
 from .inputs import Inputs
 from .limits import HostLimits
-from .records import JudgeChoice, JudgeUnavailable, ServiceError, shutdown_note
+from .records import JudgeChoice, JudgeUnavailable, ServiceError, endpoint_host, shutdown_note
 from .settings import ServiceSettings
 
 log = logging.getLogger("mmvet_grader")
