@@ -199,6 +199,32 @@ def runs_rows(svc: GradingService, owner_tok: str) -> list[list]:
     return [r.row() for r in svc.reading.runs_of(owner_tok)]
 
 
+def quiet_statuses(demo: gr.Blocks) -> None:
+    """Keep the page's status bookkeeping to the components that show a progress (call once every event is
+    registered; an event given its own `show_progress_on` is left as it is).
+
+    Gradio 6.31's page keeps a loading status for every progress target (`show_progress_on`, by default every
+    output) of every event that ever ran in it, and on EACH status change of ANY event (pending, each streamed
+    yield, completion) it updates them all: a snapshot of each component's props, and of a layout container's
+    whole subtree. With the tab set an output of the load events, every status change after load snapshot the
+    whole page; with the run panel, the samples table and the radars outputs of the redraw of a grading run, every
+    update of the run cost several of those (bench/bench_app_e2e.py: the browser 2.1x the CLI, the first rows
+    6 s after the first grade).
+
+    - An event whose progress is hidden tracks no status at all (it shows none).
+    - Any other event shows its progress on its outputs but layout containers (tabs, columns, rows, accordions),
+      which show none anyway.
+
+    What a visitor sees is unchanged: the same outputs get the same values."""
+    for fn in demo.fns.values():
+        if fn.show_progress_on is not None:
+            continue
+        if fn.show_progress == "hidden":
+            fn.show_progress_on = []
+        elif any(isinstance(b, gr.blocks.BlockContext) for b in fn.outputs):
+            fn.show_progress_on = [b for b in fn.outputs if not isinstance(b, gr.blocks.BlockContext)]
+
+
 def wire_load(demo: gr.Blocks, page: Page, runs_table: gr.Dataframe) -> None:
     """On page load: the owner token (new or restored), the run of `?run=`, the visitor's runs; then the
     'loaded' mark. Registered last."""
