@@ -511,7 +511,8 @@ def wire_run_buttons(page: Page, g: GradeView, version: gr.Textbox, follow: Call
 
     g.grade_btn.click(start, [g.results_file, *g.bench_inputs, g.runs, g.judge_choice, g.base_url, g.judge_model,
                               g.api_key, g.mode, g.model_name, owner],
-                      [run_state, g.judge_unavailable, g.judge_picker], api_visibility="private")
+                      [run_state, g.judge_unavailable, g.judge_picker], api_visibility="private",
+                      show_progress="hidden")      # (the run's progress shows what it does)
 
     @toasts(0)
     def stop(run_id, owner_tok):
@@ -673,7 +674,7 @@ def wire_open_run(page: Page, g: GradeView, s: SamplesParts, my: RunsList, versi
     def share_of(run_id, request: gr.Request):
         return svc.reading.share_url(run_id, base_url(request)) if run_id else ""
 
-    run_state.change(share_of, run_state, g.share, api_visibility="private", queue=False)
+    run_state.change(share_of, run_state, g.share, api_visibility="private", queue=False, show_progress="hidden")
 
     def on_overlays(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id):
         view = svc.reading.view(run_id) if run_id else None
