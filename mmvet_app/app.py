@@ -16,7 +16,7 @@ import gradio as gr
 from mmvet_core.service import (BENCH_BUNDLED, BENCH_HUB, BENCH_UPLOAD, JUDGE_BASELINE, JUDGE_HOST, JUDGE_OWN,
                                 OPENAI_PUBLIC_URL, GradingService, ServiceSettings)
 from mmvet_app.api import register_api
-from mmvet_app.common import build_page, wire_load
+from mmvet_app.common import build_page, quiet_statuses, wire_load
 from mmvet_app.compare import build_compare
 from mmvet_app.grade import build_grade, wire_grade
 from mmvet_app.grade_file import build_grade_file, wire_grade_file
@@ -121,6 +121,7 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
         wire_my_runs(page, my_runs, grade, samples)
         wire_grade_file(page, grade_file, grade)
         wire_load(demo, page, my_runs.runs_table)   # last: owner token, ?run=, then the page's 'loaded' mark
+        quiet_statuses(demo)     # the page's status bookkeeping: only what shows a progress (no tabs, no panels)
     hide_other_endpoints(demo)     # the MCP server lists the agents' tools only (the scripts' API keeps all)
     return demo
 

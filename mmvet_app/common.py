@@ -27,6 +27,22 @@ MODES = {"Live": MODE_LIVE, "Batch API (½ price, ≤ 24 h)": MODE_BATCH}
 MARK_LOADED_JS = "() => { document.body.dataset.mmvetLoaded = '1'; return []; }"
 
 
+def plotly_preload_js() -> str | None:
+    """JS that loads Gradio's plotly.js chunk in the browser once the page is idle, or None if this Gradio has no
+    such chunk.
+
+    The page's first chart loads and runs plotly.js (4.6 MB): about a second of a browser's main thread, in which
+    the page draws nothing else (in a run's first draw it held back the first rows; a click on Grade waited for
+    it). After load, when the browser is idle, the chunk is loaded as the Plot component loads it (the same
+    URL, so the same module: it runs once)."""
+    assets = Path(gr.__file__).parent / "templates" / "frontend" / "assets"
+    chunk = next(iter(sorted(assets.glob("PlotlyPlot-*.js"))), None)
+    if chunk is None:
+        return None
+    load = f"() => import(new URL('./assets/{chunk.name}', document.baseURI).href).catch(() => {{}})"
+    return f"() => {{ (window.requestIdleCallback || setTimeout)({load}); return []; }}"
+
+
 def store_unreachable(error: StoreError | None = None) -> str:
     """What a page or a script is told while the database cannot be used: `STORE_UNREACHABLE`, then the fault
     in words (never an address; `StoreError` names none)."""
@@ -199,9 +215,35 @@ def runs_rows(svc: GradingService, owner_tok: str) -> list[list]:
     return [r.row() for r in svc.reading.runs_of(owner_tok)]
 
 
+def quiet_statuses(demo: gr.Blocks) -> None:
+    """Keep the page's status bookkeeping to the components that show a progress (call once every event is
+    registered; an event given its own `show_progress_on` is left as it is).
+
+    Gradio 6.31's page keeps a loading status for every progress target (`show_progress_on`, by default every
+    output) of every event that ever ran in it, and on EACH status change of ANY event (pending, each streamed
+    yield, completion) it updates them all: a snapshot of each component's props, and of a layout container's
+    whole subtree. With the tab set an output of the load events, every status change after load snapshot the
+    whole page; with the run panel, the samples table and the radars outputs of the redraw of a grading run, every
+    update of the run cost several of those (bench/bench_app_e2e.py: the browser 2.1x the CLI, the first rows
+    6 s after the first grade).
+
+    - An event whose progress is hidden tracks no status at all (it shows none).
+    - Any other event shows its progress on its outputs but layout containers (tabs, columns, rows, accordions),
+      which show none anyway.
+
+    What a visitor sees is unchanged: the same outputs get the same values."""
+    for fn in demo.fns.values():
+        if fn.show_progress_on is not None:
+            continue
+        if fn.show_progress == "hidden":
+            fn.show_progress_on = []
+        elif any(isinstance(b, gr.blocks.BlockContext) for b in fn.outputs):
+            fn.show_progress_on = [b for b in fn.outputs if not isinstance(b, gr.blocks.BlockContext)]
+
+
 def wire_load(demo: gr.Blocks, page: Page, runs_table: gr.Dataframe) -> None:
     """On page load: the owner token (new or restored), the run of `?run=`, the visitor's runs; then the
-    'loaded' mark. Registered last."""
+    'loaded' mark; and plotly.js once the browser is idle (`plotly_preload_js`). Registered last."""
     svc = page.svc
 
     def on_load(stored_owner, request: gr.Request):
@@ -214,5 +256,8 @@ def wire_load(demo: gr.Blocks, page: Page, runs_table: gr.Dataframe) -> None:
         return tok, tok, run.id if run else "", runs_rows(svc, tok)
 
     demo.load(on_load, [page.owner_store], [page.owner_store, page.owner, page.run_state, runs_table],
-              api_visibility="private") \
+              api_visibility="private", show_progress="hidden") \
         .then(None, None, None, js=MARK_LOADED_JS, api_visibility="private")
+    preload = plotly_preload_js()
+    if preload:        # a run's charts, a grade file's, the board's: plotly.js is loaded before the first one
+        demo.load(None, None, None, js=preload, api_visibility="private")

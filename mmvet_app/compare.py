@@ -48,7 +48,7 @@ def build_compare(page: Page) -> None:
     def my_runs(owner_tok):
         return gr.Dropdown(choices=run_choices(svc.store, owner_tok))
 
-    owner.change(my_runs, owner, cmp_runs, api_visibility="private", queue=False)
+    owner.change(my_runs, owner, cmp_runs, api_visibility="private", queue=False, show_progress="hidden")
     cmp_refresh.click(my_runs, owner, cmp_runs, api_visibility="private")
 
     def compare(run_ids, files, owner_tok):

@@ -511,7 +511,8 @@ def wire_run_buttons(page: Page, g: GradeView, version: gr.Textbox, follow: Call
 
     g.grade_btn.click(start, [g.results_file, *g.bench_inputs, g.runs, g.judge_choice, g.base_url, g.judge_model,
                               g.api_key, g.mode, g.model_name, owner],
-                      [run_state, g.judge_unavailable, g.judge_picker], api_visibility="private")
+                      [run_state, g.judge_unavailable, g.judge_picker], api_visibility="private",
+                      show_progress="hidden")      # (the run's progress shows what it does)
 
     @toasts(0)
     def stop(run_id, owner_tok):
@@ -530,13 +531,17 @@ def wire_run_buttons(page: Page, g: GradeView, version: gr.Textbox, follow: Call
 
 # ---- the open run: what is shown of it ----
 def radar_update(svc, view, overlay_sel, owner_tok: str, running: bool, radar_key: str | None,
-                 radar_sent: dict[str, float]) -> tuple:
+                 radar_sent: dict[str, float], opened: bool = False) -> tuple:
     """The two radars, or skips: mid-run updates redraw the two plotly charts every RADAR_EVERY_S only (redrawing
-    them every second cost the browser as much CPU as the grading itself: bench/bench_app_e2e.py)."""
+    them every second cost the browser as much CPU as the grading itself: bench/bench_app_e2e.py).
+
+    A grading run just opened shows its progress first: its radars are cleared (never another run's left beside
+    it) and drawn by the updates from RADAR_EVERY_S on, or at its end. The page's first plotly chart costs a
+    browser about a second (plotly.js is loaded then): in the opening's draw it held back the first rows."""
     now = time.monotonic()
-    if running and radar_key is not None and now - radar_sent.get(radar_key, 0.0) < RADAR_EVERY_S:
+    if running and radar_key is not None and not opened and now - radar_sent.get(radar_key, 0.0) < RADAR_EVERY_S:
         return gr.skip(), gr.skip()
-    rc, ri = radar_figures(svc, view, overlay_sel, owner_tok)
+    rc, ri = (None, None) if running and opened else radar_figures(svc, view, overlay_sel, owner_tok)
     if radar_key is not None:
         if len(radar_sent) > 10_000:
             radar_sent.clear()
@@ -615,7 +620,7 @@ def wire_open_run(page: Page, g: GradeView, s: SamplesParts, my: RunsList, versi
         if view is None:
             return tuple(gr.skip() for _ in view_outputs)
         view = svc.reading.with_failure(view)
-        radars = radar_update(svc, view, overlay_sel, owner_tok, running, radar_key, radar_sent)
+        radars = radar_update(svc, view, overlay_sel, owner_tok, running, radar_key, radar_sent, opened)
         perms = svc.runs.permissions(run_id, owner_tok)
         rows = views.sample_rows(view, sample_filter(cap_f, lo, hi, flagged, order))
         live = live_values(svc, view, perms, radars, rows, running=running, opened=opened, owner_tok=owner_tok,
@@ -646,7 +651,8 @@ def wire_open_run(page: Page, g: GradeView, s: SamplesParts, my: RunsList, versi
         remember_drawn(svc, state, run_id, request)
         session = getattr(request, "session_hash", None)
         try:
-            out = refresh(run_id, [], "all", lo, hi, flagged, order, owner_tok, "", opened=True)
+            out = refresh(run_id, [], "all", lo, hi, flagged, order, owner_tok, "",
+                          radar_key=f"{session or ''}:{run_id}", opened=True)
         except StoreError as e:
             if session and run_id:
                 if len(state.unopened) > 10_000:
@@ -668,7 +674,7 @@ def wire_open_run(page: Page, g: GradeView, s: SamplesParts, my: RunsList, versi
     def share_of(run_id, request: gr.Request):
         return svc.reading.share_url(run_id, base_url(request)) if run_id else ""
 
-    run_state.change(share_of, run_state, g.share, api_visibility="private", queue=False)
+    run_state.change(share_of, run_state, g.share, api_visibility="private", queue=False, show_progress="hidden")
 
     def on_overlays(run_id, overlay_sel, cap_f, lo, hi, flagged, order, owner_tok, sample_id):
         view = svc.reading.view(run_id) if run_id else None

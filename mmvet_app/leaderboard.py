@@ -403,8 +403,9 @@ def build_leaderboard(demo: gr.Blocks, page: Page, tab: gr.Tab | None = None) ->
                 gr.Dropdown(value=f.judge or ALL), gr.Dropdown(value=f.benchmark or ALL),
                 f.query, f.sort, f.descending, f.references, *out)
 
+    # (no progress shown: this runs on every page load, most of them without ?board=)
     demo.load(on_load, None, [page.tabs if page.tabs is not None else section, *filters, *refresh_outputs],
-              api_visibility="private")
+              api_visibility="private", show_progress="hidden")
     if tab is not None:
         tab.select(refresh, [*filters, picked, page_no, columns], refresh_outputs, api_visibility="private",
                    show_progress="minimal")

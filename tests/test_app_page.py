@@ -16,6 +16,7 @@ import json
 import re
 import subprocess
 import sys
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -223,3 +224,26 @@ def test_a_server_judge_the_host_does_not_offer_is_refused(app):
         svc.inputs.judge_for(JudgeChoice(JUDGE_HOST, host_model="gpt-4o"))
     labels = dict((name, label) for label, name in svc.judges.server_judge_choices())
     assert list(labels) == ["judge-b", "judge-c"] and labels["judge-c"] == "judge-c · not checked yet"
+
+
+def test_no_event_tracks_the_status_of_a_layout_container_and_the_run_redraws_track_none(app):
+    """The page's configuration as served: Gradio 6.31's page updates, on every status change of any event, the
+    loading status of every progress target of every event that ran, snapshotting a container's whole subtree
+    (`mmvet_app.common.quiet_statuses`). So no event has the tab set, a column or a row among its progress targets
+    (the tab set is an output of the load events, the run panel of the run's redraws), and the redraws of a
+    grading run and its stream, which show no progress, track none. Their outputs stay what they were."""
+    with urllib.request.urlopen(app.url + "config", timeout=30) as r:
+        cfg = json.load(r)
+    comps = {c["id"]: c for c in cfg["components"]}
+    elem = {c.get("props", {}).get("elem_id"): c["id"] for c in cfg["components"]}
+    layout = {"tabs", "tabitem", "column", "row", "group", "accordion", "form"}
+    targets = {d["id"]: d["outputs"] if d.get("show_progress_on") is None else d["show_progress_on"]
+               for d in cfg["dependencies"]}
+    held = {i: [comps[c]["type"] for c in t if comps[c]["type"] in layout] for i, t in targets.items()}
+    assert not any(held.values()), {i: h for i, h in held.items() if h}
+    redraws = [d for d in cfg["dependencies"] if elem["run-panel"] in d["outputs"] or elem["tabs"] in d["outputs"]
+               or d["outputs"] == [elem["run-version"]]]
+    assert len(redraws) >= 6, len(redraws)      # open, tick, closed, follow, the two loads
+    assert all(targets[d["id"]] == [] or d["show_progress"] != "hidden" for d in redraws)
+    whole_run = [d for d in redraws if len(d["outputs"]) > 40]        # the opening and the redraw of a change
+    assert len(whole_run) == 2 and all(targets[d["id"]] == [] for d in whole_run)
