@@ -154,6 +154,8 @@ def main() -> None:
     ap.add_argument("--after", type=float, default=150.0,
                     help="seconds after the crowd closed for the last memory figure (sessions are forgotten after "
                          "MMVET_SESSION_IDLE_S / MMVET_CLOSED_PAGE_S and a sweep)")
+    ap.add_argument("--crowds", type=int, default=1,
+                    help="crowds one after the other (each waits --after): what the crowds keep must not add up")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="crowd-caps-"))
     procs: list[subprocess.Popen] = []
@@ -196,38 +198,41 @@ def main() -> None:
         me = StatusClient(url, ip="203.0.113.77", timeout=120)
         mb = lambda: tree_rss(app) / 1e6  # noqa: E731
 
-        # ---- followers ----
-        p50, worst = share_link_latency(url, me, mine)
-        print(f"followers, before: share link p50 {p50 * 1000:.0f} ms, max {worst * 1000:.0f} ms; "
-              f"app memory {mb():.0f} MB")
-        crowd = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--crowd", url, running,
-                                  str(args.followers), str(args.addresses), str(args.seconds)], cwd=ROOT,
-                                 env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, text=True)
-        time.sleep(min(10.0, args.seconds / 2))
-        peak = [mb()]
-        sampler_done = threading.Event()
-
-        def sample():
-            while not sampler_done.is_set():
-                peak[0] = max(peak[0], mb())
-                time.sleep(0.5)
-        sampler = threading.Thread(target=sample)
-        sampler.start()
-        p50, worst = share_link_latency(url, me, mine)
-        print(f"followers, during ({args.followers} pages from {args.addresses} addresses): share link p50 "
-              f"{p50 * 1000:.0f} ms, max {worst * 1000:.0f} ms; app memory {mb():.0f} MB")
-        out, _ = crowd.communicate(timeout=args.seconds + 600)
-        sampler_done.set()
-        sampler.join()
-        stats = json.loads(out.strip().splitlines()[-1])
-        print(f"  the crowd: {stats['peak_open']} pages open at most, {stats['refused']} refused (429), "
-              f"{stats['polls']} status polls answered, {stats['poll_refused']} refused, {stats['errors']} errors; "
-              f"peak app memory {peak[0]:.0f} MB")
-        for wait in (20, args.after):
-            time.sleep(wait if wait == 20 else max(0, wait - 20))
+        # ---- followers (`--crowds` times: what a crowd keeps is bounded, a second adds no second share) ----
+        for n in range(1, args.crowds + 1):
+            which = f"crowd {n} of {args.crowds}: " if args.crowds > 1 else ""
             p50, worst = share_link_latency(url, me, mine)
-            print(f"followers, {wait:.0f} s after all closed: share link p50 {p50 * 1000:.0f} ms, max "
-                  f"{worst * 1000:.0f} ms; app memory {mb():.0f} MB")
+            print(f"{which}followers, before: share link p50 {p50 * 1000:.0f} ms, max {worst * 1000:.0f} ms; "
+                  f"app memory {mb():.0f} MB, {app.num_threads()} threads")
+            crowd = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--crowd", url, running,
+                                      str(args.followers), str(args.addresses), str(args.seconds)], cwd=ROOT,
+                                     env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, text=True)
+            time.sleep(min(10.0, args.seconds / 2))
+            peak = [mb()]
+            sampler_done = threading.Event()
+
+            def sample():
+                while not sampler_done.is_set():
+                    peak[0] = max(peak[0], mb())
+                    time.sleep(0.5)
+            sampler = threading.Thread(target=sample)
+            sampler.start()
+            p50, worst = share_link_latency(url, me, mine)
+            print(f"{which}followers, during ({args.followers} pages from {args.addresses} addresses): share link "
+                  f"p50 {p50 * 1000:.0f} ms, max {worst * 1000:.0f} ms; app memory {mb():.0f} MB, "
+                  f"{app.num_threads()} threads")
+            out, _ = crowd.communicate(timeout=args.seconds + 600)
+            sampler_done.set()
+            sampler.join()
+            stats = json.loads(out.strip().splitlines()[-1])
+            print(f"  the crowd: {stats['peak_open']} pages open at most, {stats['refused']} refused (429), "
+                  f"{stats['polls']} status polls answered, {stats['poll_refused']} refused, {stats['errors']} "
+                  f"errors; peak app memory {peak[0]:.0f} MB")
+            for wait in (20, args.after):
+                time.sleep(wait if wait == 20 else max(0, wait - 20))
+                p50, worst = share_link_latency(url, me, mine)
+                print(f"{which}followers, {wait:.0f} s after all closed: share link p50 {p50 * 1000:.0f} ms, max "
+                      f"{worst * 1000:.0f} ms; app memory {mb():.0f} MB, {app.num_threads()} threads")
 
         # ---- null-limit board reads ----
         if args.entries:

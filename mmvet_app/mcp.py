@@ -33,7 +33,7 @@ import gradio as gr
 from mmvet_core.scores.compare import CompareError, compare_sets
 from mmvet_core.runs.gradesets import benchmark_for, load_bundled_v1, sets_for_owner
 from mmvet_core.successors.judgecheck import call_count
-from mmvet_core.hosting.remote_files import FetchSlots, RemoteFileError, fetch_visitor_file
+from mmvet_core.hosting.remote_files import FetchSlots, RemoteFileError, SharedFetchSlots, fetch_visitor_file
 from mmvet_core.hosting.requestlimit import over_limit_message
 from mmvet_core.runs.lifecycle import load_run_view
 from mmvet_core.hosting.agent_judges import describe_agent_judges
@@ -245,6 +245,9 @@ def file_tools(svc: GradingService, agent_judges_note: str) -> tuple:
     server's (`FILE_WAIT`) and a private folder (`agent_file`)."""
     hosting = svc.settings.hosting
     slots = FetchSlots(hosting.file_slots, hosting.file_slots_per_visitor, FILE_WAIT, hosting.file_downloads)
+    if svc.settings.database_url:       # replicas on one database share the slots (issue 33)
+        slots = SharedFetchSlots(svc.store, hosting.file_slots, hosting.file_slots_per_visitor, FILE_WAIT,
+                                 hosting.file_downloads)
 
     @api_errors
     @limited_tool

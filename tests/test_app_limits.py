@@ -383,6 +383,50 @@ def test_two_replicas_on_one_database_spend_one_budget_per_client(tmp_path, pg_u
     assert other == 200
 
 
+def test_slow_urls_on_two_replicas_on_one_database_hold_one_share_per_address(tmp_path, pg_url):
+    """Issue 33: MCP file slots were per process, so an address had one share per replica (and the server N times
+    its slots). On one database the slots are the database's: 4 addresses each send a slow URL to both replicas;
+    each address's first is read (it drips), its second, on the other replica, is told at once that the address
+    already reads a file, and an honest agent's file is read on either replica while the drips go on."""
+    replicas = [start_app(tmp_path / f"replica{i}", database_url=pg_url, trusted_proxy_hops=1,
+                          allow_private_endpoints=True) for i in (1, 2)]
+    server = DripServer()
+    attackers = [f"203.0.113.{121 + i}" for i in range(4)]
+
+    async def main():
+        async with contextlib.AsyncExitStack() as stack:
+            on = [[await stack.enter_async_context(agent(r, ip)) for r in replicas] for ip in attackers]
+            drips = [asyncio.create_task(call(s[0], "validate_results", results_file=server.url, judge="baseline"))
+                     for s in on]
+            for _ in attackers:                                     # every first URL is downloading (replica 1)
+                assert await asyncio.to_thread(server.arrived.acquire, True, 60)
+            seconds = await asyncio.gather(*(call(s[1], "validate_results", results_file=server.url,
+                                                  judge="baseline") for s in on))       # the same, on replica 2
+            honest = await stack.enter_async_context(agent(replicas[1], "203.0.113.131"))
+            mine = await call(honest, "validate_results", results_file=data_uri(RESULTS_7B),
+                              file_name="llava-v1.5-7b.json", judge="baseline")
+            other = await stack.enter_async_context(agent(replicas[0], "203.0.113.132"))
+            theirs = await call(other, "validate_results", results_file=server.url.replace("/llava", "/fast/llava"),
+                                judge="baseline")
+            still_dripping = not any(d.done() for d in drips)
+            server.release.set()
+            await asyncio.gather(*drips)
+            return seconds, mine, theirs, still_dripping
+    try:
+        seconds, mine, theirs, still_dripping = asyncio.run(main())
+    finally:
+        server.release.set()
+        server.shutdown()
+        server.server_close()
+        for r in replicas:
+            stop_app(r)
+    assert still_dripping
+    for err, text in seconds:
+        assert err and "Your address is already reading 1 file here" in text, text
+    for err, text in (mine, theirs):
+        assert not err and "218" in json.loads(text)["report"], text
+
+
 def test_the_leaderboard_never_answers_more_than_a_page_and_repeats_are_served_from_it(app):
     """Issue 33: `/leaderboard` with `limit: null` answered the whole board (6.15 MB on 5,000 rows; another
     visitor's my_runs 37 ms -> 6.3 s under 100 such calls). `null` is now the default page (100 rows), any larger

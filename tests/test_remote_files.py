@@ -153,3 +153,144 @@ def test_a_name_lookup_that_hangs_is_cut_at_the_deadline(tmp_path, monkeypatch):
                                block_private=True, deadline=0.5)
     finally:
         released.set()
+
+
+# ---- file slots shared by the replicas on one database (issue 33) ----
+def refusal(slot) -> str:
+    """The refusal of entering `slot` (a slots' context manager), or "" when it was given."""
+    from mmvet_core.hosting.remote_files import SlotRefused
+    try:
+        with slot:
+            return ""
+    except SlotRefused as e:
+        return str(e)
+
+
+def test_replicas_on_one_database_count_the_same_file_slots_and_an_address_has_one_share(pg_url):
+    """The audit: file slots were per process, so an address had one share per replica and the server N times its
+    slots. Two processes' slots on one database: an address's second download is refused on the other replica,
+    the totals are everyone's, and what is given back is free on both."""
+    from mmvet_core.hosting.remote_files import BUSY, SharedFetchSlots
+    from mmvet_core.store import Store
+
+    stores = [Store(pg_url) for _ in range(2)]
+    a, b = (SharedFetchSlots(s, total=2, per_visitor=1, wait=0.0, downloads=2) for s in stores)
+    try:
+        with a.download("x"):
+            assert refusal(b.download("x")).startswith("Your address is already reading 1 file here")
+            with b.download("y"):
+                assert refusal(a.download("z")) == BUSY                 # two downloads in all
+                with b.slot("z"), a.slot("w"):
+                    assert refusal(b.slot("v")) == BUSY                 # two file slots in all
+                    assert refusal(a.slot("z")).startswith("Your address is already reading 1 file here")
+                    assert a.in_use() == b.in_use() == 2
+        assert a.leases() == {} and refusal(b.download("x")) == ""
+    finally:
+        for s in stores:
+            s.close()
+
+
+def test_a_wait_for_a_file_slot_ends_when_another_replica_gives_it_back(pg_url):
+    """A file slot's wait spans the replicas: a call on one waits while another replica holds the last slot, and
+    is given it once that one is given back."""
+    from mmvet_core.hosting.remote_files import SharedFetchSlots
+    from mmvet_core.store import Store
+
+    stores = [Store(pg_url) for _ in range(2)]
+    looks, inner = threading.Semaphore(0), stores[1].update_pace
+
+    def looked(*args, **kwargs):            # each look of the waiting replica at the database
+        result = inner(*args, **kwargs)
+        looks.release()
+        return result
+    stores[1].update_pace = looked
+    a = SharedFetchSlots(stores[0], total=1, wait=0.0)
+    b = SharedFetchSlots(stores[1], total=1, wait=120.0)
+    given_back, got = threading.Event(), []
+    try:
+        with a.slot("x"):
+            waiter = threading.Thread(target=lambda: got.append((refusal(b.slot("y")), given_back.is_set())))
+            waiter.start()
+            assert looks.acquire(timeout=60) and looks.acquire(timeout=60)    # it looked twice: it waits
+            given_back.set()
+        waiter.join(60)
+    finally:
+        for s in stores:
+            s.close()
+    assert got == [("", True)]
+
+
+HOLDER = """
+import sys, time
+from mmvet_core.hosting.remote_files import SharedFetchSlots
+from mmvet_core.store import Store
+slots = SharedFetchSlots(Store(sys.argv[1], check=False), total=1, lease=float(sys.argv[2]))
+with slots.slot("holder"):
+    print("held", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_slot_held_by_a_process_that_died_is_free_again_when_its_lease_ends(pg_url):
+    """A replica killed while it reads a file never gives its slot back: its lease, renewed while it lived,
+    ends and the slot is another's."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from mmvet_core.hosting.remote_files import BUSY, SharedFetchSlots
+    from mmvet_core.store import Store
+
+    root = Path(__file__).resolve().parents[1]
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, pg_url, "3"], cwd=root, stdout=subprocess.PIPE,
+                              text=True, env={**os.environ, "PYTHONPATH": str(root)})
+    store = Store(pg_url)
+    slots = SharedFetchSlots(store, total=1, wait=0.0)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert refusal(slots.slot("honest")) == BUSY
+        (first,) = [h[2] for h in slots.leases().values()]
+        deadline = time.monotonic() + 60
+        while [h[2] for h in slots.leases().values()] == [first] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert [h[2] for h in slots.leases().values()][0] > first        # renewed while its process lives
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(30)
+        while (answer := refusal(slots.slot("honest"))) == BUSY and time.monotonic() < deadline + 30:
+            time.sleep(0.2)
+        assert answer == "" and slots.leases() == {}
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        holder.wait(30)
+        store.close()
+
+
+def test_file_slots_are_counted_by_each_process_while_the_database_fails(pg_server, pg_url):
+    """A database outage never refuses a file for the database's sake: each process counts its own slots (the
+    per-process bounds still hold), and the shared count comes back with the database."""
+    from mmvet_core.hosting.remote_files import BUSY, SharedFetchSlots
+    from mmvet_core.store import Store
+
+    name = pg_url.rsplit("/", 1)[1]
+
+    def outage(on: bool) -> None:
+        with pg_server.admin() as conn:
+            conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS {"false" if on else "true"}')
+            if on:
+                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+    store = Store(pg_url)
+    slots = SharedFetchSlots(store, total=1, wait=0.0)
+    try:
+        outage(True)
+        with slots.slot("x"):
+            assert refusal(slots.slot("y")) == BUSY                 # this process's own count
+        assert refusal(slots.download("x")) == ""
+        outage(False)
+        with slots.slot("x"):
+            assert len(slots.leases()) == 1
+    finally:
+        outage(False)
+        store.close()

@@ -17,7 +17,9 @@ bounds, before any reader sees it:
   share of them per visitor, so that one address (four slow URLs at once) cannot keep every other agent waiting.
   A URL is downloaded in a download slot of its own (more of them, one per address: a slow server costs a wait
   on the network, not a file slot), and takes its file slot once its bytes are here: slow URLs from a few
-  addresses cannot hold every file slot either.
+  addresses cannot hold every file slot either. Replicas on one database count the same slots
+  (`SharedFetchSlots`: leases in the store, so an address has one share however many replicas it reaches, and a
+  replica that dies frees what it held when its leases end).
 - **Names.** The local file's name is made safe (no path, no odd characters); it only hints at the format and the
   model name, the readers look at the content.
 
@@ -31,14 +33,19 @@ import binascii
 import contextlib
 import re
 import threading
+import logging
+import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from ..judging.transport import CAPPED, BlockedDestination, EndpointPolicy, check_endpoint_url, make_http_client
+from ..store import Store, StoreError
 
-__all__ = ["FetchSlots", "RemoteFileError", "SlotRefused", "decode_data_uri", "download_url", "fetch_visitor_file",
+log = logging.getLogger("mmvet_grader")
+
+__all__ = ["FetchSlots", "RemoteFileError", "SharedFetchSlots", "SlotRefused", "decode_data_uri", "download_url", "fetch_visitor_file",
            "safe_file_name"]
 
 #: seconds for the whole download (the name's lookup, connect, headers and body), unless the caller says otherwise
@@ -138,6 +145,147 @@ class FetchSlots:
 def _yours(n: int) -> str:
     return (f"Your address is already reading {n} file{'s' if n > 1 else ''} here (at most {n} at once): wait until "
             "it is read, then try again.")
+
+
+#: The store's pace row that keeps every replica's file slots (`SharedFetchSlots`; a judge account's is a hash).
+FILE_SLOTS = "fileslots:"
+#: Seconds a slot taken in the database lasts unless its process renews it (every third of it while held): what a
+#: replica that died held is free again after this.
+SLOT_LEASE_S = 30.0
+#: Seconds between two looks at the database while waiting for a file slot another replica holds.
+SLOT_POLL_S = 0.25
+_WAIT = object()        # no file slot free yet: look again
+
+
+class SharedFetchSlots(FetchSlots):
+    """`FetchSlots` counted in `store` for every process on the database (issue 33: with per-process slots, an
+    address had one share per replica and the server N times its slots). Each slot held is a lease in one row of
+    the store's paces (`Store.update_pace`: one short transaction, on the database's clock): ``{token: [visitor,
+    "file" | "download", expires at]}``. Every change drops the expired leases, and a thread of each process renews
+    its own every ``lease / 3`` seconds, so a slot lives as long as its process holds it and at most ``lease``
+    seconds after the process died. A visitor's share, the server's totals and the refusals are `FetchSlots`'s;
+    a wait for a file slot looks again every `SLOT_POLL_S` (at once when this process gives one back). When the
+    database fails, the process counts its own slots until it answers again (a file is never refused for the
+    database's sake). Blocking: called from the tools' worker threads."""
+
+    def __init__(self, store: Store, total: int = 4, per_visitor: int = 1, wait: float = 10.0,
+                 downloads: int = 16, *, lease: float = SLOT_LEASE_S):
+        super().__init__(total, per_visitor, wait, downloads)
+        self.store, self.lease = store, lease
+        self._mine: set[str] = set()            # the leases this process holds
+        self._renewer: threading.Thread | None = None
+
+    def download(self, visitor: str):
+        """`FetchSlots.download`, counted for every replica."""
+        return self._leased(visitor, "download", super().download)
+
+    def slot(self, visitor: str):
+        """`FetchSlots.slot`, counted for every replica."""
+        return self._leased(visitor, "file", super().slot)
+
+    @contextlib.contextmanager
+    def _leased(self, visitor: str, kind: str, alone):
+        """A lease of `kind` held while the block runs; `alone` (this process's own count) while the database
+        fails."""
+        try:
+            token = self._take(visitor, kind)
+        except StoreError as e:
+            log.warning("file slots are counted by this process alone while the database fails: %s", e)
+            with alone(visitor):
+                yield
+            return
+        try:
+            yield
+        finally:
+            self._give_back(token)
+
+    def in_use(self) -> int:
+        """File slots held by every replica (this process's own while the database fails)."""
+        try:
+            return sum(1 for h in self.leases().values() if h[1] == "file")
+        except StoreError:
+            return super().in_use()
+
+    def leases(self) -> dict[str, list]:
+        """The leases alive now: ``{token: [visitor, kind, expires at]}`` (on the database's clock)."""
+        return self.store.update_pace(FILE_SLOTS, lambda state, paused, now: (
+            {t: h for t, h in state.get("holds", {}).items() if h[2] > now}, None, paused))
+
+    # ---- the leases ----
+    def _take(self, visitor: str, kind: str) -> str:
+        """A new lease of `kind` for `visitor`; `SlotRefused` when `FetchSlots` would refuse it (a file slot
+        waits up to `wait` seconds for another's to be given back)."""
+        token = secrets.token_hex(8)
+        deadline = time.monotonic() + self.wait
+
+        def change(state: dict, paused: float, now: float):
+            stored = state.get("holds", {})
+            holds = {t: h for t, h in stored.items() if h[2] > now}
+            theirs = [h[1] for h in holds.values() if h[0] == visitor]
+            kinds = [h[1] for h in holds.values()]
+            if kind == "download":
+                if "download" in theirs or theirs.count("file") >= self.per_visitor:
+                    result = SlotRefused(_yours(1 if "download" in theirs else self.per_visitor))
+                else:
+                    result = SlotRefused(BUSY) if kinds.count("download") >= self.downloads else None
+            elif theirs.count("file") >= self.per_visitor:
+                result = SlotRefused(_yours(self.per_visitor))
+            else:
+                result = _WAIT if kinds.count("file") >= self.total else None
+            if result is None:
+                holds[token] = [visitor, kind, now + self.lease]
+            return result, ({"holds": holds} if holds != stored else None), paused
+
+        while True:
+            result = self.store.update_pace(FILE_SLOTS, change)
+            if result is None:
+                break
+            left = deadline - time.monotonic()
+            if result is not _WAIT:
+                raise result
+            if left <= 0:
+                raise SlotRefused(BUSY)
+            with self._cond:                    # woken at once when this process gives a slot back
+                self._cond.wait(min(SLOT_POLL_S, left))
+        with self._cond:
+            self._mine.add(token)
+            if self._renewer is None:
+                self._renewer = threading.Thread(target=self._renew, name="file-slot-leases", daemon=True)
+                self._renewer.start()
+        return token
+
+    def _give_back(self, token: str) -> None:
+        with self._cond:
+            self._mine.discard(token)
+
+        def change(state: dict, paused: float, now: float):
+            holds = {t: h for t, h in state.get("holds", {}).items() if h[2] > now and t != token}
+            return None, {"holds": holds}, paused
+        try:
+            self.store.update_pace(FILE_SLOTS, change)
+        except StoreError as e:         # the lease ends by itself
+            log.warning("a file slot could not be given back (it is free again within %.0f s): %s", self.lease, e)
+        with self._cond:
+            self._cond.notify_all()
+
+    def _renew(self) -> None:
+        """This process's leases, renewed every third of a lease while it lives (the thread dies with it)."""
+        while True:
+            time.sleep(self.lease / 3)
+            with self._cond:
+                mine = set(self._mine)
+            if not mine:
+                continue
+
+            def change(state: dict, paused: float, now: float):
+                holds = state.get("holds", {})
+                for t in mine & holds.keys():
+                    holds[t][2] = now + self.lease
+                return None, {"holds": holds}, paused
+            try:
+                self.store.update_pace(FILE_SLOTS, change)
+            except StoreError as e:
+                log.warning("file slot leases could not be renewed: %s", e)
 
 
 def safe_file_name(name: str, default: str = "results") -> str:
