@@ -31,10 +31,10 @@ import asyncio
 import base64
 import binascii
 import contextlib
-import re
-import threading
 import logging
+import re
 import secrets
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -45,8 +45,8 @@ from ..store import Store, StoreError
 
 log = logging.getLogger("mmvet_grader")
 
-__all__ = ["FetchSlots", "RemoteFileError", "SharedFetchSlots", "SlotRefused", "decode_data_uri", "download_url", "fetch_visitor_file",
-           "safe_file_name"]
+__all__ = ["FetchSlots", "RemoteFileError", "SharedFetchSlots", "SlotRefused", "decode_data_uri", "download_url",
+           "fetch_visitor_file", "safe_file_name"]
 
 #: seconds for the whole download (the name's lookup, connect, headers and body), unless the caller says otherwise
 DOWNLOAD_TIMEOUT = 30.0
