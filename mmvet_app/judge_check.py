@@ -181,7 +181,10 @@ def wire_judge_check(page: Page, jc: JudgeCheckView, judge_choice: gr.Radio, bas
     def check_judge(judge_c, url, model, key, owner_tok, sort_label, request: gr.Request):
         message = judges.check_judge(judge_of(judge_c, url, model, key), owner_tok, visitor(svc, request))
         gr.Info(esc(message))
-        return check_text(judge_c, url, model, key, owner_tok, sort_label, request)
+        values = check_text(judge_c, url, model, key, owner_tok, sort_label, request)
+        # the poll runs at least once more, even for a check that already stopped: the report ends on what the
+        # check says, whatever a field's event answered late (`fields_text`)
+        return (*values[:5], gr.Timer(active=True), *values[6:])
 
     def check_text(judge_c, url, model, key, owner_tok, sort_label, request: gr.Request):
         choice = judge_of(judge_c, url, model, key)
@@ -230,11 +233,19 @@ def wire_judge_check(page: Page, jc: JudgeCheckView, judge_choice: gr.Radio, bas
     if jc.export_button is not None:
         jc.export_button.click(export_check, inputs[:4], [jc.export_file], api_visibility="private")
         jc.import_button.click(import_check, [*inputs, jc.import_file], outputs, api_visibility="private")
+    def fields_text(judge_c, url, model, key, owner_tok, sort_label, request: gr.Request):
+        """`check_text` for a change of the judge fields, which only ever starts the poll: a field's event answered
+        after a check was started (a blur just before the click, late on a busy server) must not stop the poll of
+        that check and leave its report at "no check stored"; the poll stops itself when the check ends."""
+        values = check_text(judge_c, url, model, key, owner_tok, sort_label, request)
+        running = values[5].active if isinstance(values[5], gr.Timer) else False
+        return (*values[:5], values[5] if running else gr.skip(), *values[6:])
+
     check_timer.tick(check_text, inputs, outputs, api_visibility="private", show_progress="hidden")
-    judge_choice.change(check_text, inputs, outputs, api_visibility="private", show_progress="hidden")
+    judge_choice.change(fields_text, inputs, outputs, api_visibility="private", show_progress="hidden")
     for box in (base_url_box, judge_model, api_key):     # (on blur: a base URL is checked when it is used)
-        box.blur(check_text, inputs, outputs, api_visibility="private", show_progress="hidden")
-    judge_model.input(check_text, inputs, outputs, api_visibility="private", show_progress="hidden",
+        box.blur(fields_text, inputs, outputs, api_visibility="private", show_progress="hidden")
+    judge_model.input(fields_text, inputs, outputs, api_visibility="private", show_progress="hidden",
                       trigger_mode="always_last")
     board_outputs = [jc.board, jc.export]
     jc.sort.change(board, [jc.sort, page.owner], board_outputs, api_visibility="private")
