@@ -143,6 +143,15 @@ class PostgresServer:
             conn.execute(f'CREATE DATABASE "{name}"')
         return self.url(name)
 
+    def outage(self, url: str, on: bool) -> None:
+        """The database of `url` closed to new connections and its sessions ended (`on`), or open again: the
+        database server's outage as every client of that database sees it, the server itself running on."""
+        name = url.rsplit("/", 1)[1]
+        with self.admin() as conn:
+            conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS {"false" if on else "true"}')
+            if on:
+                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+
     def drop_database(self, url: str) -> None:
         name = url.rsplit("/", 1)[1]
         with self.admin() as conn:

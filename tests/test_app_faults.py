@@ -9,6 +9,7 @@ again the same calls answer as before.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import secrets
 
@@ -26,17 +27,10 @@ DOWN = "The store is unreachable; nothing is lost"
 @pytest.fixture
 def app_on_pg(tmp_path, pg_server, pg_url):
     handle = start_app(tmp_path / "data", database_url=pg_url, trusted_proxy_hops=1)
-    name = pg_url.rsplit("/", 1)[1]
-
-    def outage(on: bool) -> None:
-        with pg_server.admin() as conn:
-            conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS {"false" if on else "true"}')
-            if on:
-                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
     try:
-        yield handle, outage
+        yield handle, functools.partial(pg_server.outage, pg_url)
     finally:
-        outage(False)
+        pg_server.outage(pg_url, False)
         stop_app(handle)
 
 

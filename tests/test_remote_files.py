@@ -274,23 +274,16 @@ def test_file_slots_are_counted_by_each_process_while_the_database_fails(pg_serv
     from mmvet_core.hosting.remote_files import BUSY, SharedFetchSlots
     from mmvet_core.store import Store
 
-    name = pg_url.rsplit("/", 1)[1]
-
-    def outage(on: bool) -> None:
-        with pg_server.admin() as conn:
-            conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS {"false" if on else "true"}')
-            if on:
-                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
     store = Store(pg_url)
     slots = SharedFetchSlots(store, total=1, wait=0.0)
     try:
-        outage(True)
+        pg_server.outage(pg_url, True)
         with slots.slot("x"):
             assert refusal(slots.slot("y")) == BUSY                 # this process's own count
         assert refusal(slots.download("x")) == ""
-        outage(False)
+        pg_server.outage(pg_url, False)
         with slots.slot("x"):
             assert len(slots.leases()) == 1
     finally:
-        outage(False)
+        pg_server.outage(pg_url, False)
         store.close()

@@ -555,16 +555,13 @@ def test_a_database_outage_fails_calls_by_name_and_the_store_recovers_by_itself(
     with pg_server.admin() as conn:
         assert end_connections(conn)
     assert store.get_answer("fp", "sha", 0.0, 0)["content"] == "0.5"
-    with pg_server.admin() as conn:
-        conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
-        end_connections(conn)
+    pg_server.outage(pg_url, True)
     with pytest.raises(StoreError, match="could not write to its database: the database server cannot be "
                                          "reached") as info:
         store.put_answer("fp", "sha", 0.0, 1, content="0.7", model="m", prompt_tokens=1, completion_tokens=1,
                          sent={})
     assert "127.0.0.1" not in str(info.value) and str(pg_server.port) not in str(info.value)
-    with pg_server.admin() as conn:
-        conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+    pg_server.outage(pg_url, False)
     store.put_answer("fp", "sha", 0.0, 2, content="0.9", model="m", prompt_tokens=1, completion_tokens=1, sent={})
     assert [store.get_answer("fp", "sha", 0.0, k) is not None for k in range(3)] == [True, False, True]
     store.close()
