@@ -238,8 +238,8 @@ def wire_judge_check(page: Page, jc: JudgeCheckView, judge_choice: gr.Radio, bas
         after a check was started (a blur just before the click, late on a busy server) must not stop the poll of
         that check and leave its report at "no check stored"; the poll stops itself when the check ends."""
         values = check_text(judge_c, url, model, key, owner_tok, sort_label, request)
-        running = values[5].active if isinstance(values[5], gr.Timer) else False
-        return (*values[:5], values[5] if running else gr.skip(), *values[6:])
+        timer = values[5]                   # check_text's gr.Timer: active while the check runs
+        return (*values[:5], timer if timer.active else gr.skip(), *values[6:])
 
     check_timer.tick(check_text, inputs, outputs, api_visibility="private", show_progress="hidden")
     judge_choice.change(fields_text, inputs, outputs, api_visibility="private", show_progress="hidden")

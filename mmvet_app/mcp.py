@@ -244,10 +244,9 @@ def file_tools(svc: GradingService, agent_judges_note: str) -> tuple:
     """`validate_results` and `start_grading`: the tools that read an agent's file, each in a slot of the
     server's (`FILE_WAIT`) and a private folder (`agent_file`)."""
     hosting = svc.settings.hosting
-    slots = FetchSlots(hosting.file_slots, hosting.file_slots_per_visitor, FILE_WAIT, hosting.file_downloads)
-    if svc.settings.database_url:       # replicas on one database share the slots (issue 33)
-        slots = SharedFetchSlots(svc.store, hosting.file_slots, hosting.file_slots_per_visitor, FILE_WAIT,
-                                 hosting.file_downloads)
+    bounds = (hosting.file_slots, hosting.file_slots_per_visitor, FILE_WAIT, hosting.file_downloads)
+    # replicas on one database share the slots (issue 33)
+    slots = SharedFetchSlots(svc.store, *bounds) if svc.settings.database_url else FetchSlots(*bounds)
 
     @api_errors
     @limited_tool
