@@ -14,14 +14,21 @@ the REST result stream) and `SessionKeeper` sweeps, every few seconds, with what
 - a session without a page forgets its state after `idle_after_s`, a closed page after `closed_after_s`;
   `max_sessions` bounds them all (Gradio's ``state_session_capacity``); freed memory is handed back to the
   system (``malloc_trim``), so the process's size comes back down.
+
+`lean_sessions` makes a session's copy of the page lazy: Gradio 6.31 builds, for every new session (a page load,
+a script's client, each MCP tool call), the configuration of every component (355 here: 463 KB of small dicts,
+35 CPU-ms), although a session only ever reads the few its events update. Built on first need, a session costs
+about 23 KB, and a crowd's memory is not scattered across the heap where it cannot be handed back (issue 33).
 """
 from __future__ import annotations
 
 import asyncio
+import copy
 import ctypes
 import ctypes.util
 import datetime
 import logging
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -29,7 +36,7 @@ from urllib.parse import parse_qs
 
 from mmvet_core.hosting.clients import ClientStreams, SessionLimits
 
-__all__ = ["SessionKeeper", "SessionStreamMiddleware", "SweepReport"]
+__all__ = ["SessionKeeper", "SessionStreamMiddleware", "SweepReport", "lean_sessions"]
 
 log = logging.getLogger("mmvet_grader")
 
@@ -56,6 +63,81 @@ def _trim_malloc() -> None:
         libc.malloc_trim(0)
     except (OSError, AttributeError):
         pass
+
+
+class _LazyConfigs(dict):
+    """A session's ``config_values`` (component id -> its configuration), each built from the session's
+    ``blocks_config`` the first time it is read; reading them all (Gradio's deep links) builds the rest, in the
+    page's order. What Gradio stores (an update, a value) is stored as in a plain dict."""
+
+    def __init__(self, blocks_config, ids: tuple):
+        super().__init__()
+        self._blocks_config, self._ids, self._known = blocks_config, ids, frozenset(ids)
+        self._complete = False
+
+    def _build(self, key):
+        return self._blocks_config.config_for_block(key, [], self._blocks_config.blocks[key])
+
+    def __missing__(self, key):
+        if key not in self._known:
+            raise KeyError(key)
+        value = self._build(key)
+        dict.__setitem__(self, key, value)
+        return value
+
+    def __contains__(self, key):
+        return dict.__contains__(self, key) or key in self._known
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def _all(self) -> dict:
+        if not self._complete:             # once: every component, in the page's order, then what Gradio added
+            built = {k: dict.__getitem__(self, k) if dict.__contains__(self, k) else self._build(k) for k in self._ids}
+            added = {k: v for k, v in dict.items(self) if k not in self._known}
+            dict.clear(self)
+            dict.update(self, built)
+            dict.update(self, added)
+            self._complete = True
+        return self
+
+    def __iter__(self):
+        return dict.__iter__(self._all())
+
+    def __len__(self):
+        return dict.__len__(self._all())
+
+    def keys(self):
+        return dict.keys(self._all())
+
+    def values(self):
+        return dict.values(self._all())
+
+    def items(self):
+        return dict.items(self._all())
+
+
+def lean_sessions() -> None:
+    """Make every Gradio session's copy of the page lazy (see the module); once per process, for every app in it.
+    The constructor is Gradio 6.31's `SessionState.__init__` with ``config_values`` left to `_LazyConfigs`
+    (`tests/test_app_sessions.py` holds that a session reads what the eager one would have built)."""
+    from gradio import state_holder
+
+    cls = state_holder.SessionState
+    if getattr(cls, "_mmvet_eager_init", None) is not None:
+        return
+
+    def __init__(self, blocks):
+        self.blocks_config = copy.copy(blocks.default_config)
+        ids = tuple(k for k in self.blocks_config.blocks if k in blocks.blocks)
+        self.config_values = _LazyConfigs(self.blocks_config, ids)
+        self.state_data = {}
+        self._state_ttl = {}
+        self.is_closed = False
+        self.STATE_TTL_WHEN_CLOSED = 1 if os.getenv("GRADIO_IS_E2E_TEST", None) else 3600
+
+    cls._mmvet_eager_init = cls.__init__
+    cls.__init__ = __init__
 
 
 class SessionKeeper:
