@@ -164,7 +164,7 @@ def launch_options(settings: AppSettings) -> dict:
     return dict(ssr_mode=False, css=CSS + JUDGES_CSS, max_file_size=f"{settings.max_upload_mb}mb",
                 app_kwargs={"middleware": [request_limit_middleware(settings),      # requests per client
                                            session_middleware(settings)]},          # gone clients, sessions
-                # a session keeps ~400 KB of this page's configuration: a bound on them all
+                # the sessions whose state Gradio keeps: a bound on them all
                 state_session_capacity=sessions.max_sessions,
                 # every queued event (a page following a run too) holds one of these workers: the followers' own
                 # pool comes on top of the other events' (DEFAULT_CONCURRENCY), so viewers never starve them

@@ -1,7 +1,7 @@
 """Gradio's queue and per-session memory, kept to the clients still there (`mmvet_core.hosting.clients`, issue 26).
 
-Gradio keeps, per session (a page load, a script's client): a copy of the page's component configuration (about
-400 KB for this page, up to 10,000 sessions by default: the audit's 868 MB -> 2.8 GB), the messages of its
+Gradio keeps, per session (a page load, a script's client): a copy of the page's component configuration (463 KB
+for this page when built whole, up to 10,000 sessions by default: the audit's 868 MB -> 2.8 GB), the messages of its
 events until a stream reads them, and its queued events until they run, whether or not anyone is still there to
 read their answers. Gradio itself cleans up after a client whose open stream closes; a client that joined the
 queue and left without ever opening a stream (or whose page closed) is never looked at again.

@@ -4,7 +4,7 @@ a stream (production: every 5 s, 30 s), and lets 4 pages follow a run at once (p
 is as a host runs it.
 
 The memory figures over an hour of page opens, follows and publishes are `bench/soak.py`'s; here the caches'
-bounds are checked: the sessions Gradio keeps (~400 KB each) and the queue.
+bounds are checked: the sessions Gradio keeps (and what each builds) and the queue.
 """
 from __future__ import annotations
 

@@ -8,8 +8,8 @@ Gradio's queue and per-session state):
 
 - their **queued events** are dropped (a share-link open no longer waits behind events nobody will read), and
   their running generators stop at their next update;
-- their **state** (Gradio keeps a copy of the page's component configuration per session: about 400 KB for this
-  page, up to 10,000 sessions by default) is forgotten: a script's session after `idle_after_s` without a call,
+- their **state** (what Gradio keeps per session: up to 10,000 sessions by default; the page's copy in each is
+  built as it is read, `mmvet_app.sessions.lean_sessions`) is forgotten: a script's session after `idle_after_s` without a call,
   a closed page's after `closed_after_s` (time for a reconnect), and never more than `max_sessions` in all;
 - the streams that follow a grading run (one per open page) have their own pool of `max_followers`, so that a
   crowd of viewers never takes the workers every other event needs.
@@ -31,7 +31,7 @@ class SessionLimits:
     gone_after_s: float = 30.0       # MMVET_GONE_AFTER_S: no stream open this long: the client has gone
     idle_after_s: float = 120.0      # MMVET_SESSION_IDLE_S: a session without a page forgets its state after
     closed_after_s: float = 300.0    # MMVET_CLOSED_PAGE_S: a closed page's state is kept this long (a reconnect)
-    max_sessions: int = 2000         # MMVET_MAX_SESSIONS: sessions whose state is kept at most (~400 KB each)
+    max_sessions: int = 2000         # MMVET_MAX_SESSIONS: sessions whose state is kept at most
     max_followers: int = 200         # MMVET_MAX_FOLLOWERS: pages following a grading run at once
     sweep_every_s: float = 5.0       # how often gone clients are looked for
 

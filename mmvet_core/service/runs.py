@@ -198,11 +198,10 @@ class Runs:
 
     def override(self, run_id: str, owner: str, sample_id: str, score, reason: str) -> str:
         """Replace a sample's score by a human one (every run); the judge's grades stay stored beside it."""
-        self.owned(run_id, owner)
+        run = self.owned(run_id, owner)
         if not sample_id:
             raise ServiceError("Open a sample first (click its row).")
-        view = load_run_view(self.store, run_id)
-        if sample_id not in view.benchmark.samples:
+        if sample_id not in run.benchmark["samples"]:        # (not the whole run's grades and scores)
             raise ServiceError(f"No sample {sample_id!r} in this run.")
         if self.jobs.is_running(run_id):
             raise ServiceError("Wait until the run ends (or stop it) before overriding a grade.")
