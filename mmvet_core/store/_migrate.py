@@ -6,24 +6,31 @@ IMMEDIATE``; PostgreSQL: an advisory lock), so processes starting together on on
 revision: copy ``script.py.mako`` to ``versions/NNNN_what.py``, set ``down_revision`` to the previous head, write
 ``upgrade()`` with ``op.*`` (``op.batch_alter_table`` to alter a SQLite table) and change ``_schema.py`` to match;
 tests/test_store.py compares every migrated database with ``_schema.metadata``.
+
+Alembic itself is imported only when a database is not at this release's revision: a process that opens a
+database already at head (every command, worker and replica after the first start) reads the revision with one
+query and the head from the version files' ``revision`` lines (Alembic's import alone was 80 ms of every command's
+start; `tests/test_store.py` holds that the two heads agree).
 """
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ._records import StoreError
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+VERSION_TABLE = "alembic_version"         # Alembic's default, where it keeps a database's revision
+_REVISION_LINE = re.compile(r'^(down_revision|revision)\s*=\s*(?:"([^"]*)"|\'([^\']*)\'|None)\s*$', re.M)
 
 
-def _config(connection: Connection | None = None) -> Config:
+def _config(connection: Connection | None = None):
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS).replace("%", "%%"))
     cfg.attributes["connection"] = connection
@@ -31,18 +38,37 @@ def _config(connection: Connection | None = None) -> Config:
 
 
 @lru_cache(maxsize=1)
-def _scripts() -> ScriptDirectory:
+def _scripts():
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(_config())
 
 
+@lru_cache(maxsize=1)
 def head_revision() -> str:
-    """The revision this release's schema is at."""
-    return _scripts().get_current_head()
+    """The revision this release's schema is at: the one revision of ``migrations/versions`` that no other revises
+    (read from the files' ``revision`` / ``down_revision`` lines, without Alembic)."""
+    revisions, revised = set(), set()
+    for path in (MIGRATIONS / "versions").glob("*.py"):
+        for name, double, single in _REVISION_LINE.findall(path.read_text("utf-8")):
+            value = double or single
+            if value:
+                (revisions if name == "revision" else revised).add(value)
+    heads = revisions - revised
+    if len(heads) != 1:
+        raise StoreError(f"the store's migrations have {len(heads)} heads ({', '.join(sorted(heads))}); one expected")
+    return heads.pop()
 
 
 def current_revision(connection: Connection) -> str | None:
     """The revision of the database on `connection` (None: never migrated: new, or made before migrations)."""
-    return MigrationContext.configure(connection).get_current_revision()
+    if not sa.inspect(connection).has_table(VERSION_TABLE):
+        return None
+    rows = connection.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")).all()
+    if len(rows) > 1:
+        raise StoreError(f"the database holds {len(rows)} schema revisions ({', '.join(r[0] for r in rows)}); "
+                         "one expected")
+    return rows[0][0] if rows else None
 
 
 def upgrade(connection: Connection, name: str) -> bool:
@@ -56,6 +82,8 @@ def upgrade(connection: Connection, name: str) -> bool:
     if current is not None and not _known(current):
         raise StoreError(f"the database {name} was made by a newer release of MM-Vet Grader (schema revision "
                          f"{current}; this one knows up to {head}): run that release, or a newer one")
+    from alembic import command
+
     command.upgrade(_config(connection), "head")
     return True
 
