@@ -277,3 +277,26 @@ def test_a_grade_file_or_a_markdown_file_dropped_as_results_says_what_it_is(tmp_
     proc = run_cli("validate", GRADES / "llava-v1.5-13b_gpt-4-grade-1runs.json")
     assert proc.returncode == 2 and "this is a grade file" in proc.stderr
     assert "Open a grade file (no judge call)" in proc.stderr and "`aggregate`" in proc.stderr
+
+
+def test_a_command_imports_only_what_it_runs_and_help_lists_every_command():
+    """``import mmvet_core`` imports none of its modules, and a command imports its own: ``validate`` never
+    pays for the service layer a worker needs, the leaderboard, Alembic or the judge's SDK (the whole import was
+    most of every command's start)."""
+    code = ("import sys; from mmvet_core.cli import main; rc = main(['validate', sys.argv[1]]); "
+            "print(sorted({m.split('.')[0] if not m.startswith('mmvet_core.') else '.'.join(m.split('.')[:2]) "
+            "for m in sys.modules}))")
+    proc = subprocess.run([sys.executable, "-c", code, str(ROOT / "assets/examples/llava_llama2_13b_chat.json")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "218 of 218 samples matched" in proc.stdout
+    loaded = proc.stdout.strip().splitlines()[-1]
+    for heavy in ("mmvet_core.service", "mmvet_core.board", "mmvet_core.successors", "alembic", "openai", "gradio"):
+        assert f"'{heavy}'" not in loaded, heavy
+    bare = subprocess.run([sys.executable, "-c", "import sys, mmvet_core; print(sorted(m for m in sys.modules "
+                           "if m.startswith('mmvet_core.')))"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert bare.stdout.strip() == "[]", bare.stdout
+    listed = run_cli("--help").stdout
+    for name in ("grade", "aggregate", "compare", "combine", "judge-check", "judges", "leaderboard", "prompt",
+                 "validate", "db", "worker", "app"):
+        assert name in listed

@@ -13,25 +13,32 @@ to resume).
 from __future__ import annotations
 
 import sys
+from importlib import import_module
 from pathlib import Path
 
-from .aggregate import AGGREGATE
-from .app import APP
-from .compare import COMBINE, COMPARE
-from .db import DB
-from .worker import WORKER
-from .grade import GRADE
-from .judges import JUDGE_CHECK, JUDGES
-from .leaderboard import LEADERBOARD
-from .parser import Parser, UsageError
+from .parser import Command, Parser, UsageError
 from .parser import build_parser as _build_parser
-from .prompt import PROMPT
-from .validate import VALIDATE
 
-#: The commands, in the order ``--help`` lists them.
-COMMANDS = [GRADE, AGGREGATE, COMPARE, COMBINE, JUDGE_CHECK, JUDGES, LEADERBOARD, PROMPT, VALIDATE, DB, WORKER, APP]
+#: The commands, in the order ``--help`` lists them: (name, module, attribute). A command's module is imported
+#: only when it runs (or for the whole ``--help``): ``validate`` does not pay for the service layer a worker needs.
+_HOMES = (("grade", "grade", "GRADE"), ("aggregate", "aggregate", "AGGREGATE"), ("compare", "compare", "COMPARE"),
+          ("combine", "compare", "COMBINE"), ("judge-check", "judges", "JUDGE_CHECK"), ("judges", "judges", "JUDGES"),
+          ("leaderboard", "leaderboard", "LEADERBOARD"), ("prompt", "prompt", "PROMPT"),
+          ("validate", "validate", "VALIDATE"), ("db", "db", "DB"), ("worker", "worker", "WORKER"),
+          ("app", "app", "APP"))
 
 __all__ = ["COMMANDS", "Parser", "UsageError", "build_parser", "main"]
+
+
+def _load(name: str) -> Command:
+    _, module, attribute = next(h for h in _HOMES if h[0] == name)
+    return getattr(import_module(f".{module}", __name__), attribute)
+
+
+def __getattr__(name: str):
+    if name == "COMMANDS":              # every command, in --help's order (imports them all)
+        return [_load(h[0]) for h in _HOMES]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def program_name() -> str:
@@ -39,16 +46,21 @@ def program_name() -> str:
     return "mmvet-grader" if Path(sys.argv[0]).name == "mmvet-grader" else "python -m mmvet_core"
 
 
-def build_parser() -> Parser:
-    return _build_parser(COMMANDS, prog=program_name(),
+def build_parser(argv: list[str] | None = None) -> Parser:
+    """The parser of every command; given the arguments, of the one command they start with (the rest are
+    not imported: its options, help and errors are the same)."""
+    names = [h[0] for h in _HOMES]
+    chosen = [argv[0]] if argv and argv[0] in names else names
+    return _build_parser([_load(n) for n in chosen], prog=program_name(),
                          description="MM-Vet grading with an LLM judge, identical to the official evaluator when "
                                      "the judge answers the same.")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(argv).parse_args(argv)
     try:
-        return {c.name: c.run for c in COMMANDS}[args.command](args)
+        return _load(args.command).run(args)
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
