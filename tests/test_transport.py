@@ -408,3 +408,19 @@ def test_dns_rebinding_is_caught_when_connecting(fake_judge, monkeypatch):
     with pytest.raises(JudgeError) as info:
         asyncio.run(call())
     assert info.value.kind == "blocked" and fake_judge.state.calls == []
+
+
+def test_every_judge_client_shares_one_verifying_tls_context():
+    """A judge client is made per run, check and model list; each built its own TLS context (the whole CA bundle
+    loaded again: 8 % of the suite's CPU). They share one, and it still verifies certificates and host names."""
+    import ssl
+
+    from mmvet_core.judging.transport import AiohttpTransport, default_ssl_context, make_http_client
+
+    a, b = AiohttpTransport(), AiohttpTransport()
+    assert a._ssl is b._ssl is default_ssl_context()
+    ctx = default_ssl_context()
+    assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
+    assert ctx.cert_store_stats()["x509_ca"] > 0                  # the CA bundle is loaded
+    assert make_http_client(5.0)._transport._ssl is ctx
+    assert AiohttpTransport(verify=False)._ssl is not ctx         # an explicit choice still gets its own
