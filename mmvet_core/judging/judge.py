@@ -21,6 +21,7 @@ import random
 import re
 import time
 from dataclasses import asdict, dataclass, field, replace
+from functools import lru_cache
 from typing import Protocol, runtime_checkable
 
 from ..inputs.benchmark import Sample
@@ -508,6 +509,7 @@ def _norm(text: str) -> str:
     return " ".join(_WORD.findall(text.lower().replace("\\n", " ")))
 
 
+@lru_cache(maxsize=2048)        # pure: a judge check scores the same reference predictions at every assessment
 def keyword_score(answer: str, prediction: str) -> float:
     """Keyword-matching score in [0, 1], honouring ``<AND>`` / ``<OR>`` (pure).
 
