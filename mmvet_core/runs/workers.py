@@ -583,9 +583,9 @@ class Worker:
         budget = self.budget.hook(visitor) if work.get("host") else None
         stop = asyncio.Event()
         self._active.setdefault(run_id, set()).add(stop)
-        self.runs.add(run_id)
         try:
             await asyncio.to_thread(self.store.mark_running, run_id)
+            self.runs.add(run_id)        # (after the store says so: whoever sees it here sees the run running)
             todo = [(sid, int(r)) for sid, r in pairs]
             grading = asyncio.ensure_future(grade_pairs(
                 self.store, run, benchmark, judge, todo, budget=budget, stop=stop,
