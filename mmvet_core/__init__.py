@@ -13,22 +13,22 @@ __version__ = "1.1.0"
 
 #: module -> the names it gives the package
 _HOMES = {
-    ".scores.aggregate": ('Scores', 'aggregate_scores'),
-    ".inputs.benchmark": ('ASSETS_DIR', 'Benchmark', 'BenchmarkError', 'Sample', 'integration_name', 'load_bundled_v1'),
-    ".scores.compare": ('compare_sets', 'format_report'),
-    ".successors.equivalence": ('estimate_run', 'format_equivalent_line'),
-    ".scores.export": ('load_official_grades', 'official_file_names'),
-    ".scores.graded": ('read_grade_file',),
-    ".runs.gradesets": ('human_set', 'set_from_grade_file', 'set_from_run'),
-    ".judging.grading": ('grade_run',),
-    ".judging.judge": ('BaselineJudge', 'JudgeError', 'JudgeSettings', 'OpenAIJudge', 'make_judge'),
-    ".successors.judgecheck": ('format_check', 'run_check', 'run_judge_check'),
-    ".inputs.results": ('ResultsError', 'read_results', 'select_predictions', 'validate_results'),
-    ".runs.lifecycle": ('create_run', 'export_run', 'import_official_grades', 'load_run_view'),
-    ".inputs.sources": ('load_benchmark',),
-    ".inputs.subsets": ('load_subset',),
-    ".scores.stats": ('format_interval', 'score_intervals'),
-    ".store": ('Store',),
+    ".scores.aggregate": ("Scores", "aggregate_scores"),
+    ".inputs.benchmark": ("ASSETS_DIR", "Benchmark", "BenchmarkError", "Sample", "integration_name", "load_bundled_v1"),
+    ".scores.compare": ("compare_sets", "format_report"),
+    ".successors.equivalence": ("estimate_run", "format_equivalent_line"),
+    ".scores.export": ("load_official_grades", "official_file_names"),
+    ".scores.graded": ("read_grade_file",),
+    ".runs.gradesets": ("human_set", "set_from_grade_file", "set_from_run"),
+    ".judging.grading": ("grade_run",),
+    ".judging.judge": ("BaselineJudge", "JudgeError", "JudgeSettings", "OpenAIJudge", "make_judge"),
+    ".successors.judgecheck": ("format_check", "run_check", "run_judge_check"),
+    ".inputs.results": ("ResultsError", "read_results", "select_predictions", "validate_results"),
+    ".runs.lifecycle": ("create_run", "export_run", "import_official_grades", "load_run_view"),
+    ".inputs.sources": ("load_benchmark",),
+    ".inputs.subsets": ("load_subset",),
+    ".scores.stats": ("format_interval", "score_intervals"),
+    ".store": ("Store",),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 

@@ -428,13 +428,13 @@ def test_a_database_at_head_opens_without_alembic_and_the_heads_agree(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1]).stdout
     assert out.strip() == "[]"
-    with closing(sqlite3.connect(path)) as conn:             # Alembic reads what we read
-        assert other_client(path, "SELECT version_num FROM alembic_version") == [(head_revision(),)]
+    assert other_client(path, "SELECT version_num FROM alembic_version") == [(head_revision(),)]
+    with closing(sqlite3.connect(path)) as conn:
         conn.execute("DELETE FROM alembic_version")
         conn.commit()
     import sqlalchemy as sa
     engine = sa.create_engine(f"sqlite:///{path}")
-    with engine.connect() as conn:
+    with engine.connect() as conn:                           # a database with no revision: Alembic reads what we read
         assert current_revision(conn) is None
         assert MigrationContext.configure(conn).get_current_revision() is None
     engine.dispose()

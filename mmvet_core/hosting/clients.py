@@ -9,8 +9,9 @@ Gradio's queue and per-session state):
 - their **queued events** are dropped (a share-link open no longer waits behind events nobody will read), and
   their running generators stop at their next update;
 - their **state** (what Gradio keeps per session: up to 10,000 sessions by default; the page's copy in each is
-  built as it is read, `mmvet_app.sessions.lean_sessions`) is forgotten: a script's session after `idle_after_s` without a call,
-  a closed page's after `closed_after_s` (time for a reconnect), and never more than `max_sessions` in all;
+  built as it is read, `mmvet_app.sessions.lean_sessions`) is forgotten: a script's session after `idle_after_s`
+  without a call, a closed page's after `closed_after_s` (time for a reconnect), and never more than
+  `max_sessions` in all;
 - the streams that follow a grading run (one per open page) have their own pool of `max_followers`, so that a
   crowd of viewers never takes the workers every other event needs.
 """

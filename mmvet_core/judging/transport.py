@@ -34,6 +34,10 @@ from functools import lru_cache
 import httpx2
 
 ENV_VAR = "MMVET_HTTP_CLIENT"
+#: A judge answer is a few hundred bytes; anything past this is cut (the call then fails, memory stays bounded).
+MAX_BODY_BYTES = 1 << 20
+#: The response extension that says the body was cut at the cap.
+CAPPED = "mmvet_body_capped"
 
 
 @lru_cache(maxsize=1)
@@ -42,10 +46,6 @@ def default_ssl_context():
     shared by every judge client: building one loads the whole CA bundle (≈ 25 ms of CPU), and a client is made
     per run, check and model list (it was 8 % of the suite's CPU). A context is only read once built."""
     return httpx2.create_ssl_context(verify=True)
-#: A judge answer is a few hundred bytes; anything past this is cut (the call then fails, memory stays bounded).
-MAX_BODY_BYTES = 1 << 20
-#: The response extension that says the body was cut at the cap.
-CAPPED = "mmvet_body_capped"
 
 
 @dataclass(frozen=True)
