@@ -2,8 +2,10 @@
 
 One module per command group, each beside the core module it drives: `grade` (runs, grading, batch), `aggregate`
 (graded, export), `compare` (compare and combine: compare, gradesets), `judges` (judge-check and judges:
-judgecheck, endpoints), `leaderboard`, `prompt`, `validate`, `db` (the store), `worker` (grading workers), `app` (serves the app: ``mmvet-grader app``); `parser` declares the commands as data, `common`
-holds what several share (database, benchmark options, judge settings and preflight, score lines).
+judgecheck, endpoints), `leaderboard`, `prompt`, `validate`, `db` (the store), `worker` (grading workers), `app`
+(serves the app: ``mmvet-grader app``); `parser` declares the commands as data, `common` holds what several share
+(database, benchmark options, judge settings and preflight, score lines). `main` imports only the module of the
+command it runs.
 
 Exit codes: 0 success; 1 grading finished incomplete or failed (grades so far are stored, rerun to resume), or
 ``judges`` found no model list; 2 bad input (file, benchmark, options, missing key, or a judge that cannot be called:
