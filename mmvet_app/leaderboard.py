@@ -329,7 +329,7 @@ def build_leaderboard(demo: gr.Blocks, page: Page, tab: gr.Tab | None = None) ->
         # the rows whose radars are overlaid, kept on the server: a click adds its row to what every earlier click
         # left (read when the click is handled, not when it was made), so quick clicks are all kept
         picked = gr.State([])
-        clicks = gr.State({"made": 0, "shown": 0})     # the card shows the last click, whichever answers last
+        clicks = gr.State({"made": 0})     # the card shows the last click, whichever answers last
         with gr.Row():
             radar_caps = gr.Plot(show_label=False, elem_id="board-radar-caps")
             radar_ints = gr.Plot(show_label=False, elem_id="board-radar-ints")
@@ -439,9 +439,10 @@ def build_leaderboard(demo: gr.Blocks, page: Page, tab: gr.Tab | None = None) ->
             seen["made"] = mine = seen["made"] + 1
         entry = svc.board.board_entry(entry_id) if entry_id else None
         with lock_of(request):
-            if mine < seen["shown"]:
+            # only the latest click writes the card: two answers that finish together can reach the page in
+            # either order (Gradio post-processes them on separate threads), so an older one must not write at all
+            if mine < seen["made"]:
                 return gr.skip(), gr.skip()
-            seen["shown"] = mine
         if entry is None:
             return gr.HTML(""), gr.Dataframe(visible=False)
         return card_html(entry), gr.Dataframe(value=sample_cells(entry), visible=True)

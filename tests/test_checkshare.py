@@ -9,8 +9,6 @@ import asyncio
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ from mmvet_core.successors.judgecheck import call_count, current_check, distinct
 from mmvet_core.store import Store
 from tests.fake_judge import FakeJudgeServer, FakeState, official_grades_answer
 from tests.service_helpers import estimate_paragraph
+from tests.cli_run import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 RERUN = ROOT / "tests" / "data" / "results" / "llava-v1.5-7b-rerun.json"
@@ -32,8 +31,7 @@ VERIFIED = 63
 
 
 def _cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "mmvet_core", *map(str, args)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+    return run_cli(*args, env={**os.environ, **env} if env else None)
 
 
 @pytest.fixture(scope="module")

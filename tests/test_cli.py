@@ -1,5 +1,10 @@
-"""`python -m mmvet_core aggregate|validate|grade` as a user runs them (real subprocesses)."""
+"""`python -m mmvet_core aggregate|validate|grade` as a user runs them: the commands in this process
+(tests/cli_run.py); a real `python -m mmvet_core` process where the process is the subject (no key in its
+environment, what a fresh interpreter imports)."""
+import contextlib
 import os
+import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -7,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from mmvet_core.scores.export import read_official_csv
+from tests.cli_run import run_cli as in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT / "tests" / "data"
@@ -16,9 +22,8 @@ from tests.test_aggregate import PARITY_CASES as OFFICIAL   # (grade file, cap C
 
 
 def run_cli(*args, env=None, cwd=None):
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "mmvet_core", *map(str, args)], capture_output=True, text=True,
-                          env=full_env, cwd=cwd or ROOT, timeout=120)
+    """The command in this process (tests/cli_run.py), with `env` added to this process's environment."""
+    return in_process(*args, env={**os.environ, **env} if env else None, cwd=cwd)
 
 
 @pytest.mark.parametrize("grade, cap, cap_int, label", OFFICIAL, ids=[f"{o[0]}:{o[3]}" for o in OFFICIAL])
@@ -88,12 +93,16 @@ def test_baseline_grade_writes_the_three_official_files_and_the_intervals_and_la
         "llava-v1.5-13b_keyword-baseline-cap-score-1runs.csv",
         "llava-v1.5-13b_keyword-baseline-ci-95-1runs.csv",       # 95% intervals over samples, beside
         "llava-v1.5-13b_keyword-baseline-grade-1runs.json"]
+    # the command closed its database (also when called from Python, as here): the file alone, copied without the
+    # write-ahead log beside it, holds every grade, as after a process of its own exits
+    shutil.copy(tmp_path / "g.db", tmp_path / "copy.db")
+    with contextlib.closing(sqlite3.connect(tmp_path / "copy.db")) as conn:
+        assert conn.execute("SELECT count(*) FROM grades").fetchone()[0] == 218
 
 
 # --- aggregate over any grade file; names; import safety -----------------------------------------------------
 
 import json  # noqa: E402
-import shutil  # noqa: E402
 
 from mmvet_core.inputs.benchmark import load_bundled_v1  # noqa: E402
 from tests import toolkit_writers as tw  # noqa: E402

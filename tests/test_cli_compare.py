@@ -1,11 +1,10 @@
 """`python -m mmvet_core compare|combine` as a user runs them, on the real official grade files and stored runs."""
 import csv
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from tests.conftest import cli_env
+from tests.cli_run import run_cli as in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
@@ -16,8 +15,7 @@ B7_3 = GRADES / "llava-v1.5-7b_gpt-4-grade-3runs.json"
 
 
 def run_cli(*args, **env):
-    return subprocess.run([sys.executable, "-m", "mmvet_core", *map(str, args)], capture_output=True, text=True,
-                          env=cli_env(**env), cwd=ROOT, timeout=180)
+    return in_process(*args, env=cli_env(**env))
 
 
 def test_compare_prints_the_report_and_writes_csv_and_json(tmp_path):

@@ -1,24 +1,22 @@
-"""`python -m mmvet_core leaderboard ...` as a host runs it (real subprocesses, a real judge over HTTP: the fake one,
-answering the official GPT-4-0613 grades of the bundled LLaVA-1.5 references)."""
+"""`python -m mmvet_core leaderboard ...` as a host runs it (the commands in this process, tests/cli_run.py; a
+real judge over HTTP: the fake one, answering the official GPT-4-0613 grades of the bundled LLaVA-1.5 references)."""
 from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT, cli_env
 from tests.fake_judge import FakeJudgeServer, FakeState, official_grades_answer
+from tests.cli_run import run_cli as in_process
 
 REFERENCE = ROOT / "assets" / "reference"
 
 
 def run_cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "mmvet_core", *map(str, args)], capture_output=True, text=True,
-                          env=env or cli_env(), cwd=ROOT, timeout=300)
+    return in_process(*args, env=env or cli_env())
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,6 @@ successor that answers each sample's official GPT-4-0613 grade + 0.1; the check 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -26,6 +23,7 @@ from mmvet_core.store import Store
 from tests import toolkit_writers as tw
 from tests.fake_judge import official_grades_answer, simulate_grades
 from tests.service_helpers import estimate_paragraph
+from tests.cli_run import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 SPACE_JUDGE = "gpt-4.1-2025-04-14"
@@ -35,8 +33,7 @@ BENCH = load_bundled_v1()
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "mmvet_core", *map(str, args)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return run_cli(*args)
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,6 @@
 """The prompt's in-context examples (paper §4.5, Table 8): `prompt` shows them, `grade --prompt-examples` uses them,
 labels the run not official, names its files apart and never reuses the official prompt's cached answers."""
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +8,7 @@ import pytest
 from mmvet_core.judging.judge import JudgeSettings
 from mmvet_core.judging.prompt import ALL_EXAMPLES, load_prompt, parse_examples, prompt_template, render_prompt
 from tests.conftest import cli_env
+from tests.cli_run import run_cli as in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
@@ -18,8 +17,7 @@ ROWS = OFFICIAL_V1.splitlines(keepends=True)[4:]          # the seven example ro
 
 
 def run_cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "mmvet_core", *map(str, args)], capture_output=True, text=True,
-                          env=cli_env(), cwd=cwd or ROOT, timeout=120)
+    return in_process(*args, env=cli_env(), cwd=cwd)
 
 
 def test_the_official_prompt_has_seven_example_rows():
@@ -75,9 +73,8 @@ def test_grading_with_examples_sends_them_labels_the_run_and_pays_again_for_the_
     subset = tmp_path / "ids.json"
     subset.write_text(json.dumps(["v1_0", "v1_1", "v1_2"]))
     common = ["grade", results, "--subset", subset, "--base-url", fake_judge.url, "--db", tmp_path / "g.db"]
-    proc = subprocess.run([sys.executable, "-m", "mmvet_core", *map(str, common), "--prompt-examples", "1,5",
-                           "--out", tmp_path / "ablated"], capture_output=True, text=True,
-                          env=cli_env(OPENAI_API_KEY="sk-test"), cwd=ROOT, timeout=120)
+    proc = in_process(*common, "--prompt-examples", "1,5",
+                           "--out", tmp_path / "ablated", env=cli_env(OPENAI_API_KEY="sk-test"))
     assert proc.returncode == 0, proc.stderr
     assert "NOT the official MM-Vet prompt" in proc.stdout
     sent = [c["prompt"] for c in fake_judge.state.completed_calls()]
@@ -86,9 +83,7 @@ def test_grading_with_examples_sends_them_labels_the_run_and_pays_again_for_the_
     names = sorted(p.name for p in (tmp_path / "ablated").iterdir())
     assert "llava-v1.5-13b_ids_gpt-4-0613-ex15-cap-score-1runs.csv" in names, names
     n_ablated = len(fake_judge.state.calls)
-    proc = subprocess.run([sys.executable, "-m", "mmvet_core", *map(str, common), "--out", tmp_path / "official"],
-                          capture_output=True, text=True, env=cli_env(OPENAI_API_KEY="sk-test"), cwd=ROOT,
-                          timeout=120)
+    proc = in_process(*common, "--out", tmp_path / "official", env=cli_env(OPENAI_API_KEY="sk-test"))
     assert proc.returncode == 0, proc.stderr
     new = [c["prompt"] for c in fake_judge.state.calls[n_ablated:]]
     assert len(new) >= 3 and all(p.startswith(OFFICIAL_V1) for p in new)   # not served from the ablated cache

@@ -5,17 +5,16 @@ from __future__ import annotations
 import re
 import sqlite3
 import subprocess
-import sys
 from contextlib import closing
 
 from mmvet_core.cli import main
 from mmvet_core.store import GradeRow, Store
-from tests.conftest import ROOT, cli_env
+from tests.conftest import cli_env
+from tests.cli_run import run_cli as in_process
 
 
 def run_cli(*args, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mmvet_core", *map(str, args)], capture_output=True, text=True,
-                          env=env or cli_env(), cwd=ROOT, timeout=300)
+    return in_process(*args, env=env or cli_env())
 
 
 def fill(store: Store) -> str:

@@ -24,6 +24,26 @@ from .parser import UsageError, option
 DEFAULT_DB = Path("data") / "mmvet-grader.db"
 
 
+#: The stores the running command opened with `open_store`; `main` closes them when the command ends, whatever its
+#: outcome, so that a command called from a process that goes on (a script, a notebook, a test) leaves no
+#: connection behind and SQLite's write-ahead log is folded into the database file, as when a process exits.
+_OPENED: list = []
+
+
+def open_store(location):
+    """`Store(location)`, closed by `main` when the command ends (`close_stores`)."""
+    from ..store import Store
+
+    store = Store(location)
+    _OPENED.append(store)
+    return store
+
+
+def close_stores() -> None:
+    while _OPENED:
+        _OPENED.pop().close()
+
+
 def say(text: str) -> None:
     """Print a report's prose wrapped at the report width (`terminal.fit`: at most 100 columns)."""
     print(fit(text))

@@ -9,14 +9,14 @@ from ..scores.compare import CompareError, combine_sets, compare_sets, format_re
 from ..scores.export import GradeFileError, write_grade_json
 from ..runs.gradesets import benchmark_for, load_grade_set, write_comparison
 from ..inputs.subsets import load_subset
-from ..store import Store, store_exists
+from ..store import store_exists
 from ..scores.terminal import fit
-from .common import DEFAULT_DB, default_db, load_benchmark_spec, say
+from .common import DEFAULT_DB, default_db, load_benchmark_spec, open_store, say
 from .parser import Command, UsageError, option
 
 
 def _load_sets(specs: list[str], db: str | None, names: list[str] | None = None):
-    store = Store(db or default_db()) if (db or store_exists(default_db())) else None
+    store = open_store(db or default_db()) if (db or store_exists(default_db())) else None
     sets = []
     for i, spec in enumerate(specs):
         try:

@@ -15,9 +15,8 @@ from ..judging.judge import DEFAULT_JUDGE_MODEL, make_judge
 from ..successors.judgecheck import run_check
 from ..inputs.results import ResultsError, read_results, select_predictions, validate_results
 from ..runs.lifecycle import ImportRefused, create_run, export_run, import_grades, load_run_view
-from ..store import Store
 from .common import (BENCHMARK_OPTIONS, DEFAULT_DB, RETIRED, benchmark_of, checked_judge, default_db, judge_settings,
-                     print_scores, retirement_note_of, say)
+                     open_store, print_scores, retirement_note_of, say)
 from .parser import Command, UsageError, option
 
 
@@ -40,7 +39,7 @@ def cmd_grade(args) -> int:
     if not args.import_grades:       # (grades imported below may leave nothing to call the judge for)
         settings = checked_judge(settings, key)
     model_name = args.model_name or results.model_name or Path(args.results).stem.removesuffix(".answers")
-    store = Store(args.db or default_db())
+    store = open_store(args.db or default_db())
     run_id = create_run(store, benchmark=benchmark, spec=str(args.benchmark), predictions=predictions,
                         n_runs=args.runs, settings=settings, model_name=model_name,
                         results_format=results.format, reuse=True)

@@ -14,9 +14,9 @@ from ..judging.grading import DEFAULT_CONCURRENCY
 from ..judging.judge import DEFAULT_JUDGE_MODEL
 from ..successors.judgecheck import (call_count, distinct_prompts, format_check, load_manifest, load_references,
                                      run_judge_check, stored_check)
-from ..store import Store, store_exists
+from ..store import store_exists
 from ..scores.terminal import fit
-from .common import DEFAULT_DB, RETIRED, checked_judge, default_db, judge_settings, retirement_note_of
+from .common import DEFAULT_DB, RETIRED, checked_judge, default_db, judge_settings, open_store, retirement_note_of
 from .parser import Command, UsageError, option
 
 
@@ -31,7 +31,7 @@ def cmd_judge_check(args) -> int:
     if args.import_source:
         return cmd_import_check(args)
     settings, key = judge_settings(args)
-    store = Store(args.db or default_db())
+    store = open_store(args.db or default_db())
     if args.export:
         return cmd_export_check(args, store, settings)
     try:
@@ -105,7 +105,7 @@ def cmd_import_check(args) -> int:
         from ..judging.judge import JudgeSettings
         settings, key = JudgeSettings(model=args.judge_model, max_tokens=args.max_tokens), None
     verify = not args.no_verify and (key is not None or settings.base_url is not None)
-    store = Store(args.db or default_db())
+    store = open_store(args.db or default_db())
     if verify:
         if args.verify_seed is None:          # drawn now: an exporter must not know which prompts are re-graded
             import secrets
@@ -158,7 +158,7 @@ def cmd_judges(args) -> int:
     where = settings.base_url or "https://api.openai.com/v1"
     models = asyncio.run(list_judge_models(settings, key, timeout=args.timeout))
     db = args.db or default_db()
-    store = Store(db) if store_exists(db) else None
+    store = open_store(db) if store_exists(db) else None
     today = today_utc()
     rows = judge_rows(models, settings, today, store) if models.known else []
     print(format_judges(rows, models, where, today))
