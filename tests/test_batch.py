@@ -16,6 +16,7 @@ from pathlib import Path
 from mmvet_core.judging.batch import BatchGrader, batch_line, custom_id
 from mmvet_core.judging.estimate import estimate_cost
 from mmvet_core.judging.judge import JudgeSettings, make_judge
+from tests.cli_run import run_cli
 from tests.conftest import cli_env
 from tests.fake_judge import FakeJudgeServer, FakeState
 from tests.test_grading import RESULTS_FILE, V1, new_run, predictions_for, tiny
@@ -24,9 +25,8 @@ from tests.test_grading import RESULTS_FILE, V1, new_run, predictions_for, tiny
 def cli(tmp: Path, url: str, db: str, out: str, *extra: str, wait: bool = True):
     cmd = [sys.executable, "-m", "mmvet_core", "grade", str(RESULTS_FILE), "--runs", "3", "--base-url", url,
            "--db", str(tmp / db), "--out", str(tmp / out), *extra]
-    if wait:
-        return subprocess.run(cmd, cwd=tmp, env=cli_env(OPENAI_API_KEY="sk-test"), capture_output=True, text=True,
-                              timeout=300)
+    if wait:                                    # the command in this process (tests/cli_run.py)
+        return run_cli(*cmd[3:], cwd=tmp, env=cli_env(OPENAI_API_KEY="sk-test"))
     return subprocess.Popen(cmd, cwd=tmp, env=cli_env(OPENAI_API_KEY="sk-test"), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
@@ -136,10 +136,8 @@ def test_batch_against_an_endpoint_without_a_batch_api_names_it_and_its_total_sa
     """Issue 19, item 3. Before: "the endpoint does not serve this model (or the base URL is wrong)", then
     "Total: 39.1 …" from the grades that happened to be cached, and "0 reused" although they were reused."""
     def grade(url, runs, *extra):
-        cmd = [sys.executable, "-m", "mmvet_core", "grade", str(RESULTS_FILE), "--runs", str(runs), "--base-url",
-               url, "--db", str(tmp_path / "g.db"), "--out", str(tmp_path / f"out{runs}"), *extra]
-        return subprocess.run(cmd, cwd=tmp_path, env=cli_env(OPENAI_API_KEY="sk-test"), capture_output=True,
-                              text=True, timeout=300)
+        return run_cli("grade", RESULTS_FILE, "--runs", runs, "--base-url", url, "--db", tmp_path / "g.db",
+                       "--out", tmp_path / f"out{runs}", *extra, cwd=tmp_path, env=cli_env(OPENAI_API_KEY="sk-test"))
 
     with FakeJudgeServer(FakeState(batch_api=False)) as server:
         assert grade(server.url, 1).returncode == 0          # live: run 1's answers are stored

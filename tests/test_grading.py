@@ -32,6 +32,7 @@ from mmvet_core.inputs.results import read_results, select_predictions
 from mmvet_core.runs.lifecycle import create_run, export_run, load_run_view
 from mmvet_core.inputs.subsets import load_subset
 from mmvet_core.store import Store
+from tests.cli_run import run_cli
 from tests.conftest import ROOT, cli_env
 from tests.call_gate import CallGate
 from tests.fake_judge import FakeJudgeServer, FakeState, free_port
@@ -536,10 +537,8 @@ def test_the_api_key_is_never_written_or_logged(tmp_path, fake_judge, caplog):
     subset_file = tmp_path / "ids.json"
     subset_file.write_text(json.dumps(bench.ids))
     env = cli_env(OPENAI_API_KEY=SECRET)
-    proc = subprocess.run([sys.executable, "-m", "mmvet_core", "grade", str(RESULTS_FILE), "--subset",
-                           str(subset_file), "--base-url", fake_judge.url, "--db", str(tmp_path / "cli.db"),
-                           "--out", str(tmp_path / "cli-out")], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=300)
+    proc = run_cli("grade", RESULTS_FILE, "--subset", subset_file, "--base-url", fake_judge.url,
+                   "--db", tmp_path / "cli.db", "--out", tmp_path / "cli-out", cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "cli.db" in {p.name for p in assert_no_secret_in_files()}
     assert SECRET not in proc.stdout + proc.stderr

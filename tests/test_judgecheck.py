@@ -3,8 +3,6 @@ our fake judge server; the store is real SQLite)."""
 import asyncio
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ from mmvet_core.successors.judgecheck import (CLOSE_TOTAL_SHIFT, CheckColumn, Ju
                                               load_references, references_key, run_judge_check, select_sources)
 from tests.conftest import cli_env
 from tests.fake_judge import FakeJudgeServer, FakeState, official_grades_answer
+from tests.cli_run import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
@@ -161,10 +160,8 @@ def test_a_partial_check_is_assessed_on_what_was_graded(refs):
 
 def test_cli_says_the_cost_before_starting_and_reports(tmp_path):
     with FakeJudgeServer(FakeState(answer_fn=official_grades_answer())) as srv:
-        proc = subprocess.run([sys.executable, "-m", "mmvet_core", "judge-check", "--base-url", srv.url,
-                               "--judge-model", "my-local-judge", "--db", str(tmp_path / "g.db"),
-                               "--out", str(tmp_path / "out")],
-                              capture_output=True, text=True, env=cli_env(), cwd=ROOT, timeout=300)
+        proc = run_cli("judge-check", "--base-url", srv.url, "--judge-model", "my-local-judge",
+                       "--db", tmp_path / "g.db", "--out", tmp_path / "out", env=cli_env())
     assert proc.returncode == 0, proc.stderr
     first = " ".join(x.strip() for x in proc.stdout.split("\n\n")[0].splitlines())    # its first paragraph
     assert "1308 judge calls at 1 run" in first and "my-local-judge" in first
@@ -213,8 +210,7 @@ def test_done_when_a_checked_judge_corrects_runs_and_a_smaller_check_changes_no_
     db, env = str(tmp_path / "g.db"), cli_env()
 
     def run(*args):
-        proc = subprocess.run([sys.executable, "-m", "mmvet_core", *args, "--base-url", srv.url, "--judge-model",
-                               "judge-b", "--db", db], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+        proc = run_cli(*args, "--base-url", srv.url, "--judge-model", "judge-b", "--db", db, env=env)
         assert proc.returncode == 0, proc.stderr
         # every line fits a terminal, the estimate's and its labels' too (issue 32 part 4)
         # (a path is printed whole, as given: the lines naming files are the reader's own paths)

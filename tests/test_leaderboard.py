@@ -22,6 +22,7 @@ from mmvet_core.runs import provenance as prov
 from mmvet_core.service import (JUDGE_BASELINE, JUDGE_OWN, BenchmarkChoice, GradingService, JudgeChoice, ServiceError,
                                 ServiceSettings)
 from mmvet_core.store import Store
+from tests.cli_run import run_cli
 
 REFERENCE = Path(__file__).resolve().parents[1] / "assets" / "reference"
 GRADES_13B = REFERENCE / "llava-v1.5-13b_gpt-4-grade-3runs.json"
@@ -662,8 +663,6 @@ def test_a_tampered_backup_never_replaces_an_entry_silently(svc, tmp_path):
     same backup (the victim's entry, every score set to 0, totals recomputed so that every field checks) is now
     refused with what it would change, and nothing is written; with --replace it is applied and the CLI prints
     what changed."""
-    import subprocess
-    import sys
 
     from mmvet_core.board.schema import recompute_totals
 
@@ -680,12 +679,11 @@ def test_a_tampered_backup_never_replaces_an_entry_silently(svc, tmp_path):
         import_board(svc.store, path.parent)
     assert load_entry(svc.store, entry).meta["total"] == 36.3
     db = str(svc.store.path)
-    cli = [sys.executable, "-m", "mmvet_core", "leaderboard", "import", str(path.parent), "--db", db]
-    refused = subprocess.run(cli, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+    cli = ["leaderboard", "import", str(path.parent), "--db", db]
+    refused = run_cli(*cli)
     assert refused.returncode == 2 and "Pass --replace" in refused.stderr and "Traceback" not in refused.stderr
     assert load_entry(svc.store, entry).meta["total"] == 36.3
-    replaced = subprocess.run(cli + ["--replace"], capture_output=True, text=True,
-                              cwd=Path(__file__).resolve().parents[1])
+    replaced = run_cli(*cli, "--replace")
     assert replaced.returncode == 0, replaced.stderr
     assert f"{entry} “victim”: version 1 replaced: total 36.3 → 0.0" in replaced.stdout
     assert load_entry(svc.store, entry).meta["total"] == 0.0

@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
-import subprocess
-import sys
 import time
 
 import pytest
@@ -21,6 +19,7 @@ from tests.conftest import ROOT, cli_env
 from tests.call_gate import CallGate
 from tests.fake_judge import FakeJudgeServer, FakeState
 from tests.test_grading import RESULTS_FILE, V1, new_run, predictions_for, tiny
+from tests.cli_run import run_cli
 
 
 def test_one_cli_invocation_finishes_every_grade_against_20_requests_per_second(tmp_path):
@@ -28,10 +27,8 @@ def test_one_cli_invocation_finishes_every_grade_against_20_requests_per_second(
     grade in, few 429s, and the same grades as without any limit. (How close to the limit it runs is a figure of
     `python bench/bench_speed.py rps`: a rate floor here would fail on a busy machine.)"""
     with FakeJudgeServer(FakeState(rps=20, latency=0.05)) as limited:
-        proc = subprocess.run(
-            [sys.executable, "-m", "mmvet_core", "grade", str(RESULTS_FILE), "--base-url", limited.url,
-             "--db", str(tmp_path / "a.db"), "--out", str(tmp_path / "a")],
-            cwd=tmp_path, env=cli_env(OPENAI_API_KEY="sk-test"), capture_output=True, text=True, timeout=300)
+        proc = run_cli("grade", RESULTS_FILE, "--base-url", limited.url, "--db", tmp_path / "a.db",
+                       "--out", tmp_path / "a", cwd=tmp_path, env=cli_env(OPENAI_API_KEY="sk-test"))
         calls = list(limited.state.calls)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "done: 218 grades" in proc.stdout
@@ -39,10 +36,8 @@ def test_one_cli_invocation_finishes_every_grade_against_20_requests_per_second(
     refused = [c for c in calls if c["status"] == 429]
     assert len(refused) <= 0.25 * 218, len(refused)
     with FakeJudgeServer() as free:
-        proc = subprocess.run(
-            [sys.executable, "-m", "mmvet_core", "grade", str(RESULTS_FILE), "--base-url", free.url,
-             "--db", str(tmp_path / "b.db"), "--out", str(tmp_path / "b")],
-            cwd=tmp_path, env=cli_env(OPENAI_API_KEY="sk-test"), capture_output=True, text=True, timeout=300)
+        proc = run_cli("grade", RESULTS_FILE, "--base-url", free.url, "--db", tmp_path / "b.db",
+                       "--out", tmp_path / "b", cwd=tmp_path, env=cli_env(OPENAI_API_KEY="sk-test"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (a,), (b,) = (tmp_path / "a").glob("*-grade-*.json"), (tmp_path / "b").glob("*-grade-*.json")
     assert json.loads(a.read_text()) == json.loads(b.read_text())

@@ -13,6 +13,7 @@ from mmvet_core.service import (BENCH_BUNDLED, JUDGE_BASELINE, JUDGE_HOST, JUDGE
 from tests.fake_judge import FakeJudgeServer, FakeState
 from tests.service_helpers import HOST_KEY, RESULTS, close, make_service, wait_check, wait_done
 from tests.service_helpers import estimate_paragraph
+from tests.cli_run import run_cli
 
 ALL = BenchmarkChoice(BENCH_BUNDLED)
 
@@ -220,8 +221,6 @@ def test_a_run_unlike_the_references_is_labelled_on_the_cli_line_the_card_status
     check is stored here. Every surface of the estimate says "unlike the references" with the reason: the CLI line,
     the run card, /status, MCP run_scores and the leaderboard's estimate column."""
     import json
-    import subprocess
-    import sys
 
     from mmvet_core.inputs.benchmark import load_bundled_v1
     from mmvet_core.judging.judge import JudgeSettings
@@ -267,11 +266,8 @@ def test_a_run_unlike_the_references_is_labelled_on_the_cli_line_the_card_status
         store.put_judge_check(settings.fingerprint(), settings.to_dict(), check.to_dict(), prompt=check_prompt_id(),
                               refs=check.references)
         store.close()
-        proc = subprocess.run([sys.executable, "-m", "mmvet_core", "grade", str(unlike), "--base-url", srv.url,
-                               "--judge-model", "judge-b", "--db", str(db), "--out", str(tmp_path / "out")],
-                              capture_output=True, text=True, timeout=300,
-                              env={**__import__("os").environ, "OPENAI_API_KEY": "sk-x"},
-                              cwd=Path(__file__).resolve().parent.parent)
+        proc = run_cli("grade", unlike, "--base-url", srv.url, "--judge-model", "judge-b", "--db", db,
+                       "--out", tmp_path / "out", env={**__import__("os").environ, "OPENAI_API_KEY": "sk-x"})
     assert proc.returncode == 0, proc.stderr
     line = estimate_paragraph(proc.stdout)
     assert "UNLIKE THE REFERENCES: refusals or empty answers 3" in line

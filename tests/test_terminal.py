@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from mmvet_core.scores.terminal import REPORT_WIDTH, fit, fit_lines, pack
 from tests.conftest import cli_env
+from tests.cli_run import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "assets" / "examples" / "llava_llama2_13b_chat.json"
@@ -42,8 +41,7 @@ def test_every_cli_report_fits_100_columns_and_the_baseline_makes_no_judge_calls
     env = {**cli_env(), "PYTHONPATH": str(ROOT)}
 
     def run(*args) -> str:
-        proc = subprocess.run([sys.executable, "-m", "mmvet_core", *map(str, args)], capture_output=True, text=True,
-                              env=env, cwd=tmp_path, timeout=300)
+        proc = run_cli(*args, env=env, cwd=tmp_path)
         assert proc.returncode in (0, 1), proc.stderr
         wide = [x for x in proc.stdout.splitlines() if len(x) > REPORT_WIDTH and "--json" not in args]  # (data)
         assert not wide, (args[0], wide)
@@ -66,6 +64,5 @@ def test_every_cli_report_fits_100_columns_and_the_baseline_makes_no_judge_calls
     assert "── keyword-baseline · offline · MM-Vet v1 ──" in shown
     entries = json.loads(run("leaderboard", "show", "--json", "--db", db))["entries"]
     assert entries[0]["estimate_text"] == "no estimate: the keyword baseline reads no judgement"
-    wide = subprocess.run([sys.executable, "-m", "mmvet_core", "judge-check", "--baseline", "--db", db, "--wide"],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300).stdout
+    wide = run_cli("judge-check", "--baseline", "--db", db, "--wide", env=env, cwd=tmp_path).stdout
     assert max(map(len, wide.splitlines())) > REPORT_WIDTH and "Shift per reference model" in wide
