@@ -234,12 +234,12 @@ def wire_judge_check(page: Page, jc: JudgeCheckView, judge_choice: gr.Radio, bas
         jc.export_button.click(export_check, inputs[:4], [jc.export_file], api_visibility="private")
         jc.import_button.click(import_check, [*inputs, jc.import_file], outputs, api_visibility="private")
     def fields_text(judge_c, url, model, key, owner_tok, sort_label, request: gr.Request):
-        """`check_text` for a change of the judge fields, which only ever starts the poll: a field's event answered
-        after a check was started (a blur just before the click, late on a busy server) must not stop the poll of
-        that check and leave its report at "no check stored"; the poll stops itself when the check ends."""
+        """`check_text` for a change of the judge fields, then one poll more. A field's event carries the fields
+        as they were when it was made: answered late (a blur or the judge choice just before Check, on a busy
+        server) it would leave the report of those old fields, "no check stored", over the check just started,
+        or stop that check's poll. The poll reads the fields as they are when it ticks, and stops itself."""
         values = check_text(judge_c, url, model, key, owner_tok, sort_label, request)
-        timer = values[5]                   # check_text's gr.Timer: active while the check runs
-        return (*values[:5], timer if timer.active else gr.skip(), *values[6:])
+        return (*values[:5], gr.Timer(active=True), *values[6:])
 
     check_timer.tick(check_text, inputs, outputs, api_visibility="private", show_progress="hidden")
     judge_choice.change(fields_text, inputs, outputs, api_visibility="private", show_progress="hidden")

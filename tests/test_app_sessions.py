@@ -165,3 +165,20 @@ def test_a_session_builds_only_the_part_of_the_page_it_reads(app):
     assert sorted(vars(eager)) == sorted(k for k in vars(fresh[0]))
     assert list(fresh[0].config_values.items()) == list(eager.config_values.items())
     assert list(fresh[0].components) == list(eager.components)
+
+
+def test_an_idle_queue_looks_for_events_every_10_ms_not_every_millisecond(app):
+    """Gradio 6.31's queue looked for events to start every millisecond while it had none (a thousand wake-ups a
+    second: 31 CPU-ms a second of an idle server, measured with `psutil` per thread). The app's queue, and any
+    queue made after it (``demo.queue()`` makes a new one), sleeps `QUEUE_IDLE_POLL_S`; the attribute is the one
+    Gradio's loop reads, so an upgrade that renames it fails here."""
+    import inspect
+
+    from gradio import queueing
+
+    from mmvet_app.sessions import QUEUE_IDLE_POLL_S
+
+    assert "await asyncio.sleep(self.sleep_when_free)" in inspect.getsource(queueing.Queue.start_processing)
+    assert app.demo._queue.sleep_when_free == QUEUE_IDLE_POLL_S == 0.01
+    assert queueing.Queue(live_updates=False, concurrency_count=1, update_intervals=1, max_size=None,
+                          blocks=app.demo).sleep_when_free == QUEUE_IDLE_POLL_S
