@@ -15,6 +15,7 @@ fake judge server over real HTTP, and shows that it now holds:
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ import pytest
 from mmvet_core.inputs.benchmark import load_bundled_v1
 from mmvet_core.successors.judgecheck import REFERENCE_DIR, current_check, load_manifest, load_references
 from mmvet_core.service import JUDGE_HOST, JUDGE_OWN, JudgeChoice, ServiceError
-from tests.fake_judge import FakeJudgeServer, official_grades_answer
+from tests.fake_judge import FakeJudgeServer, free_port, official_grades_answer
 from tests.service_helpers import ALL, HOST_KEY, RESULTS, VISITOR_KEY, close, make_service, tagged, wait_check, \
     wait_done
 
@@ -31,14 +32,45 @@ HOST = JudgeChoice(JUDGE_HOST)
 VICTIM = REFERENCE_DIR / "llava-v1.5-7b-rerun.json"
 
 
-def _service(tmp_path, fake_judge, *, private: bool = True):
+def _service(tmp_path, fake_judge, *, private: bool = True, data: Path | None = None):
     """The host's judge ``judge-b`` answers the official grades + 0.1 (a successor that drifts, correctably), for
-    every reference set (the victim's answers are the non-default one's)."""
+    every reference set (the victim's answers are the non-default one's). `data`: a data folder to start from (a
+    copy of it)."""
     fake_judge.state.answer_fn = official_grades_answer(0.1, which="all")
+    if data is not None:
+        shutil.copytree(data, tmp_path / "data")
     return make_service(tmp_path, fake_judge.url, judge_model="judge-b", allow_private_endpoints=private)
 
 
+@pytest.fixture(scope="module")
+def judge_port() -> int:
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def answered(tmp_path_factory, judge_port) -> Path:
+    """A data folder where the server's judge has answered its check's 1,308 prompts (paid once for the module):
+    a test's service starts from a copy, and its `_host_check` makes the check from those stored answers, with
+    no call (as the host's second `judge-check` does)."""
+    tmp = tmp_path_factory.mktemp("answered")
+    with FakeJudgeServer(port=judge_port) as judge:
+        svc = _service(tmp, judge)
+        try:
+            _host_check(svc)
+        finally:
+            close(svc)
+    return tmp / "data"
+
+
+@pytest.fixture
+def fake_judge(answered, judge_port):
+    """The host's judge for one test (its own call log), at the address the stored answers were given at."""
+    with FakeJudgeServer(port=judge_port) as server:
+        yield server
+
+
 def _host_check(svc):
+    """The host checks its judge (the answers stored in `answered`: no call) and the check is correctable."""
     svc.judges.check_judge(HOST, "host-owner", "host-visitor")
     wait_check(svc, HOST, "host-owner")
     check = current_check(svc.store, svc.settings.host_settings())
@@ -74,11 +106,12 @@ def _poison(svc, choice, owner, visitor, sets: int) -> list[str]:
 
 # --- row 1: overrides under the check's run names ------------------------------------------------------------
 @pytest.mark.parametrize("private", [False, True], ids=["public-host", "private-host"])
-def test_overriding_runs_named_like_a_checks_runs_changes_no_check_and_no_estimate(tmp_path, fake_judge, private):
+def test_overriding_runs_named_like_a_checks_runs_changes_no_check_and_no_estimate(
+        tmp_path, answered, fake_judge, private):
     """Before: the check found the visitor's runs by name and fingerprint and read their overrides (a victim's
     estimate 30.0 → 51.5). Now the check reads its own runs' judge answers only: started again by the attacker
     it adds nothing, and the victim's estimate stays what it was."""
-    svc = _service(tmp_path, fake_judge, private=private)
+    svc = _service(tmp_path, fake_judge, private=private, data=answered)
     try:
         before = _host_check(svc)
         victim = _grade(svc, VICTIM, HOST, "victim", "victim-visitor")
@@ -110,11 +143,12 @@ def test_overriding_runs_named_like_a_checks_runs_changes_no_check_and_no_estima
 
 
 # --- row 2: the visitor's own key at the server judge's base URL ---------------------------------------------
-def test_a_visitors_key_at_the_servers_url_pays_for_its_own_check_and_never_touches_the_servers(tmp_path, fake_judge):
+def test_a_visitors_key_at_the_servers_url_pays_for_its_own_check_and_never_touches_the_servers(
+        tmp_path, answered, fake_judge):
     """Before: the visitor's check was answered from the host's cache (0 calls) and its overrides changed the
     server's check. Now the visitor's key gets no answer the host paid for (and the host none of the
     visitor's), and their check is their own: the server's check and its estimates stay as they were."""
-    svc = _service(tmp_path, fake_judge)
+    svc = _service(tmp_path, fake_judge, data=answered)
     try:
         before = _host_check(svc)
         victim = _grade(svc, VICTIM, HOST, "victim", "victim-visitor")
@@ -150,11 +184,12 @@ def test_a_visitors_key_at_the_servers_url_pays_for_its_own_check_and_never_touc
 
 
 # --- row 3: one stored estimate on every surface ---------------------------------------------------------------
-def test_the_card_status_and_leaderboard_read_one_stored_estimate_also_after_the_check_changes(tmp_path, fake_judge):
+def test_the_card_status_and_leaderboard_read_one_stored_estimate_also_after_the_check_changes(
+        tmp_path, answered, fake_judge):
     """Before: after the check changed, the victim's card kept 30.0 while the board showed 51.5. Now the card
     (and MCP, which reads it), /status and the leaderboard read one stored estimate per run and check: the same
     numbers, and the same new ones once the server's check grows."""
-    svc = _service(tmp_path, fake_judge)
+    svc = _service(tmp_path, fake_judge, data=answered)
     try:
         first = _host_check(svc)
         victim = _grade(svc, VICTIM, HOST, "victim", "victim-visitor")
@@ -196,11 +231,12 @@ def evil_judge():
         yield srv
 
 
-def test_a_visitors_endpoint_is_never_a_ranked_successor_nor_makes_estimates(tmp_path, fake_judge, evil_judge):
+def test_a_visitors_endpoint_is_never_a_ranked_successor_nor_makes_estimates(
+        tmp_path, answered, fake_judge, evil_judge):
     """Before: checked as "gpt-4o (this server's judge)", it ranked first on the successor board (Δ̄ 0.003,
     "close") and its runs got estimates (94.4) on the leaderboard. Now the name is refused, its check is its
     owner's alone, listed after the server's checks, unranked and unverified, and no run of it gets an estimate."""
-    svc = _service(tmp_path, fake_judge)
+    svc = _service(tmp_path, fake_judge, data=answered)
     try:
         host = _host_check(svc)
         claim = JudgeChoice(JUDGE_OWN, base_url=evil_judge.url, model="gpt-4o (this server's judge)", api_key="sk-x")
@@ -231,13 +267,13 @@ def test_a_visitors_endpoint_is_never_a_ranked_successor_nor_makes_estimates(tmp
         close(svc)
 
 
-def test_no_endpoint_address_is_shown_on_the_board_or_in_a_report(tmp_path, fake_judge, evil_judge):
+def test_no_endpoint_address_is_shown_on_the_board_or_in_a_report(tmp_path, answered, fake_judge, evil_judge):
     """Before: a visitor's endpoint on an internal host name was shown to every visitor on the successor board
     and in the report. Now a visitor's endpoint reads as its kind (to its owner only), and the server's own
     gateway as "this server's judge", on the board, its CSV, the API's rows and every report."""
     from mmvet_core.successors.judgecheck import HOST as HOST_KIND, VISITOR, assess_judge, check_owner_hash
 
-    svc = _service(tmp_path, fake_judge)
+    svc = _service(tmp_path, fake_judge, data=answered)
     try:
         host = _host_check(svc)
         port = evil_judge.url.split(":")[-1].split("/")[0]
