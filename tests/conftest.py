@@ -14,6 +14,34 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKERS_PER_CORE, MAX_WORKERS = 2, 8
 
 
+def _one_default_tls_context_per_process() -> None:
+    """httpx builds a verifying TLS context (the whole CA bundle: 27 ms) for every client, and the tests make
+    thousands of plain-HTTP calls to 127.0.0.1 through new clients (``httpx.get``/``post``, gradio_client, the MCP
+    client): 6 % of the workers' CPU under py-spy. Contexts built with the default arguments are shared within a
+    test process, as the judge's clients share theirs (`mmvet_core.judging.transport.default_ssl_context`); a
+    client with other arguments gets its own, as before."""
+    import functools
+
+    import httpx._config
+    import httpx._transports.default as transports
+
+    build = httpx._config.create_ssl_context
+
+    @functools.lru_cache(maxsize=4)
+    def shared(trust_env: bool, cert_file: str | None, cert_dir: str | None):
+        return build(verify=True, cert=None, trust_env=trust_env)
+
+    def create_ssl_context(verify=True, cert=None, trust_env=True):
+        if verify is True and cert is None:
+            return shared(trust_env, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+        return build(verify=verify, cert=cert, trust_env=trust_env)
+
+    transports.create_ssl_context = create_ssl_context
+
+
+_one_default_tls_context_per_process()
+
+
 @pytest.hookimpl(optionalhook=True)          # (a hook of pytest-xdist: without it, pytest must not refuse this file)
 def pytest_xdist_auto_num_workers(config) -> int | None:
     """What ``-n auto`` (the README's test command) starts: two workers per core this process may run on, at most
@@ -27,15 +55,16 @@ def pytest_xdist_auto_num_workers(config) -> int | None:
     return max(1, min(MAX_WORKERS, WORKERS_PER_CORE * cores))
 
 
-#: The longest modules, longest first (seconds of one process, `-p no:xdist --durations=0`, 2026-12: ux 193, app_judgecheck
-#: 156, app_leaderboard 128, app_api 73, app_browser 57, ratelimit 57, app_hosting 50, service_check_attacks 45,
-#: many_machines 41; the whole parallel phase ≈ 1,450), handed out to the workers first: with ``--dist loadfile`` a
-#: worker takes whole modules in this order, then the others in collection order, and a long module taken last
-#: would run alone while the other workers sit idle. Only the order between modules changes, never within one.
-LONG_MODULES = ("test_app_ux", "test_app_judgecheck", "test_app_leaderboard", "test_app_api", "test_app_browser",
-                "test_ratelimit", "test_app_hosting", "test_service_check_attacks", "test_many_machines", "test_docs",
-                "test_app_grade_files", "test_cli_leaderboard", "test_app_judge_attacks", "test_cli", "test_workers",
-                "test_app_page", "test_app_ratelimit", "test_app_uploads", "test_package")
+#: The longest modules, longest first (seconds in the README's parallel phase, 4 workers on 2 cores, 2026-12-06: ux 173,
+#: app_leaderboard 91, app_judgecheck 85, app_browser 76, app_judge_attacks 66, many_machines 65, ratelimit 61, docs
+#: 57, app_page 46, workers 45, package 44, service_check_attacks 42; the phase ≈ 410), handed out to the workers
+#: first: with ``--dist loadfile`` a worker takes whole modules in this order, then the others in collection order,
+#: and a long module taken last would run alone while the other workers sit idle. Only the order between modules
+#: changes, never within one.
+LONG_MODULES = ("test_app_ux", "test_app_leaderboard", "test_app_judgecheck", "test_app_browser",
+                "test_app_judge_attacks", "test_many_machines", "test_ratelimit", "test_docs", "test_app_page",
+                "test_workers", "test_package", "test_service_check_attacks", "test_app_uploads", "test_app_ratelimit",
+                "test_app_mcp", "test_app_grade_files", "test_app_sessions", "test_grading", "test_app_xss")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -45,6 +74,14 @@ def pytest_configure(config) -> None:
     alone at the end while the other workers sit idle (the controller reads this option; workers ignore it)."""
     if getattr(config.option, "loadscopereorder", None):
         config.option.loadscopereorder = False
+    # pytest's unraisable-exception check ends each process with five full garbage collections (Trio's constant):
+    # 0.7 CPU-s each on a worker's heap (Gradio, pandas), 2 % of the workers' CPU, at the end of the run where
+    # they hold up the last worker. One still collects what the suite leaves unreferenced, and reports it.
+    try:
+        from _pytest.unraisableexception import gc_collect_iterations_key
+    except ImportError:                     # (another pytest: its own default)
+        return
+    config.stash[gc_collect_iterations_key] = 1
 
 
 def pytest_ignore_collect(collection_path, config):

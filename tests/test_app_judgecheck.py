@@ -69,7 +69,12 @@ def test_a_rejected_key_says_why_the_check_stopped(page):
         open_check(page)
         page.locator("#judge-check-button").click()
         report = page.locator("#judge-check-report")
-        expect(report).to_contain_text(re.compile(r"The check stopped: .*the API key was rejected"))
+        try:
+            expect(report).to_contain_text(re.compile(r"The check stopped: .*the API key was rejected"))
+        except AssertionError as e:          # (seen twice under load, never alone: what the page said, and sent)
+            toasts = page.locator('[data-testid="toast-text"]').all_inner_texts()
+            fields = [page.locator(f"#{f} textarea, #{f} input").first.input_value() for f in ("base-url", "api-key")]
+            raise AssertionError(f"{e}\ntoasts: {toasts}; fields: {fields}; judge calls: {len(other.state.calls)}")
         assert 0 < len(other.state.calls) <= 32
         open_grade(page)
 
