@@ -28,7 +28,7 @@ from mmvet_app.leaderboard import build_leaderboard
 from mmvet_app.mcp import hide_other_endpoints, register_mcp_tools
 from mmvet_app.my_runs import build_my_runs, wire_my_runs
 from mmvet_app.samples import build_samples, wire_samples
-from mmvet_app.sessions import lean_sessions, quiet_queue
+from mmvet_app.sessions import lean_queue, lean_sessions, quiet_queue
 
 __all__ = ["AppSettings", "BENCH_BUNDLED", "BENCH_HUB", "BENCH_UPLOAD", "JUDGE_BASELINE", "JUDGE_HOST", "JUDGE_OWN",
            "OPENAI_PUBLIC_URL", "build_demo", "launch_options"]
@@ -36,7 +36,8 @@ __all__ = ["AppSettings", "BENCH_BUNDLED", "BENCH_HUB", "BENCH_UPLOAD", "JUDGE_B
 AppSettings = ServiceSettings          # the app's settings are the service's (read from the environment)
 DEFAULT_CONCURRENCY = 32               # events of a kind running at once (`demo.queue(default_concurrency_limit=)`)
 # Gradio 6.31 rebuilds a pandas summary of up to 10,000 recorded events after EVERY event, only for its
-# /monitoring dashboard (off here); with scripts polling /status that was ~15% of the server's CPU under load.
+# /monitoring dashboard (off here: `launch_options`, and `lean_queue` skips the summary); with scripts polling
+# /status that was ~15% of the server's CPU under load, and a crowd closing at once left 1.5 GB behind (issue 33).
 os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", "1000")
 # uvicorn (under Gradio) replaces the client address by X-Forwarded-For whenever the connection comes from
 # 127.0.0.1: a client on the same machine (or behind a local proxy that forwards the header untouched) could then
@@ -93,6 +94,7 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
     settings = settings or AppSettings.from_env()
     lean_sessions()        # a session's copy of the page is built as it is read (mmvet_app/sessions.py)
     quiet_queue()          # an idle queue looks for events every 10 ms, not every 1 ms (mmvet_app/sessions.py)
+    lean_queue()           # no pandas summary of the traffic per event: nobody reads it (mmvet_app/sessions.py)
     svc = GradingService(settings)
     # Gradio's own cache (uploads, re-encoded images) is swept: files older than the age go (docs/hosting.md)
     with gr.Blocks(title="MM-Vet Grader", delete_cache=settings.hosting.gradio_delete_cache()) as demo:
@@ -175,6 +177,9 @@ def launch_options(settings: AppSettings) -> dict:
                 allowed_paths=[str(settings.data_dir / "exports")],
                 footer_links=["api"],
                 mcp_server=settings.mcp_server,      # MMVET_MCP=0 turns the agents' tools off (docs/agents.md)
+                # Gradio's traffic dashboard (its URL printed on the console) would read a summary rebuilt in pandas
+                # after events: off, and `lean_queue` skips the summary (issue 33)
+                enable_monitoring=False,
                 run_history=False)  # run history would keep typed API keys in the browser's storage
 
 

@@ -19,6 +19,13 @@ the REST result stream) and `SessionKeeper` sweeps, every few seconds, with what
 a script's client, each MCP tool call), the configuration of every component (355 here: 463 KB of small dicts,
 35 CPU-ms), although a session only ever reads the few its events update. Built on first need, a session costs
 about 23 KB, and a crowd's memory is not scattered across the heap where it cannot be handed back (issue 33).
+
+`lean_queue` stops Gradio's traffic summary, which only its /monitoring dashboard reads (off here: `launch_options`):
+Gradio 6.31 builds, in the worker thread of each event that ends, a pandas DataFrame of up to 10,000 recorded
+events (its check of how many events passed since the last one is not locked, so when a crowd of followers closes
+at once, many worker threads build one side by side). pandas keeps its strings in pyarrow, whose allocator
+(mimalloc) takes a heap per thread and keeps it: the 640 followers of a 5,000-entry board left the app 1.5 GB
+larger, and it never came back (issue 33).
 """
 from __future__ import annotations
 
@@ -36,7 +43,7 @@ from urllib.parse import parse_qs
 
 from mmvet_core.hosting.clients import ClientStreams, SessionLimits
 
-__all__ = ["SessionKeeper", "SessionStreamMiddleware", "SweepReport", "lean_sessions", "quiet_queue"]
+__all__ = ["SessionKeeper", "SessionStreamMiddleware", "SweepReport", "lean_queue", "lean_sessions", "quiet_queue"]
 
 log = logging.getLogger("mmvet_grader")
 
@@ -161,6 +168,25 @@ def lean_sessions() -> None:
 
     cls._mmvet_eager_init = cls.__init__
     cls.__init__ = __init__
+
+
+def lean_queue() -> None:
+    """Gradio's traffic summary is computed only for an app whose /monitoring dashboard is on (see the module);
+    once per process. Gradio 6.31's `Queue.compute_analytics_summary` otherwise, unchanged."""
+    from gradio import queueing
+
+    cls = queueing.Queue
+    if getattr(cls, "_mmvet_summary", None) is not None:
+        return
+    summary = cls.compute_analytics_summary
+
+    def compute_analytics_summary(self, records):
+        if not getattr(self.blocks, "enable_monitoring", True):
+            return self.cached_event_analytics_summary         # nobody reads it: no DataFrame per event
+        return summary(self, records)
+
+    cls._mmvet_summary = summary
+    cls.compute_analytics_summary = compute_analytics_summary
 
 
 class SessionKeeper:

@@ -182,3 +182,42 @@ def test_an_idle_queue_looks_for_events_every_10_ms_not_every_millisecond(app):
     assert app.demo._queue.sleep_when_free == QUEUE_IDLE_POLL_S == 0.01
     assert queueing.Queue(live_updates=False, concurrency_count=1, update_intervals=1, max_size=None,
                           blocks=app.demo).sleep_when_free == QUEUE_IDLE_POLL_S
+
+
+def test_a_crowd_of_calls_ending_at_once_builds_no_traffic_summary(app, monkeypatch):
+    """Gradio 6.31 rebuilt a pandas DataFrame of up to 10,000 recorded events in the worker thread of an event that
+    ends, for its /monitoring dashboard; when a crowd of followers closed at once, many threads built one side by
+    side and pyarrow's allocator kept a heap per thread (a 5,000-entry board's 640 followers: 1.5 GB never handed
+    back). The dashboard is off and its summary is never built, even at Gradio's own pace (after every event)."""
+    import threading
+
+    from gradio import queueing
+
+    queue = app.demo._queue
+    built = []
+    get_df = queueing.Queue._get_df
+    monkeypatch.setattr(queueing.Queue, "_get_df", staticmethod(lambda records: built.append(1) or get_df(records)))
+    monkeypatch.setattr(queue, "ANAYLTICS_CACHE_FREQUENCY", 1)          # Gradio's default: after every event
+    before = queue.events_recorded
+    gate = threading.Barrier(24)
+    errors = []
+
+    def follower():
+        with httpx.Client(base_url=app.url, timeout=60) as http:
+            session = secrets.token_hex(8)
+            gate.wait()                                                    # all at once
+            try:
+                r = http.post("gradio_api/call/my_runs", json={"data": ["owner-x"], "session_hash": session})
+                with http.stream("GET", f"gradio_api/call/my_runs/{r.json()['event_id']}") as answer:
+                    assert any(line.startswith("event: complete") for line in answer.iter_lines())
+            except Exception as e:  # noqa: BLE001 — reported below
+                errors.append(e)
+    crowd = [threading.Thread(target=follower) for _ in range(24)]
+    for t in crowd:
+        t.start()
+    for t in crowd:
+        t.join()
+    assert not errors, errors
+    assert queue.events_recorded - before >= 24         # Gradio recorded them (its bookkeeping is unchanged)
+    assert built == []                                   # and built no DataFrame of them
+    assert httpx.get(app.url + "monitoring/summary", timeout=30).status_code == 403      # the dashboard is off
