@@ -24,8 +24,9 @@ about 23 KB, and a crowd's memory is not scattered across the heap where it cann
 Gradio 6.31 builds, in the worker thread of each event that ends, a pandas DataFrame of up to 10,000 recorded
 events (its check of how many events passed since the last one is not locked, so when a crowd of followers closes
 at once, many worker threads build one side by side). pandas keeps its strings in pyarrow, whose allocator
-(mimalloc) takes a heap per thread and keeps it: the 640 followers of a 5,000-entry board left the app 1.5 GB
-larger, and it never came back (issue 33).
+(mimalloc) reserves a heap per thread: memray's largest allocation when 640 followers of a 5,000-entry board
+closed (1.07 GB). One part of issue 33's crowd memory, not all of it: what a closing crowd leaves is mostly freed
+but fragmented heap (gc.collect + malloc_trim give back ~10 %).
 """
 from __future__ import annotations
 
