@@ -2,10 +2,10 @@
 process (`mmvet_core.cli.main`, as `__main__` calls it), without a new interpreter importing pandas, openai and
 the package again for each call (≈ 0.5 CPU-s a call; the suite makes hundreds: issue 32).
 
-Use it where a test is about what a command does or prints. Where the process itself is the subject (its exit on a
-signal, a kill and a resume, what a fresh interpreter imports, the installed `mmvet-grader`), tests start a real
-process with `subprocess`, and `tests/test_cli.py` keeps a real `python -m mmvet_core` run of every kind of
-report.
+Use it where a test is about what a command does or prints. Where the process itself is the subject, tests start
+a real one with `subprocess`: a command with no key in its environment and what a fresh interpreter imports
+(`tests/test_cli.py`), a kill and a resume (`test_killed_run.py`, `test_batch.py`), workers (`test_workers.py`),
+the installed `mmvet-grader` (`test_package.py`), the docs' shell lines (`test_docs.py`).
 """
 from __future__ import annotations
 
