@@ -28,7 +28,7 @@ from mmvet_app.leaderboard import build_leaderboard
 from mmvet_app.mcp import hide_other_endpoints, register_mcp_tools
 from mmvet_app.my_runs import build_my_runs, wire_my_runs
 from mmvet_app.samples import build_samples, wire_samples
-from mmvet_app.sessions import lean_queue, lean_sessions, quiet_queue
+from mmvet_app.sessions import lean_queue, lean_sessions
 
 __all__ = ["AppSettings", "BENCH_BUNDLED", "BENCH_HUB", "BENCH_UPLOAD", "JUDGE_BASELINE", "JUDGE_HOST", "JUDGE_OWN",
            "OPENAI_PUBLIC_URL", "build_demo", "launch_options"]
@@ -93,8 +93,8 @@ def build_demo(settings: AppSettings | None = None) -> gr.Blocks:
     """The page: the views of `ui/` laid out top to bottom, then the handlers that span views, in event order."""
     settings = settings or AppSettings.from_env()
     lean_sessions()        # a session's copy of the page is built as it is read (mmvet_app/sessions.py)
-    quiet_queue()          # an idle queue looks for events every 10 ms, not every 1 ms (mmvet_app/sessions.py)
-    lean_queue()           # no pandas summary of the traffic per event: nobody reads it (mmvet_app/sessions.py)
+    lean_queue()           # an idle queue looks for events every 10 ms, not every 1 ms, and builds no pandas summary
+                           # of the traffic per event: nobody reads it (mmvet_app/sessions.py)
     svc = GradingService(settings)
     # Gradio's own cache (uploads, re-encoded images) is swept: files older than the age go (docs/hosting.md)
     with gr.Blocks(title="MM-Vet Grader", delete_cache=settings.hosting.gradio_delete_cache()) as demo:

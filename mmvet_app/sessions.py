@@ -26,7 +26,8 @@ events (its check of how many events passed since the last one is not locked, so
 at once, many worker threads build one side by side). pandas keeps its strings in pyarrow, whose allocator
 (mimalloc) reserves a heap per thread: memray's largest allocation when 640 followers of a 5,000-entry board
 closed (1.07 GB). One part of issue 33's crowd memory, not all of it: what a closing crowd leaves is mostly freed
-but fragmented heap (gc.collect + malloc_trim give back ~10 %).
+but fragmented heap (gc.collect + malloc_trim give back ~10 %). It also makes an idle queue look for events every
+10 ms instead of every millisecond (`QUEUE_IDLE_POLL_S`).
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ from urllib.parse import parse_qs
 
 from mmvet_core.hosting.clients import ClientStreams, SessionLimits
 
-__all__ = ["SessionKeeper", "SessionStreamMiddleware", "SweepReport", "lean_queue", "lean_sessions", "quiet_queue"]
+__all__ = ["SessionKeeper", "SessionStreamMiddleware", "SweepReport", "lean_queue", "lean_sessions"]
 
 log = logging.getLogger("mmvet_grader")
 
@@ -125,29 +126,6 @@ class _LazyConfigs(dict):
         return dict.items(self._all())
 
 
-#: How long Gradio's queue sleeps between looks at its events when none can start (Gradio 6.31: 1 ms on Linux, a
-#: thousand wake-ups a second: an idle server spent 31 CPU-ms a second, 3 % of a core, doing nothing). At 10 ms an
-#: event starts at most 10 ms later, unseen beside a network's round trip.
-QUEUE_IDLE_POLL_S = 0.01
-
-
-def quiet_queue() -> None:
-    """Every Gradio queue made from now on (``Blocks()`` makes one, ``demo.queue()`` another) looks for events to
-    start every `QUEUE_IDLE_POLL_S` when it has nothing to do, instead of every millisecond."""
-    from gradio import queueing
-
-    init = queueing.Queue.__init__
-    if getattr(init, "_mmvet_quiet", False):
-        return
-
-    def __init__(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        self.sleep_when_free = max(self.sleep_when_free, QUEUE_IDLE_POLL_S)
-
-    __init__._mmvet_quiet = True
-    queueing.Queue.__init__ = __init__
-
-
 def lean_sessions() -> None:
     """Make every Gradio session's copy of the page lazy (see the module); once per process, for every app in it.
     The constructor is Gradio 6.31's `SessionState.__init__` with ``config_values`` left to `_LazyConfigs`
@@ -171,15 +149,27 @@ def lean_sessions() -> None:
     cls.__init__ = __init__
 
 
+#: How long Gradio's queue sleeps between looks at its events when none can start (Gradio 6.31: 1 ms on Linux, a
+#: thousand wake-ups a second: an idle server spent 31 CPU-ms a second, 3 % of a core, doing nothing). At 10 ms an
+#: event starts at most 10 ms later, unseen beside a network's round trip.
+QUEUE_IDLE_POLL_S = 0.01
+
+
 def lean_queue() -> None:
-    """Gradio's traffic summary is computed only for an app whose /monitoring dashboard is on (see the module);
-    once per process. Gradio 6.31's `Queue.compute_analytics_summary` otherwise, unchanged."""
+    """Gradio's queue, once per process, for every queue made from now on (``Blocks()`` makes one,
+    ``demo.queue()`` another): it looks for events to start every `QUEUE_IDLE_POLL_S` when it has nothing to do,
+    instead of every millisecond, and computes its traffic summary only for an app whose /monitoring dashboard is
+    on (see the module). Gradio 6.31's `Queue.__init__` and `Queue.compute_analytics_summary` otherwise, unchanged."""
     from gradio import queueing
 
     cls = queueing.Queue
     if getattr(cls, "_mmvet_summary", None) is not None:
         return
-    summary = cls.compute_analytics_summary
+    init, summary = cls.__init__, cls.compute_analytics_summary
+
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.sleep_when_free = max(self.sleep_when_free, QUEUE_IDLE_POLL_S)
 
     def compute_analytics_summary(self, records):
         if not getattr(self.blocks, "enable_monitoring", True):
@@ -187,6 +177,7 @@ def lean_queue() -> None:
         return summary(self, records)
 
     cls._mmvet_summary = summary
+    cls.__init__ = __init__
     cls.compute_analytics_summary = compute_analytics_summary
 
 
