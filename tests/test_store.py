@@ -469,6 +469,30 @@ def test_a_sqlite_database_of_an_earlier_release_is_upgraded_in_place(tmp_path):
     assert Store(path).get_run("r1") is not None     # opening again migrates nothing
 
 
+def test_threads_opening_new_databases_side_by_side_migrate_each(tmp_path):
+    """Alembic keeps the migration it runs in module globals: three threads creating three databases at once
+    failed ("'script'", "table runs already exists"). Each database is now migrated, one at a time."""
+    errors, stores = [], []
+    ready = threading.Barrier(3)
+
+    def create(i: int):
+        ready.wait()
+        try:
+            stores.append(Store(tmp_path / f"{i}.db"))
+        except Exception as e:          # noqa: BLE001  (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=create, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(stores) == 3
+    for s in stores:
+        assert other_client(s.path, "SELECT version_num FROM alembic_version") == [(head_revision(),)]
+        s.close()
+
+
 def test_processes_opening_a_new_database_together_create_it_once(db_location):
     stores, errors = [], []
 

@@ -61,15 +61,14 @@ def build_parser(argv: list[str] | None = None) -> Parser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(argv).parse_args(argv)
-    from .common import close_stores
+    from .common import closing_stores
 
     try:
-        return _load(args.command).run(args)
+        with closing_stores():
+            return _load(args.command).run(args)
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("\ninterrupted: every grade so far is stored; rerun the same command to resume", file=sys.stderr)
         return 130
-    finally:
-        close_stores()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import replace
 from datetime import date
 from pathlib import Path
@@ -24,24 +26,35 @@ from .parser import UsageError, option
 DEFAULT_DB = Path("data") / "mmvet-grader.db"
 
 
-#: The stores the running command opened with `open_store`; `main` closes them when the command ends, whatever its
+#: The stores the running command opened with `open_store` (a list per `main` call, so that commands run side by
+#: side in threads of one process close only their own); `main` closes them when the command ends, whatever its
 #: outcome, so that a command called from a process that goes on (a script, a notebook, a test) leaves no
 #: connection behind and SQLite's write-ahead log is folded into the database file, as when a process exits.
-_OPENED: list = []
+_OPENED: ContextVar[list | None] = ContextVar("mmvet_cli_stores", default=None)
 
 
 def open_store(location):
-    """`Store(location)`, closed by `main` when the command ends (`close_stores`)."""
+    """`Store(location)`, closed by `main` when the command ends."""
     from ..store import Store
 
     store = Store(location)
-    _OPENED.append(store)
+    opened = _OPENED.get()
+    if opened is not None:
+        opened.append(store)
     return store
 
 
-def close_stores() -> None:
-    while _OPENED:
-        _OPENED.pop().close()
+@contextmanager
+def closing_stores():
+    """Close, when the block ends, every store `open_store` opened in it."""
+    opened: list = []
+    token = _OPENED.set(opened)
+    try:
+        yield
+    finally:
+        _OPENED.reset(token)
+        while opened:
+            opened.pop().close()
 
 
 def say(text: str) -> None:

@@ -15,6 +15,7 @@ start; `tests/test_store.py` holds that the two heads agree).
 from __future__ import annotations
 
 import re
+import threading
 from functools import lru_cache
 from pathlib import Path
 
@@ -25,6 +26,9 @@ from ._records import StoreError
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 VERSION_TABLE = "alembic_version"         # Alembic's default, where it keeps a database's revision
+#: Alembic keeps the migration it runs in module globals (`alembic.context`, `alembic.op`): one at a time per process
+#: (threads opening new databases side by side failed with "'script'" or "table runs already exists").
+_ONE_MIGRATION = threading.Lock()
 _REVISION_LINE = re.compile(r'^(down_revision|revision)\s*=\s*(?:"([^"]*)"|\'([^\']*)\'|None)\s*$', re.M)
 
 
@@ -84,7 +88,8 @@ def upgrade(connection: Connection, name: str) -> bool:
                          f"{current}; this one knows up to {head}): run that release, or a newer one")
     from alembic import command
 
-    command.upgrade(_config(connection), "head")
+    with _ONE_MIGRATION:
+        command.upgrade(_config(connection), "head")
     return True
 
 
