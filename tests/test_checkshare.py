@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from mmvet_core.successors.judgecheck import call_count, current_check, distinct
 from mmvet_core.store import Store
 from tests.fake_judge import FakeJudgeServer, FakeState, official_grades_answer
 from tests.service_helpers import estimate_paragraph
-from tests.cli_run import run_cli
+from tests.test_cli import run_cli as _cli      # (`env`: added to this process's environment)
 
 ROOT = Path(__file__).resolve().parent.parent
 RERUN = ROOT / "tests" / "data" / "results" / "llava-v1.5-7b-rerun.json"
@@ -28,10 +27,6 @@ ANSWER = official_grades_answer(0.1, which="all")       # the re-run graded too
 #: The prompts an import re-grades: 5 % of the check's 1,243 distinct prompts, rounded up (at least 60).
 VERIFIED = 63
 
-
-
-def _cli(*args, env=None):
-    return run_cli(*args, env={**os.environ, **env} if env else None)
 
 
 @pytest.fixture(scope="module")

@@ -23,17 +23,13 @@ from mmvet_core.store import Store
 from tests import toolkit_writers as tw
 from tests.fake_judge import official_grades_answer, simulate_grades
 from tests.service_helpers import estimate_paragraph
-from tests.cli_run import run_cli
+from tests.cli_run import run_cli as _cli
 
 ROOT = Path(__file__).resolve().parent.parent
 SPACE_JUDGE = "gpt-4.1-2025-04-14"
 LMMS_JUDGE = "gpt-4o-2024-11-20"
 BENCH = load_bundled_v1()
 
-
-
-def _cli(*args):
-    return run_cli(*args)
 
 
 @pytest.fixture(scope="module")
