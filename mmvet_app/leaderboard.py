@@ -480,18 +480,25 @@ def build_leaderboard(demo: gr.Blocks, page: Page, tab: gr.Tab | None = None) ->
     dl_btn.click(download, filters, downloads, api_visibility="private")
 
     if svc.settings.host_secret:
-        def host_action(control, flag: bool):
-            @toasts(0)
-            def act(entry_id, secret, request: gr.Request):
+        def host_action(name: str, flag: bool):
+            @toasts(len(refresh_outputs))
+            def act(entry_id, secret, judge_v, bench_v, query_v, sort_v, desc_v, refs_v, chosen, page_no_v, cols,
+                    request: gr.Request):
+                control = getattr(svc.board, name)           # (looked up per call: a test can hold it)
                 gr.Info(esc(control((entry_id or "").strip(), secret, flag, visitor=visitor(svc, request))))
+                return refresh(judge_v, bench_v, query_v, sort_v, desc_v, refs_v, chosen, page_no_v, cols, request)
             return act
 
-        for btn, fn in ((hide_btn, host_action(svc.board.hide_entry, True)),
-                        (show_btn, host_action(svc.board.hide_entry, False)),
-                        (verify_btn, host_action(svc.board.verify_entry, True)),
-                        (unverify_btn, host_action(svc.board.verify_entry, False))):
-            btn.click(fn, [host_entry, host_secret], None, api_visibility="private") \
-                .then(refresh, [*filters, picked, page_no, columns], refresh_outputs, api_visibility="private")
+        # the action and the table it changed in one event, host actions one at a time ("board-host"), and every
+        # click handled ("multiple"; Gradio's default drops a click made while the previous one still runs): the
+        # host verifying two entries in quick succession sees both verified, the last table answered last
+        for btn, fn in ((hide_btn, host_action("hide_entry", True)),
+                        (show_btn, host_action("hide_entry", False)),
+                        (verify_btn, host_action("verify_entry", True)),
+                        (unverify_btn, host_action("verify_entry", False))):
+            btn.click(fn, [host_entry, host_secret, *filters, picked, page_no, columns], refresh_outputs,
+                      api_visibility="private", trigger_mode="multiple", concurrency_id="board-host",
+                      concurrency_limit=1, show_progress="minimal")
     return view
 
 

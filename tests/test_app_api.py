@@ -8,7 +8,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from gradio_client import Client, handle_file
+from gradio_client import handle_file
+from tests.api_client import ApiClient
 from gradio_client.exceptions import AppError
 
 from app import BENCH_BUNDLED, JUDGE_BASELINE, JUDGE_HOST
@@ -25,7 +26,7 @@ OWNER, INTRUDER = "api-owner-token-A", "someone-else-B"
 
 @pytest.fixture(scope="module")
 def client(app_server):
-    return Client(app_server.url, verbose=False, download_files=False)
+    return ApiClient(app_server.url, verbose=False, download_files=False)
 
 
 def validate(client, path, judge=JUDGE_HOST, runs=1):

@@ -35,11 +35,12 @@ def app_on_pg(tmp_path, pg_server, pg_url):
 
 
 def test_a_database_outage_is_named_on_every_route_and_nothing_is_lost(app_on_pg, tmp_path):
-    from gradio_client import Client, handle_file
+    from gradio_client import handle_file
+    from tests.api_client import ApiClient
 
     app, outage = app_on_pg
     owner = secrets.token_urlsafe(18)
-    client = Client(app.url, headers={"X-Forwarded-For": "203.0.113.9"}, verbose=False, download_files=False)
+    client = ApiClient(app.url, headers={"X-Forwarded-For": "203.0.113.9"}, verbose=False, download_files=False)
     run_id = client.predict(handle_file(str(GRADES_7B_1RUN)), "MM-Vet v1 (bundled, 218 samples)", None, "",
                             "All samples", owner, api_name="/view_grades")["run_id"]
     me = StatusClient(app.url, ip="203.0.113.9")

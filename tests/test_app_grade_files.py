@@ -103,11 +103,12 @@ def test_a_misaligned_file_is_refused_with_a_toast_and_the_page_keeps_its_run(pa
 
 
 def test_the_api_reports_the_judge_and_the_note_of_a_viewed_grade_file(app_server, tmp_path):
-    from gradio_client import Client, handle_file
+    from gradio_client import handle_file
+    from tests.api_client import ApiClient
 
     from app import BENCH_BUNDLED
 
-    client = Client(app_server.url, verbose=False, download_files=False)
+    client = ApiClient(app_server.url, verbose=False, download_files=False)
     path = tw.vlmevalkit(tmp_path / "llava-v1.5-13b_MMVet_gpt-4-turbo.tsv", PREDS, BENCH, SCORES)
     run_id = client.predict(f=handle_file(str(path)), bench_c=BENCH_BUNDLED, bench_f=None, hub="",
                             sub="All samples", owner_tok="grade-file-owner", api_name="/view_grades")["run_id"]

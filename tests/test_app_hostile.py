@@ -35,7 +35,8 @@ from tests.fake_judge import FakeJudgeServer
 from tests.hostile_files import write_wide_xlsx
 
 gradio_client = pytest.importorskip("gradio_client")
-from gradio_client import Client, handle_file  # noqa: E402
+from gradio_client import handle_file  # noqa: E402
+from tests.api_client import ApiClient  # noqa: E402
 from gradio_client.exceptions import AppError  # noqa: E402
 
 # Heavy (a million-cell parse, a crowd of 50 viewers in a process of their own, a flood of requests): these run after
@@ -69,17 +70,17 @@ def app(judge, tmp_path_factory):
         mp.undo()
 
 
-def client(app, ip: str) -> Client:
-    return Client(app.url, headers={"X-Forwarded-For": ip}, verbose=False, download_files=False)
+def client(app, ip: str) -> ApiClient:
+    return ApiClient(app.url, headers={"X-Forwarded-For": ip}, verbose=False, download_files=False)
 
 
-def open_grades(c: Client, path: Path, owner: str) -> str:
+def open_grades(c: ApiClient, path: Path, owner: str) -> str:
     from app import BENCH_BUNDLED
     return c.predict(handle_file(str(path)), BENCH_BUNDLED, None, "", "All samples", owner,
                      api_name="/view_grades")["run_id"]
 
 
-def grade(c: Client, path: Path, judge: str, owner: str) -> str:
+def grade(c: ApiClient, path: Path, judge: str, owner: str) -> str:
     from app import BENCH_BUNDLED
     return c.predict(handle_file(str(path)), BENCH_BUNDLED, None, "", "All samples", 1, judge, "", "", "", owner,
                      api_name="/grade")["run_id"]

@@ -30,7 +30,8 @@ from tests.call_gate import CallGate
 from tests.fake_judge import FakeJudgeServer, FakeState, free_port
 
 gradio_client = pytest.importorskip("gradio_client")
-from gradio_client import Client, handle_file  # noqa: E402
+from gradio_client import handle_file  # noqa: E402
+from tests.api_client import ApiClient  # noqa: E402
 from gradio_client.exceptions import AppError  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "data" / "results" / "llava-v1.5-13b.json"
@@ -49,9 +50,9 @@ class App:
     def svc(self):
         return self.demo.svc
 
-    def client(self, ip: str | None = None) -> Client:
+    def client(self, ip: str | None = None) -> ApiClient:
         headers = {"X-Forwarded-For": ip} if ip else None
-        return Client(self.url, headers=headers, verbose=False, download_files=False)
+        return ApiClient(self.url, headers=headers, verbose=False, download_files=False)
 
     def run_count(self) -> int:
         return len(dict(self.svc.store.iter_tables())["runs"])
@@ -148,7 +149,7 @@ def variant(tmp_path: Path, tag: str, source: Path = RESULTS) -> Path:
     return path
 
 
-def grade(client: Client, judge: str, *, owner_tok: str, url: str = "", key: str = "",
+def grade(client: ApiClient, judge: str, *, owner_tok: str, url: str = "", key: str = "",
           results: Path = RESULTS, bench: str | None = None, bench_file=None) -> str:
     from app import BENCH_BUNDLED
 
@@ -157,11 +158,11 @@ def grade(client: Client, judge: str, *, owner_tok: str, url: str = "", key: str
         "gpt-4-0613", key, owner_tok, api_name="/grade")["run_id"]
 
 
-def status(client: Client, run_id: str) -> dict:
+def status(client: ApiClient, run_id: str) -> dict:
     return client.predict(run_id, api_name="/status")
 
 
-def wait_for(client: Client, run_id: str, cond, timeout: float = 180.0) -> dict:
+def wait_for(client: ApiClient, run_id: str, cond, timeout: float = 180.0) -> dict:
     deadline = time.time() + timeout
     while True:
         st = status(client, run_id)
@@ -171,7 +172,7 @@ def wait_for(client: Client, run_id: str, cond, timeout: float = 180.0) -> dict:
         time.sleep(0.1)
 
 
-def wait_end(client: Client, run_id: str, timeout: float = 180.0) -> dict:
+def wait_end(client: ApiClient, run_id: str, timeout: float = 180.0) -> dict:
     return wait_for(client, run_id, lambda s: s["status"] in TERMINAL, timeout)
 
 

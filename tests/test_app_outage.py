@@ -41,7 +41,7 @@ def pg_app(own_pg, fake_server, tmp_path_factory):
 
 def test_a_page_says_the_store_is_unreachable_then_follows_the_run_to_its_end(pg_app, own_pg, fake_server,
                                                                               browser):
-    from gradio_client import Client
+    from tests.api_client import ApiClient
 
     state = fake_server.state
     gate = state.gate = CallGate()
@@ -63,7 +63,7 @@ def test_a_page_says_the_store_is_unreachable_then_follows_the_run_to_its_end(pg
             expect(note).to_contain_text(STORE_UNREACHABLE[0].upper() + STORE_UNREACHABLE[1:], ignore_case=False)
             expect(note).to_contain_text("follows the run again")
             # a script is told the same, not Gradio's generic "The upstream Gradio app has raised an exception"
-            client = Client(pg_app.url, verbose=False, download_files=False)
+            client = ApiClient(pg_app.url, verbose=False, download_files=False)
             with pytest.raises(Exception) as refused:
                 client.predict(run_id, api_name="/status")
             assert STORE_UNREACHABLE in str(refused.value).lower()

@@ -182,8 +182,8 @@ def test_the_estimate_is_the_same_digits_on_every_surface(app, published):
     def triple(entry: dict) -> tuple:
         return tuple(f"{v:.1f}" for v in entry["official_equivalent"])
 
-    from gradio_client import Client
-    api = Client(app.url, verbose=False).predict(references=False, api_name="/leaderboard")
+    from tests.api_client import ApiClient
+    api = ApiClient(app.url, verbose=False).predict(references=False, api_name="/leaderboard")
     surfaces["/leaderboard"] = triple(api["entries"][0])
     with ThreadPoolExecutor(1) as pool:      # (the module's sync Playwright holds this thread's event loop)
         surfaces["MCP"] = triple(pool.submit(asyncio.run, read_leaderboard(app)).result()["entries"][0])

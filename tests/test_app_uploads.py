@@ -29,7 +29,8 @@ from app import BENCH_HUB, BENCH_UPLOAD, JUDGE_BASELINE
 from tests.app_fixtures import app_server, browser, fake_server, new_page  # noqa: F401  (fixtures)
 
 gradio_client = pytest.importorskip("gradio_client")
-from gradio_client import Client, handle_file  # noqa: E402
+from gradio_client import handle_file  # noqa: E402
+from tests.api_client import ApiClient  # noqa: E402
 from gradio_client.exceptions import AppError  # noqa: E402
 
 TERMINAL = {"done", "stopped", "failed", "incomplete"}
@@ -83,7 +84,7 @@ def hostile_zip(path: Path, beacon_url: str) -> Path:
     return path
 
 
-def wait_end(client: Client, run_id: str, timeout: float = 180) -> dict:
+def wait_end(client: ApiClient, run_id: str, timeout: float = 180) -> dict:
     deadline = time.time() + timeout
     while True:
         st = client.predict(run_id, api_name="/status")
@@ -106,7 +107,7 @@ def test_uploaded_benchmark_files_never_reach_a_browser(app_server, browser, bea
     results.write_text(json.dumps({"v1_0": "red", "v1_1": "blue", "v1_2": "round"}))
     victim = new_page(browser, app_server.url, timeout_ms=90_000)    # the victim's tab holds an owner token
     victim.wait_for_function("Object.keys(localStorage).length > 0")
-    client = Client(app_server.url, verbose=False)
+    client = ApiClient(app_server.url, verbose=False)
     run_id = client.predict(
         results=handle_file(str(results)), bench_c=BENCH_UPLOAD, bench_f=handle_file(str(zpath)), hub="",
         sub="All samples", n_runs=1, judge_c=JUDGE_BASELINE, url="", model="", key="", owner_tok="attacker",
@@ -175,7 +176,7 @@ def test_hub_field_refuses_the_servers_own_folders(app_server, tmp_path, local):
     if local == "uploads-of-the-app":                         # the app's own uploads folder, as a relative path
         local = os.path.relpath(app_server.settings.data_dir / "uploads")
     results = Path(__file__).resolve().parent.parent / "assets" / "examples" / "llava_llama2_13b_chat.json"
-    client = Client(app_server.url, verbose=False)
+    client = ApiClient(app_server.url, verbose=False)
     before = len(app_server.store.list_runs("hub-attacker"))
     with pytest.raises(AppError, match="folder on this server|not a Hugging Face dataset id"):
         client.predict(results=handle_file(str(results)), bench_c=BENCH_HUB, bench_f=None, hub=local,

@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from gradio_client import Client, handle_file
+from gradio_client import handle_file
+from tests.api_client import ApiClient
 
 from app import BENCH_BUNDLED, JUDGE_HOST
 from tests.fake_judge import FakeJudgeServer, FakeState
@@ -59,7 +60,7 @@ def test_the_local_stack_starts_grades_a_run_through_nginx_and_stops_leaving_not
             url = re.search(r"open (http://127\.0\.0\.1:\d+/)", out).group(1)
             settings = dict(line.split("=", 1) for line in (folder / "stack.env").read_text().split())
             assert settings["MMVET_PUBLIC_URL"] == url
-            client = Client(url, verbose=False, download_files=False)
+            client = ApiClient(url, verbose=False, download_files=False)
             run = client.predict(results=handle_file(str(RESULTS)), bench_c=BENCH_BUNDLED, bench_f=None, hub="",
                                  sub="All samples", n_runs=1, judge_c=JUDGE_HOST, url="", model="gpt-4-0613",
                                  key="", owner_tok="stack-owner-token-0123456789", api_name="/grade")
