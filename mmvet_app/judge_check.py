@@ -251,4 +251,7 @@ def wire_judge_check(page: Page, jc: JudgeCheckView, judge_choice: gr.Radio, bas
     jc.sort.change(board, [jc.sort, page.owner], board_outputs, api_visibility="private")
     jc.refresh.click(board, [jc.sort, page.owner], board_outputs, api_visibility="private")
     if tabs is not None:
-        gr.on(None, on_load, inputs, outputs + [tabs], api_visibility="private", show_progress="hidden")
+        # once per page, when the load handler has set the visitor's token (a check is read as its owner sees it);
+        # not on every change of the judge fields (`gr.on(None, …)` did: the link's warning again, its report over
+        # the judge just chosen)
+        page.owner.change(on_load, inputs, outputs + [tabs], api_visibility="private", show_progress="hidden")
