@@ -6,13 +6,14 @@ tables); the plots from `mmvet_core.scores.charts`."""
 from __future__ import annotations
 
 import html
+import time
 from dataclasses import dataclass
 
 import gradio as gr
 
 from mmvet_core.scores.charts import make_check_lomo, make_check_shifts
 from mmvet_core.successors.judgecheck import LEGEND, check_headline, check_tables, estimates_line, format_correction
-from mmvet_core.service import JUDGE_BASELINE, JUDGE_HOST, JUDGE_OWN
+from mmvet_core.service import JUDGE_BASELINE, JUDGE_OWN
 from mmvet_core.successors.table import SORT_KEYS, TABLE_HEADERS, board_table
 
 from mmvet_app.common import Page, base_url, esc, judge_of, toasts, visitor
@@ -187,6 +188,7 @@ def wire_judge_check(page: Page, jc: JudgeCheckView, judge_choice: gr.Radio, bas
         return (*values[:5], gr.Timer(active=True), *values[6:])
 
     def check_text(judge_c, url, model, key, owner_tok, sort_label, request: gr.Request):
+        since = time.monotonic()
         choice = judge_of(judge_c, url, model, key)
         state, running, result = judges.judge_check_state(choice, owner_tok)
         line = judge_line(judge_c, model, choice.host_model)
@@ -198,7 +200,13 @@ def wire_judge_check(page: Page, jc: JudgeCheckView, judge_choice: gr.Radio, bas
                       *values[1:])
         if running:                  # the board changes when the check ends, not on every tick
             return (*values, line, gr.Timer(active=True), gr.skip(), gr.skip())
-        return (*values, line, gr.Timer(active=False), *board(sort_label, owner_tok, request))
+        boards = board(sort_label, owner_tok, request)
+        if judges.check_started_since(owner_tok, since):
+            # this visitor clicked Check while this answer was made: it may say what was true before (or be of
+            # the fields as they were), and arrive after the click's own answer. Put nothing over that answer and
+            # poll once more (seen on a busy machine: "no check stored" over the check just started, poll stopped)
+            return (*(gr.skip() for _ in range(5)), gr.Timer(active=True), gr.skip(), gr.skip())
+        return (*values, line, gr.Timer(active=False), *boards)
 
     def on_load(judge_c, url, model, key, owner_tok, sort_label, request: gr.Request):
         """On arrival: the report of the judge the page starts with; ``?check=<id>`` (a board row's link): the

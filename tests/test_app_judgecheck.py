@@ -12,6 +12,7 @@ from playwright.sync_api import expect
 from tests.app_fixtures import (app_server, browser, fake_server, new_page, page,  # noqa: F401
                                 text_of, upload_results, wait_progress)
 from tests.fake_judge import FakeJudgeServer, FakeState, official_grades_answer
+from tests.held_calls import HeldCalls, called_from, not_called_from
 
 LLAVA_7B = __import__("pathlib").Path(__file__).resolve().parent / "data" / "results" / "llava-v1.5-7b.json"
 
@@ -83,6 +84,27 @@ def test_a_rejected_key_says_why_the_check_stopped(page):
         page.locator("#judge-check-button").click()
         expect_report(page, re.compile(r"The check stopped: .*the API key was rejected"), other)
         assert 0 < len(other.state.calls) <= 32
+        open_grade(page)
+
+
+def test_a_poll_answered_after_a_click_on_check_never_hides_the_check(page, app_server):
+    """The report's poll, made just before a click on Check and answered after the click's own answer (a busy
+    server: seen in CI), neither puts "no check stored" over the check just started nor stops following it."""
+    judges = app_server.svc.judges
+    is_poll = called_from("check_text")                       # the report's poll (a tick) reads the board...
+    not_event = not_called_from("fields_text", "check_judge", "on_load", "import_check")   # ...not an event's
+    with FakeJudgeServer(FakeState(api_key="sk-right")) as other:
+        with HeldCalls(judges, "judge_board", when=lambda: is_poll() and not_event()) as held:
+            open_grade(page)
+            page.locator("#judge-choice").get_by_text("My own key / endpoint", exact=True).click()
+            page.locator("#base-url textarea, #base-url input").first.fill(other.url)
+            page.locator("#api-key input").fill("sk-late")
+            open_check(page)               # a field's event starts the poll; its first read is held on the server
+            held.wait_entered(1)
+            page.locator("#judge-check-button").click()
+            expect(page.locator("#judge-check-report")).to_contain_text(
+                re.compile(r"checking: \d+ / 1308|The check stopped"))      # the click's answer came first
+        expect_report(page, re.compile(r"The check stopped: .*the API key was rejected"), other)   # then the poll's
         open_grade(page)
 
 

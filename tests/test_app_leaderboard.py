@@ -8,7 +8,6 @@ import csv
 import io
 import json
 import re
-import threading
 from pathlib import Path
 from urllib.parse import quote
 
@@ -17,6 +16,7 @@ import pytest
 from mmvet_core.board.rows import ESTIMATE_COLUMN, TABLE_COLUMNS
 from gradio_client import handle_file
 from tests.api_client import ApiClient
+from tests.held_calls import HeldCalls
 from gradio_client.exceptions import AppError
 from playwright.sync_api import expect
 
@@ -33,43 +33,6 @@ HOST_SECRET = "host-secret-for-tests"
 EVIL_NAME = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
 PROVENANCE = 6     # the provenance column once chosen: after the six leading ones (rank … judge)
 OWNER, INTRUDER = "api-owner-token-A", "api-intruder-token-B"
-
-
-
-class HeldCalls:
-    """Holds the first call of `obj.name` (a service method a handler calls) until the block ends; later calls go
-    through. `wait_entered(n)`: wait until `n` calls have begun (the event the test needs, not a time)."""
-
-    def __init__(self, obj, name: str):
-        self.obj, self.name, self.original = obj, name, getattr(obj, name)
-        self.own = name in vars(obj)                # an attribute of the object itself, not its class's method
-        self.entered = 0
-        self.changed = threading.Condition()
-        self.release = threading.Event()
-
-    def __enter__(self) -> "HeldCalls":
-        def held(*args, **kwargs):
-            with self.changed:
-                self.entered += 1
-                first = self.entered == 1
-                self.changed.notify_all()
-            if first:
-                self.release.wait(60)
-            return self.original(*args, **kwargs)
-        setattr(self.obj, self.name, held)
-        return self
-
-    def wait_entered(self, n: int, timeout: float = 30.0) -> None:
-        with self.changed:
-            assert self.changed.wait_for(lambda: self.entered >= n, timeout), \
-                f"{n} call(s) of {self.name} expected on the server, {self.entered} came"
-
-    def __exit__(self, *exc) -> None:
-        self.release.set()
-        if self.own:
-            setattr(self.obj, self.name, self.original)
-        else:
-            delattr(self.obj, self.name)
 
 
 @pytest.fixture(scope="module")

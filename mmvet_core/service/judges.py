@@ -70,6 +70,7 @@ class Judges:
         self.settings, self.store, self.jobs, self.inputs, self.limits = settings, store, jobs, inputs, limits
         self.exports_dir = exports_dir
         self._checks: dict[str, dict] = {}       # judge-check task -> {"done", "total"}
+        self._check_started: dict[str, float] = {}   # owner -> when they last started a check (time.monotonic())
         self._model_lists: dict[str, tuple[float, ModelList]] = {}   # account -> (when read, list)
         self._equivalence_cache: dict[str, tuple[tuple, object]] = {}   # run id -> (stamp, Equivalence)
         self._checks_version: tuple[float, tuple] | None = None       # (when read, judge_checks_stamp)
@@ -215,6 +216,7 @@ class Judges:
                                              stop=stop, budget=budget, refs=refs, scope=scope)
             finally:
                 self._checks_version = None        # a card read next sees the check this stored
+        self._check_started[owner] = time.monotonic()
         try:
             self.jobs.start_task(task, check, visitor=visitor)
         except TooManyRuns as e:
@@ -242,6 +244,12 @@ class Judges:
 
         state, running, result = self.judge_check_state(choice, owner)
         return (format_check(result) if result is not None else state), running
+
+    def check_started_since(self, owner: str, since: float) -> bool:
+        """Whether `owner` started a check (of any judge) at or after `since` (``time.monotonic()``): a view's answer
+        made meanwhile may say what was true before the check began."""
+        started = self._check_started.get(owner)
+        return started is not None and started >= since
 
     def judge_check_state(self, choice: JudgeChoice, owner: str):
         """(a state line — progress, why it stopped, or "" —, whether the check is running, the stored check of
