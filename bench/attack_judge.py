@@ -202,7 +202,7 @@ def attack_xff(args) -> None:
             for k, v in old.items():
                 os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
         demo = app_mod.build_demo(settings)
-        demo.queue(default_concurrency_limit=32)
+        demo.queue(**app_mod.queue_options())
         port = free_port()
         demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
                     **app_mod.launch_options(settings))

@@ -235,7 +235,7 @@ def main() -> None:
                       f"{worst * 1000:.0f} ms; app memory {mb():.0f} MB, {app.num_threads()} threads")
 
         # ---- null-limit board reads ----
-        if args.entries:
+        if args.entries and args.board_reads:
             p50, worst = my_runs_latency(me, owner)
             print(f"board reads, before: my_runs p50 {p50 * 1000:.0f} ms, max {worst * 1000:.0f} ms; "
                   f"app memory {mb():.0f} MB")

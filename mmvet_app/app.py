@@ -31,10 +31,14 @@ from mmvet_app.samples import build_samples, wire_samples
 from mmvet_app.sessions import lean_queue, lean_sessions
 
 __all__ = ["AppSettings", "BENCH_BUNDLED", "BENCH_HUB", "BENCH_UPLOAD", "JUDGE_BASELINE", "JUDGE_HOST", "JUDGE_OWN",
-           "OPENAI_PUBLIC_URL", "build_demo", "launch_options"]
+           "OPENAI_PUBLIC_URL", "build_demo", "launch_options", "queue_options"]
 
 AppSettings = ServiceSettings          # the app's settings are the service's (read from the environment)
 DEFAULT_CONCURRENCY = 32               # events of a kind running at once (`demo.queue(default_concurrency_limit=)`)
+# How often the queue tells waiting clients their place in it (seconds). Gradio's default ("auto") tells every
+# waiting client each time an event starts: with N events waiting that is N messages per start, N² while a crowd
+# drains (a crowd of 640 pages following one run: 1.1 GB of messages, the Python heap left fragmented: issue 33).
+QUEUE_STATUS_EVERY_S = 2.0
 # Gradio 6.31 rebuilds a pandas summary of up to 10,000 recorded events after EVERY event, only for its
 # /monitoring dashboard (off here: `launch_options`, and `lean_queue` skips the summary); with scripts polling
 # /status that was ~15% of the server's CPU under load, and a crowd closing at once left 1.5 GB behind (issue 33).
@@ -195,11 +199,16 @@ def mcp_start_lines(local_url: str) -> list[str]:
             f"* SSE URL: {base}/gradio_api/mcp/sse", f"* Streamable HTTP URL: {base}/gradio_api/mcp/"]
 
 
+def queue_options() -> dict:
+    """The arguments of ``demo.queue()`` the app is served with (tests and benches serve it with the same)."""
+    return {"default_concurrency_limit": DEFAULT_CONCURRENCY, "status_update_rate": QUEUE_STATUS_EVERY_S}
+
+
 def main() -> None:
     """Serve the app (``python app.py``, ``mmvet-grader app``): settings from the environment."""
     app_settings = AppSettings.from_env()
     demo = build_demo(app_settings)
-    demo.queue(default_concurrency_limit=DEFAULT_CONCURRENCY)
+    demo.queue(**queue_options())
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
                 server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")), prevent_thread_lock=True,
                 **launch_options(app_settings))

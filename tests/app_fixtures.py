@@ -88,13 +88,13 @@ def wait_http(url: str, timeout: float = 120.0) -> None:
 def start_app(data_dir: Path, port: int | None = None, **settings_kwargs) -> AppHandle:
     """Build the app with `AppSettings(data_dir=…, **settings_kwargs)` and launch it on `port` (default: a free
     one; a restarted app takes its predecessor's port, so the browser's origin and storage stay the same)."""
-    from app import AppSettings, build_demo, launch_options
+    from app import AppSettings, build_demo, launch_options, queue_options
 
     # the fake judges are on 127.0.0.1: visitors' endpoints there need the private deployment's allowance
     settings_kwargs.setdefault("allow_private_endpoints", True)
     settings = AppSettings(data_dir=Path(data_dir), **settings_kwargs)
     demo = build_demo(settings)
-    demo.queue(default_concurrency_limit=32)
+    demo.queue(**queue_options())
     port = port or free_port()
     # exactly what `python app.py` passes (allowed paths, upload limit, ...)
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,

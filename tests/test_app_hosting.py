@@ -70,7 +70,7 @@ def _launch(tmp: Path, host_url: str, **kw) -> App:
 
     settings = app_module.AppSettings(data_dir=tmp / "data", host_key=HOST_KEY, host_base_url=host_url, **kw)
     demo = app_module.build_demo(settings)
-    demo.queue(default_concurrency_limit=32)
+    demo.queue(**app_module.queue_options())
     port = free_port()
     if hasattr(app_module, "launch_options"):
         options = app_module.launch_options(settings)

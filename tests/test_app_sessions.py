@@ -221,3 +221,62 @@ def test_a_crowd_of_calls_ending_at_once_builds_no_traffic_summary(app, monkeypa
     assert queue.events_recorded - before >= 24         # Gradio recorded them (its bookkeeping is unchanged)
     assert built == []                                   # and built no DataFrame of them
     assert httpx.get(app.url + "monitoring/summary", timeout=30).status_code == 403      # the dashboard is off
+
+
+def test_a_crowd_waiting_in_the_queue_is_told_its_place_at_a_pace_not_at_every_start(app, monkeypatch):
+    """Gradio's default tells every waiting client its place each time an event starts: N waiting events cost N
+    messages per start, N² while a crowd drains (640 pages following one run on a 5,000-entry board: the app's
+    Python heap grew by 1.1 GB of such messages and stayed fragmented). Here the queue tells them every
+    `QUEUE_STATUS_EVERY_S` seconds: the last of 30 events waiting behind one slot hears of its place a few times
+    over the drain, not once per event that started before it."""
+    import threading
+
+    from gradio.server_messages import EstimationMessage
+    from mmvet_app.app import QUEUE_STATUS_EVERY_S
+    from tests.held_calls import HeldCalls
+
+    queue = app.demo._queue
+    fn = next(f for f in app.demo.fns.values() if f.api_name == "my_runs")      # the API's (/call/my_runs)
+    queue.create_event_queue_for_fn(fn)                  # (Gradio makes an event's lane when it first queues one)
+    lane = queue.event_queue_per_concurrency_id[fn.concurrency_id]
+    monkeypatch.setattr(lane, "concurrency_limit", 1)                 # one slot: the others wait in the queue
+    told: dict[str, int] = {}
+    send = queue.send_message
+
+    def counting(event, message):
+        if isinstance(message, EstimationMessage):
+            told[event.session_hash] = told.get(event.session_hash, 0) + 1
+        return send(event, message)
+    monkeypatch.setattr(queue, "send_message", counting)
+    sessions = [f"crowd-{i}-{secrets.token_hex(4)}" for i in range(30)]   # (one address: at most 32 open streams)
+    errors = []
+
+    def client(session: str) -> None:
+        try:
+            with httpx.Client(base_url=app.url, timeout=120) as http:
+                r = http.post("gradio_api/call/my_runs", json={"data": ["owner-x"], "session_hash": session})
+                with http.stream("GET", f"gradio_api/call/my_runs/{r.json()['event_id']}") as answer:
+                    lines = list(answer.iter_lines())
+                assert any(line.startswith("event: complete") for line in lines), lines
+        except Exception as e:  # noqa: BLE001 — reported below
+            errors.append(e)
+
+    with HeldCalls(app.svc.reading, "runs_of") as held:
+        crowd = [threading.Thread(target=client, args=(sessions[0],))]
+        crowd[0].start()
+        held.wait_entered(1)                                           # the slot is taken
+        started = time.monotonic()
+        crowd += [threading.Thread(target=client, args=(s,)) for s in sessions[1:]]
+        for t in crowd[1:]:
+            t.start()
+        deadline = time.monotonic() + 60
+        while len(lane.queue) < 29 and time.monotonic() < deadline:   # all 29 others are waiting
+            time.sleep(0.05)
+        assert len(lane.queue) == 29, len(lane.queue)
+    for t in crowd:
+        t.join()
+    waited = time.monotonic() - started
+    assert not errors, errors
+    last = told.get(sessions[-1], 0)
+    # once when it joined, then once per interval it waited (with Gradio's default: once per start ahead, 28)
+    assert last <= 2 + waited / QUEUE_STATUS_EVERY_S, (last, waited)
