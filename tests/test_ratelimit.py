@@ -85,14 +85,19 @@ def test_two_app_runs_on_the_host_key_share_the_limit_and_both_finish(store):
         try:
             runs = [(new_run(store, bench_a, settings, n_runs=2), bench_a),
                     (new_run(store, bench_b, settings, n_runs=2), bench_b)]
-            for run_id, bench in runs:
-                jobs.start(run_id, bench, make_judge(settings, "sk-host"))
+            judges = [make_judge(settings, "sk-host") for _ in runs]
+            for (run_id, bench), j in zip(runs, judges):
+                jobs.start(run_id, bench, j)
             outcomes = [jobs.wait(run_id, timeout=120) for run_id, _ in runs]
         finally:
             jobs.shutdown()
         calls = list(judge.state.calls)
     assert [o.status for o in outcomes] == ["done", "done"]
-    assert sum(c["status"] == 429 for c in calls) <= 0.25 * 120
+    assert judges[0]._limiter_obj is not None and judges[0]._limiter_obj is judges[1]._limiter_obj   # one limiter
+    # few 429s: the limiter paces at the account's rate, but a busy machine can delay the calls it lets go until
+    # they reach the server together (idle and beside a 3-process CPU hog: 17-19 for the 120 grades; once 49 in a
+    # whole suite's run; two runs fighting with a limiter each would double the rate)
+    assert sum(c["status"] == 429 for c in calls) <= 0.5 * 120
 
 
 def test_a_429_pauses_every_call_of_the_account_for_its_retry_after(store, fake_judge):
