@@ -217,8 +217,14 @@ def test_two_workers_share_a_run_queued_by_the_app_which_follows_it_and_stops_an
 
         gate = hold_after(judge, 3)                 # the next run stays in the middle
         second = new_run(app_store, bench, settings, predictions={s: "other" for s in bench.ids})
-        app.start(second, bench, make_judge(settings, "sk-host"), host=True, visitor="v")
-        gate.wait_held(1)
+        assert app.start(second, bench, make_judge(settings, "sk-host"), host=True, visitor="v")
+        try:
+            gate.wait_held(1)
+        except TimeoutError as e:           # (seen once in a whole suite's run: say where the run stood)
+            raise AssertionError(f"{e}; the second run {app_store.get_run(second).status!r}, "
+                                 f"{app_store.count_grades(second)}; workers busy {[w.busy() for w in workers]}, "
+                                 f"graded runs {[len(w.runs) for w in workers]}; {gate.passed} call(s) passed the "
+                                 f"gate, {len(judge.state.calls)} in all") from None
         assert app_store.get_run(second).status == "running" and app.is_running(second)
         assert app.stop(second)
         assert app_store.get_run(second).status == "stopped" and not app.is_running(second)
