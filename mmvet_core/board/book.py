@@ -1,7 +1,7 @@
 """The server's leaderboard kept up to date off the request path: a reader is never the one who pays for ranks.
 
 `BoardBook` holds the board's rows as of a store stamp (`Store.board_stamp`), every entry's decoded and checked
-frozen copy, and one `board_ranks.GroupRanks` per rank group. `rows` answers from the last snapshot; when the
+frozen copy (held compactly: `entries.compact`), and one `board_ranks.GroupRanks` per rank group. `rows` answers from the last snapshot; when the
 store changed since, the reader brings the snapshot up to date itself only when that is cheap — a few entries
 to decode, groups that change by a few grade sets (incremental: milliseconds at 1,600 entries), small groups
 built from scratch — and otherwise leaves the work to a background thread and answers with the previous
@@ -17,8 +17,8 @@ import logging
 import queue
 import threading
 
-from .entries import (RANK_LEVEL, RANK_RESAMPLES, RANK_SEED, BoardEntry, board_rows, describe_bad_row, entry_from_row,
-                      group_grade_sets, rank_key)
+from .entries import (RANK_LEVEL, RANK_RESAMPLES, RANK_SEED, BoardEntry, board_rows, compact, describe_bad_row,
+                      entry_from_row, group_grade_sets, rank_key)
 from .rows import BoardRow, paper_rows
 from .ranks import GroupRanks
 from .schema import SchemaError
@@ -143,7 +143,7 @@ class BoardBook:
             return
         full = {**head, "published_at": row["published_at"], "meta": row["meta"], "scores": row["scores"]}
         try:
-            entry = entry_from_row(full, check=True)
+            entry = compact(entry_from_row(full, check=True))
         except (SchemaError, ValueError, TypeError, KeyError, RecursionError) as e:
             self._skip(head, key, e)
             return

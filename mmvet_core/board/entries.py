@@ -41,7 +41,7 @@ import copy
 import hashlib
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Callable, Iterable
 
@@ -54,7 +54,7 @@ from .names import NameRefused, check_visible_name
 from .ranks import MAX_GRADE_SETS, GroupRanks, better_matrix, bounds_from
 from .rows import BoardRow, entry_row, set_estimate
 from .schema import SchemaError, check_version
-from .snapshot import grades_digest, sample_means
+from .snapshot import ScoreTable, compact_entry_parts, grades_digest, sample_means
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class BoardEntry:
     hidden: bool
     published_at: float
     meta: dict
-    scores: dict[str, list[float | None]]
+    scores: dict[str, list[float | None]] | ScoreTable        # a ScoreTable once `compact`
 
     @property
     def provenance(self) -> dict:
@@ -193,6 +193,14 @@ def entry_from_row(row: dict, *, check: bool = False) -> BoardEntry:
     return BoardEntry(id=row["id"], version=int(row["version"]), run_id=row["run_id"], owner_hash=row["owner_hash"],
                       name=row["name"], link=row["link"], published=bool(row["published"]),
                       hidden=bool(row["hidden"]), published_at=float(row["published_at"]), meta=meta, scores=scores)
+
+
+def compact(entry: BoardEntry) -> BoardEntry:
+    """The same entry, held compactly for a long-lived board (`snapshot.compact_entry_parts`): its scores as one
+    array, its sample ids and capabilities shared with the entries that have them equal. Only for an entry
+    checked against the schema (`entry_from_row(..., check=True)`)."""
+    meta, scores = compact_entry_parts(entry.meta, entry.scores)
+    return replace(entry, meta=meta, scores=scores)
 
 
 def _shown_name(name: str) -> str:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 import time
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -59,8 +61,71 @@ def samples_sha(samples: dict[str, dict]) -> str:
     return h.hexdigest()[:16]
 
 
+class ScoreTable(Mapping):
+    """A checked entry's per-sample scores held as one read-only ``samples × runs`` array: the same mapping as
+    the stored ``{sample id: [score per judge run]}`` (scores read back as floats), in a few kilobytes instead of
+    a list and a float object per score. A server keeps every entry of its board decoded (`book.BoardBook`):
+    5,000 entries of 218 samples held as dicts of lists were ≈ 1.1 million lists. Built by `compact_entry_parts`."""
+
+    __slots__ = ("ids", "matrix", "_index")
+
+    def __init__(self, ids: tuple[str, ...], matrix: np.ndarray, index: dict[str, int]):
+        self.ids, self.matrix, self._index = ids, matrix, index
+
+    def __getitem__(self, sid: str) -> list[float]:
+        return self.matrix[self._index[sid]].tolist()
+
+    def __contains__(self, sid: object) -> bool:
+        return sid in self._index
+
+    def __iter__(self):
+        return iter(self.ids)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+#: Sample-id lists, capability maps and their indexes shared by the entries that have them equal (most entries of
+#: a board are graded on the same benchmark), at most this many distinct ones.
+_SHARED_MAX = 256
+_shared: dict[tuple, object] = {}
+
+
+def _share(key: tuple, make):
+    """The shared value under `key`, made (``make()``) and kept when there is none yet."""
+    got = _shared.get(key)
+    if got is None:
+        got = make()
+        if len(_shared) < _SHARED_MAX:
+            _shared[key] = got
+    return got
+
+
+def compact_entry_parts(meta: dict, scores: dict) -> tuple[dict, ScoreTable]:
+    """(meta, scores) of a version checked against the schema (`schema.check_version`: its scores are exactly a
+    ``len(sample_ids) × runs`` table of numbers), held compactly for a long-lived board: the scores as a
+    `ScoreTable`, and the meta's sample ids and capability map shared with the other entries that have them equal
+    (interned strings). The values read the same; nothing may mutate them."""
+    ids = tuple(sys.intern(str(sid)) for sid in meta["sample_ids"])
+    shared_ids = _share(("ids", ids), lambda: ids)
+    index = _share(("index", shared_ids), lambda: {sid: i for i, sid in enumerate(shared_ids)})
+    matrix = np.array([scores[sid] for sid in shared_ids], dtype=np.float64)
+    matrix = matrix.reshape(len(shared_ids), int(meta["runs"]))
+    matrix.setflags(write=False)
+    meta = dict(meta)
+    meta["sample_ids"] = _share(("id-list", shared_ids), lambda: list(shared_ids))
+    caps = meta.get("sample_caps")
+    if isinstance(caps, dict):
+        items = tuple((sys.intern(str(k)), sys.intern(str(v))) for k, v in caps.items())
+        meta["sample_caps"] = _share(("caps", items), lambda: dict(items))
+    return meta, ScoreTable(shared_ids, matrix, index)
+
+
 def sample_means(ids: list[str], scores: dict) -> np.ndarray:
     """Per-sample mean over the judge runs, in the order of `ids` (NaN where a sample has no score)."""
+    if isinstance(scores, ScoreTable) and tuple(ids) == scores.ids and scores.matrix.shape[1] \
+            and not np.isnan(scores.matrix).any():
+        return scores.matrix.mean(axis=1)
     try:
         table = np.array([scores[sid] for sid in ids], dtype=np.float64)       # complete: the usual case
         if table.ndim == 2 and table.shape[1] and not np.isnan(table).any():
