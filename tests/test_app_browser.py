@@ -18,6 +18,7 @@ from tests.app_fixtures import (  # noqa: F401  (fixtures)
     progress_text, set_runs, text_of, upload_results, wait_progress,
 )
 from tests.call_gate import CallGate
+from tests.waiting import wait_until
 
 LLAVA_13B = RESULTS_DIR / "llava-v1.5-13b.json"
 LLAVA_7B = RESULTS_DIR / "llava-v1.5-7b.json"
@@ -310,7 +311,7 @@ def test_stop_mid_run_then_resume_without_paying_twice(app_server, fake_server, 
         n0, ok0 = len(state.calls), len(state.completed_calls())
         gate.release(STEP)
         page.locator("#grade-button").click()
-        wait_for(lambda: len(state.completed_calls()) >= ok0 + STEP, "the calls let through were answered")
+        wait_until(lambda: len(state.completed_calls()) >= ok0 + STEP, what="the calls let through were answered")
         wait_progress(page, r"running: [1-9]\d* / 218")
         run_id = run_id_of(page)
         page.locator("#stop-button").click()
@@ -339,10 +340,3 @@ def test_stop_mid_run_then_resume_without_paying_twice(app_server, fake_server, 
         state.gate = None
 
 
-def wait_for(cond, what: str, timeout: float = 120.0) -> None:
-    """Wait until `cond()` holds (a generous deadline: only a broken app reaches it)."""
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting: {what}")
-        time.sleep(0.02)

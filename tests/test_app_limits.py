@@ -12,7 +12,6 @@ import base64
 import contextlib
 import json
 import secrets
-import time
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -24,6 +23,7 @@ from mcp.client.sse import sse_client
 from mmvet_core.hosting.requestlimit import PROTOCOL_FACTOR
 from tests.app_fixtures import HOST_KEY, RESULTS_DIR, start_app, stop_app
 from tests.fake_judge import FakeJudgeServer
+from tests.waiting import wait_until
 
 PER_MINUTE, BURST = 6, 10
 STREAMS_PER_ADDRESS, MAX_STREAMS = 3, 10
@@ -302,10 +302,8 @@ def test_open_streams_are_bounded_per_address_and_in_all_and_given_back_when_the
             assert full.status_code == 429 and "The server holds as many open streams" in full.json()["error"], \
                 full.text
         # closed: their places are back (once the server has seen the closes: it learns of them a moment later)
-        deadline = time.monotonic() + 60
-        while heartbeat(http, first, "198.18.2.1") != 200:
-            assert time.monotonic() < deadline, "the closed streams' places never came back"
-            time.sleep(0.05)
+        wait_until(lambda: heartbeat(http, first, "198.18.2.1") == 200, what="the closed streams' places to come back",
+                   every=0.05)
     with httpx.Client(base_url=app.url, timeout=30) as http, contextlib.ExitStack() as again:
         assert [heartbeat(http, again, crowd[0]) for _ in range(STREAMS_PER_ADDRESS)] == [200] * STREAMS_PER_ADDRESS
 

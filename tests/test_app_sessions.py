@@ -18,6 +18,7 @@ import pytest
 from mmvet_core.service import BenchmarkChoice, JudgeChoice
 from tests.app_fixtures import HOST_KEY, RESULTS_DIR, browser, new_page, start_app, stop_app, wait_progress  # noqa
 from tests.fake_judge import FakeJudgeServer
+from tests.waiting import wait_until
 
 RESULTS = RESULTS_DIR / "llava-v1.5-7b.json"
 
@@ -119,10 +120,9 @@ def test_sessions_without_a_page_are_forgotten_and_an_open_page_keeps_its_own(ap
                                                                 "session_hash": secrets.token_hex(8)})
                 with http.stream("GET", f"gradio_api/call/my_runs/{r.json()['event_id']}") as answer:
                     list(answer.iter_lines())
-        deadline = time.monotonic() + 60
-        while set(holder.session_data) - mine:        # the sweep forgets every session but the open page's
-            assert time.monotonic() < deadline, len(holder.session_data)
-            time.sleep(0.1)
+        # the sweep forgets every session but the open page's
+        wait_until(lambda: not set(holder.session_data) - mine, every=0.1,
+                   what=lambda: f"the sweep ({len(holder.session_data)} sessions kept)")
         assert mine <= set(holder.session_data)
         page.locator("#example-button").click()         # the open page still works, with its own session
         page.wait_for_function("() => /218 of 218/.test(document.querySelector('#validation-report textarea')"
@@ -269,9 +269,7 @@ def test_a_crowd_waiting_in_the_queue_is_told_its_place_at_a_pace_not_at_every_s
         crowd += [threading.Thread(target=client, args=(s,)) for s in sessions[1:]]
         for t in crowd[1:]:
             t.start()
-        deadline = time.monotonic() + 60
-        while len(lane.queue) < 29 and time.monotonic() < deadline:   # all 29 others are waiting
-            time.sleep(0.05)
+        wait_until(lambda: len(lane.queue) >= 29, what=lambda: f"29 waiting events ({len(lane.queue)})", every=0.05)
         assert len(lane.queue) == 29, len(lane.queue)
     for t in crowd:
         t.join()

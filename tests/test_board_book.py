@@ -166,26 +166,26 @@ def test_how_many_new_grade_sets_a_refresh_compares(n):
 def test_a_board_holds_its_entries_in_a_few_kilobytes_each_and_reads_them_back_as_stored(tmp_path):
     """A server keeps every entry of its board decoded (issue 33: 5,000 entries held as dicts of lists were
     ≈ 500 MB of the app's heap, which a crowd then fragmented). Held compactly, an entry costs ≈ 14 kB (≈ 99 kB
-    before), and reads the same as the stored copy. Measured as what 200 more entries add to a board of 200."""
+    before), and reads the same as the stored copy. Measured as what 100 more entries add to a board of 100."""
     import gc
     import tracemalloc
 
     store = Store(tmp_path / "b.db")
     try:
-        add_entries(store, 200, distinct=False, seed=0)
+        add_entries(store, 100, distinct=False, seed=0)
         book = board_book.BoardBook(store, paper=False)
         book.refresh()
         gc.collect()
         tracemalloc.start()
         try:
             before = tracemalloc.get_traced_memory()[0]
-            ids = add_entries(store, 200, distinct=False, seed=1)
-            assert len(book.refresh()) == 400
+            ids = add_entries(store, 100, distinct=False, seed=1)
+            assert len(book.refresh()) == 200
             gc.collect()
             held = tracemalloc.get_traced_memory()[0] - before
         finally:
             tracemalloc.stop()
-        assert held / 200 < 25_000, f"{held / 200:,.0f} bytes per entry"
+        assert held / 100 < 25_000, f"{held / 100:,.0f} bytes per entry"
         stored = store.board_version(ids[7], 1)["scores"]
         stored = json.loads(stored) if isinstance(stored, str) else stored
         entry = next(e for e in book.entries() if e.id == ids[7])

@@ -11,16 +11,9 @@ from mmvet_core.judging.judge import JudgeSettings, make_judge
 from mmvet_core.runs.lifecycle import create_run
 from mmvet_core.store import Store
 from tests.call_gate import CallGate
+from tests.waiting import wait_until
 
 SHARED = Path(__file__).resolve().parent / "data"
-
-
-def wait_until(cond, timeout: float = 120.0) -> None:
-    """Wait for `cond()` (a generous deadline: only a broken job manager comes near it)."""
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 def _run(store, fake_url, n_samples=40):

@@ -27,6 +27,7 @@ from tests.app_fixtures import (  # noqa: F401  (fixtures)
     HOST_KEY, PAGE_TIMEOUT_MS, RESULTS_DIR, browser, upload_results, wait_loaded, wait_progress)
 from tests.call_gate import CallGate
 from tests.fake_judge import FakeJudgeServer, FakeState, free_port
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 NGINX = "/usr/sbin/nginx"
@@ -88,14 +89,6 @@ def wait_http(url: str, procs: list[subprocess.Popen], timeout: float = 300) -> 
 def answered(judge: FakeState) -> int:
     """Chat calls the judge answered (and billed)."""
     return sum(c.get("status") == 200 for c in judge.calls)
-
-
-def wait_until(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
-    return value
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from mmvet_core.inputs.parsebox import ParseBox, ParseLimits, ParseRefused, pres
 from mmvet_core.inputs.results import ResultsError, read_results
 from mmvet_core.inputs.sources import load_benchmark
 from tests.hostile_files import write_raw_xlsx
+from tests.waiting import wait_until
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "assets" / "examples" / "llava_llama2_13b_chat.json"
 
@@ -91,10 +91,9 @@ def test_parses_at_once_are_bounded(tmp_path):
 
     worker = threading.Thread(target=first)
     worker.start()
-    deadline = time.monotonic() + 300
-    while box._turns._value:                                            # wait until the first parse holds its turn
-        assert time.monotonic() < deadline and worker.is_alive(), outcome
-        time.sleep(0.01)
+    # wait until the first parse holds its turn
+    wait_until(lambda: not box._turns._value or not worker.is_alive(), 300, every=0.01)
+    assert worker.is_alive(), outcome
     with pytest.raises(ResultsError, match="The server is busy reading other visitors' files"):
         box.call(read_results, str(EXAMPLE))
     worker.join(120)

@@ -20,6 +20,7 @@ from tests.call_gate import CallGate
 from tests.fake_judge import FakeJudgeServer, FakeState
 from tests.test_grading import RESULTS_FILE, V1, new_run, predictions_for, tiny
 from tests.cli_run import run_cli
+from tests.waiting import wait_until
 
 
 def test_one_cli_invocation_finishes_every_grade_against_20_requests_per_second(tmp_path):
@@ -118,10 +119,8 @@ def test_a_429_pauses_every_call_of_the_account_for_its_retry_after(store, fake_
             gate.wait_held(START_WINDOW)                   # the window is full: no other call can start
             released = time.time()
             gate.release(1)
-            deadline = time.monotonic() + 120
-            while not any(c.get("status") == 429 for c in list(state.calls)):
-                assert time.monotonic() < deadline, "no call was refused"
-                time.sleep(0.01)
+            wait_until(lambda: any(c.get("status") == 429 for c in list(state.calls)), what="a call refused",
+                       every=0.01)
         finally:
             gate.open()                                    # the held calls answer; the rest wait for the pause
         (outcome,) = grading.result(timeout=300)

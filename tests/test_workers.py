@@ -6,7 +6,6 @@ concerned; the end-to-end run across machines (kill -9, nginx, a browser) is tes
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 
 import pytest
@@ -17,21 +16,14 @@ from mmvet_core.runs.jobs import TooManyRuns
 from mmvet_core.judging.judge import JudgeSettings, make_judge
 from mmvet_core.service import ServiceSettings
 from mmvet_core.store import RunSlots, SlotsTaken, Store
-from mmvet_core.runs.workers import EXTERNAL, LeasedJobs, Worker, endpoint_of, make_jobs
+from mmvet_core.runs.workers import EXTERNAL, LeasedJobs, Worker, make_jobs
 from tests.call_gate import CallGate
 from tests.fake_judge import FakeJudgeServer, FakeState
 from tests.test_grading import new_run, tiny
+from tests.waiting import wait_until
 
 WORK = {"judge": {"model": "m"}, "host": True}
 HOST = "openai|http://judge|"
-
-
-def wait_until(condition, timeout: float = 60.0, what: str = "the condition"):
-    """Wait for an event (polling what the processes wrote); fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 def answered(judge) -> int:
