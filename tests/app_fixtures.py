@@ -17,6 +17,7 @@ import json
 import re
 import time
 import urllib.request
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,6 +162,7 @@ def new_page(browser, url: str, *, timeout_ms: int = PAGE_TIMEOUT_MS, viewport: 
     t0 = time.time()
     context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
     page = context.new_page()
+    track_requests(page)
     page.set_default_timeout(timeout_ms)
     page.goto(url)
     wait_loaded(page)
@@ -169,17 +171,46 @@ def new_page(browser, url: str, *, timeout_ms: int = PAGE_TIMEOUT_MS, viewport: 
     return page
 
 
-def wait_loaded(page) -> None:
-    """Wait for the Gradio page to mount and for `demo.load` to fill the owner token."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+_in_flight: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+#: Quiet a page's network must keep (no request in flight but its heartbeat) to count as settled, and the longest
+#: wait for it (a page whose timer polls is never quiet).
+SETTLED_QUIET_S, SETTLED_MOST_S = 0.5, 5.0
 
+
+def track_requests(page) -> None:
+    """Keep count of `page`'s requests in flight (`wait_settled`), from before its first navigation. Its heartbeat
+    is left out: that stream stays open as long as the page (so Playwright's "networkidle" never comes)."""
+    flying: set = set()
+    _in_flight[page] = flying
+    page.on("request", lambda r: "/heartbeat/" in r.url or flying.add(r))
+    page.on("requestfinished", lambda r: flying.discard(r))
+    page.on("requestfailed", lambda r: flying.discard(r))
+
+
+def wait_settled(page) -> None:
+    """Let the events a page load set off (opening a ?run=, the visitor's runs, a tab's contents) settle: until no
+    request but the heartbeat has been in flight for `SETTLED_QUIET_S`, at most `SETTLED_MOST_S`. A page that
+    `track_requests` does not know waits the longest."""
+    flying = _in_flight.get(page)
+    deadline = time.monotonic() + SETTLED_MOST_S
+    quiet_since = None
+    while time.monotonic() < deadline:
+        page.wait_for_timeout(50)                # Playwright delivers the page's request events while it waits
+        if flying is None or flying:
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= SETTLED_QUIET_S:
+            return
+
+
+def wait_loaded(page) -> None:
+    """Wait for the Gradio page to mount and for `demo.load` to fill the owner token, then for what that set off
+    to settle (`wait_settled`)."""
     page.wait_for_selector("#total-score textarea", state="attached")
     # the load event (owner token, ?run=) is a queued call; the page marks <body> once its outputs are applied
     page.wait_for_selector("body[data-mmvet-loaded]", state="attached", timeout=60_000)
-    try:                        # then let the events it set off (opening a ?run=) settle; not every page gets idle
-        page.wait_for_load_state("networkidle", timeout=5_000)
-    except PlaywrightTimeout:
-        pass
+    wait_settled(page)
 
 
 def reopen(page, url: str) -> None:
