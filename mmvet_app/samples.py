@@ -166,7 +166,9 @@ def wire_samples(page: Page, s: SamplesView, g: OverlayField, display: OpenRunDi
         return shown[:len(live_outputs)] + detail(run_id, sample_id, owner_tok)
 
     filters = [g.overlays, *s.filters]
+    # a click made while the previous one is still answered (a warning shows before its event ends; a busy server)
+    # runs after it with what the fields hold then; Gradio's default ("once") would drop it without a word
     s.o_btn.click(override, [run_state, s.d_id, s.o_score, s.o_reason, owner] + filters,
-                  live_outputs + detail_outputs, api_visibility="private")
+                  live_outputs + detail_outputs, api_visibility="private", trigger_mode="always_last")
     s.o_clear.click(clear_override, [run_state, s.d_id, owner] + filters, live_outputs + detail_outputs,
-                    api_visibility="private")
+                    api_visibility="private", trigger_mode="always_last")
