@@ -338,5 +338,3 @@ def test_stop_mid_run_then_resume_without_paying_twice(app_server, fake_server, 
     finally:
         gate.open()
         state.gate = None
-
-

@@ -1,7 +1,6 @@
 """Issue 17, parts 1-2, as a user meets them: ``grade`` with the official judge after OpenAI shut it down, a judge
 with an announced shutdown, and ``judges`` (the commands in this process, tests/cli_run.py, against the fake
 judge server)."""
-import json
 
 import pytest
 

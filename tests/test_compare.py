@@ -8,7 +8,7 @@ from mmvet_core.inputs.benchmark import load_bundled_v1
 from mmvet_core.scores.compare import (CompareError, ScoreSet, combine_sets, compare_sets, format_report,
                                        make_combined_grade_json)
 from mmvet_core.scores.export import GradeFileError, load_official_grades
-from mmvet_core.runs.gradesets import human_set, load_grade_set, pool_sets, set_from_grade_file
+from mmvet_core.runs.gradesets import human_set, load_grade_set, set_from_grade_file
 
 GRADES = Path(__file__).resolve().parent / "data" / "official-grades"
 B13_1 = GRADES / "llava-v1.5-13b_gpt-4-grade-1runs.json"

@@ -9,7 +9,7 @@ import pytest
 
 from mmvet_core.inputs.benchmark import load_bundled_v1
 from mmvet_core.judging.judge import BASELINE_NAME, JudgeSettings
-from mmvet_core.successors.judgecheck import (CLOSE_TOTAL_SHIFT, CheckColumn, JudgeCheckResult, Reference, _verdict,
+from mmvet_core.successors.judgecheck import (CheckColumn, JudgeCheckResult, Reference, _verdict,
                                               assess_judge, call_count, distinct_prompts, format_check, load_manifest,
                                               load_references, references_key, run_judge_check, select_sources)
 from tests.conftest import cli_env

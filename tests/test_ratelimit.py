@@ -8,7 +8,6 @@ import concurrent.futures
 import json
 import time
 
-import pytest
 
 from mmvet_core.judging.grading import grade_run
 from mmvet_core.runs.jobs import JobManager
@@ -18,7 +17,7 @@ from mmvet_core.store import Store
 from tests.conftest import ROOT, cli_env
 from tests.call_gate import CallGate
 from tests.fake_judge import FakeJudgeServer, FakeState
-from tests.test_grading import RESULTS_FILE, V1, new_run, predictions_for, tiny
+from tests.test_grading import RESULTS_FILE, new_run, tiny
 from tests.cli_run import run_cli
 from tests.waiting import wait_until
 

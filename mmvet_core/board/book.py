@@ -1,13 +1,13 @@
 """The server's leaderboard kept up to date off the request path: a reader is never the one who pays for ranks.
 
 `BoardBook` holds the board's rows as of a store stamp (`Store.board_stamp`), every entry's decoded and checked
-frozen copy (held compactly: `entries.compact`), and one `board_ranks.GroupRanks` per rank group. `rows` answers from the last snapshot; when the
-store changed since, the reader brings the snapshot up to date itself only when that is cheap — a few entries
-to decode, groups that change by a few grade sets (incremental: milliseconds at 1,600 entries), small groups
-built from scratch — and otherwise leaves the work to a background thread and answers with the previous
-snapshot (entries of a group being ranked show "ranking…"). Writers of this process (publish, unpublish,
-rename, hide, verify) call `refresh` after writing, so their own next read is up to date. Whoever holds the
-refresh lock, readers never wait on it once a first snapshot exists.
+frozen copy (held compactly: `entries.compact`), and one `board_ranks.GroupRanks` per rank group. `rows` answers
+from the last snapshot; when the store changed since, the reader brings the snapshot up to date itself only when
+that is cheap — a few entries to decode, groups that change by a few grade sets (incremental: milliseconds at
+1,600 entries), small groups built from scratch — and otherwise leaves the work to a background thread and
+answers with the previous snapshot (entries of a group being ranked show "ranking…"). Writers of this process
+(publish, unpublish, rename, hide, verify) call `refresh` after writing, so their own next read is up to date.
+Whoever holds the refresh lock, readers never wait on it once a first snapshot exists.
 
 A stored version that does not fit the schema (`board_schema`) is skipped and named once in the host's log.
 """
