@@ -217,8 +217,10 @@ def test_a_checked_judge_gives_an_estimate_on_the_card_the_radar_and_the_share_v
     # llava-v1.5-7b is one of the check's references (issue 23): said, and left out of its own correction
     expect(page.locator("#card-equivalent-label")).to_have_text("in-sample")
     assert "IN-SAMPLE: these answers are the check's reference llava-v1.5-7b" in text
-    hover = page.evaluate("() => document.querySelector('#radar-capabilities .js-plotly-plot').data[0].text")
-    assert any("official-equivalent estimate" in t and "not the official MM-Vet metric" in t for t in hover)
+    # the radar's hover says it too, once plotly has drawn it (the card can come first on a busy machine)
+    page.wait_for_function("() => (document.querySelector('#radar-capabilities .js-plotly-plot')?.data?.[0]?.text"
+                           " || []).some(t => t.includes('official-equivalent estimate')"
+                           " && t.includes('not the official MM-Vet metric'))")
 
     run_id = re.search(r"[?&]run=([\w-]+)", page.url).group(1)
     expect(page.locator("#share-link").locator("textarea, input").first).to_have_value(re.compile(run_id))

@@ -440,8 +440,8 @@ def test_bard_subset_report_and_overlays(app_server, browser, tmp_path):
         page.get_by_role("option", name="Bard", exact=True).click()
         page.keyboard.press("Escape")
         traces = "id => document.querySelector(`#${id} .js-plotly-plot`)?.data?.length || 0"
-        page.wait_for_function(f"() => ({traces})('radar-capabilities') === 2")
-        assert page.evaluate(f"({traces})('radar-integrations')") == 2
+        page.wait_for_function(f"() => ({traces})('radar-capabilities') === 2"
+                               f" && ({traces})('radar-integrations') === 2")
         names = page.evaluate("() => document.querySelector('#radar-capabilities .js-plotly-plot').data"
                               ".map(t => t.name)")
         assert names[1] == "Bard"
