@@ -8,13 +8,12 @@ import concurrent.futures
 import json
 import time
 
-
 from mmvet_core.judging.grading import grade_run
 from mmvet_core.runs.jobs import JobManager
 from mmvet_core.judging.judge import JudgeSettings, make_judge
 from mmvet_core.judging.ratelimit import START_WINDOW, AccountLimiter, account_key, limiter_for
 from mmvet_core.store import Store
-from tests.conftest import ROOT, cli_env
+from tests.conftest import cli_env
 from tests.call_gate import CallGate
 from tests.fake_judge import FakeJudgeServer, FakeState
 from tests.test_grading import RESULTS_FILE, new_run, tiny

@@ -10,6 +10,7 @@ from pathlib import Path
 from mmvet_core.service import (BENCH_BUNDLED, JUDGE_BASELINE, JUDGE_HOST, JUDGE_OWN, JudgeChoice)
 from tests.call_gate import CallGate
 from tests.service_helpers import ALL, BARD, RESULTS, VISITOR_KEY, tagged, wait_done
+from tests.waiting import wait_until
 
 
 
@@ -17,10 +18,7 @@ def test_status_has_no_spread_until_the_runs_are_complete(svc, fake_judge, tmp_p
     gate = fake_judge.state.gate = CallGate()   # 200 answers (some 70 of the 436 grades), the rest held until Stop
     gate.release(200)
     run_id, _ = svc.runs.start(tagged(tmp_path, "spread"), ALL, 2, JudgeChoice(JUDGE_HOST), owner="me", visitor="v")
-    deadline = time.time() + 120
-    while svc.reading.status(run_id)["done"] < 40:
-        assert time.time() < deadline
-        time.sleep(0.05)
+    wait_until(lambda: svc.reading.status(run_id)["done"] >= 40, what="40 grades shown", every=0.05)
     svc.runs.stop(run_id, "me")
     gate.open()
     st = wait_done(svc, run_id)
@@ -49,10 +47,7 @@ def test_status_reads_progress_and_score_from_one_snapshot(svc, fake_judge, tmp_
         graded = lambda: sum(n for st, n in svc.store.count_grades(run_id).items() if st != "error")  # noqa: E731
         seen = 0
         for _ in range(2):                   # a first read, then one after more grades were stored
-            deadline = time.monotonic() + 120
-            while graded() <= seen:
-                assert time.monotonic() < deadline, graded()
-                time.sleep(0.02)
+            wait_until(lambda: graded() > seen, what=lambda: f"more than {seen} grades ({graded()})")
             st = svc.reading.status(run_id)
             counted = int(re.search(r"over (\d+) of 436 grades", st["total_text"]).group(1))
             assert st["done"] == counted, (st["done"], st["total_text"])
