@@ -16,6 +16,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from fastapi.responses import JSONResponse
 import tests.fake_judge as fake_judge_module
 from mmvet_core.inputs.benchmark import Benchmark, Sample, load_bundled_v1
 from mmvet_core.scores.export import read_official_csv
-from mmvet_core.judging.grading import GRADED, WorkOrder, grade_run
+from mmvet_core.judging.grading import GRADED, CachedCaller, WorkOrder, grade_run
 from mmvet_core.judging.judge import BaselineJudge, JudgeSettings, keyword_score, make_judge
 from mmvet_core.inputs.results import read_results, select_predictions
 from mmvet_core.runs.lifecycle import create_run, export_run, load_run_view
@@ -36,6 +37,7 @@ from tests.cli_run import run_cli
 from tests.conftest import ROOT, cli_env
 from tests.call_gate import CallGate
 from tests.fake_judge import FakeJudgeServer, FakeState, free_port
+from tests.waiting import wait_until
 from tests.official_reference import (RETRY_TEXT, SHARED_DATA, aggregate_official, grade_official, grade_one,
                                       load_bard_set, load_official_metadata, load_official_prompt,
                                       official_question, sample_by_question)
@@ -462,6 +464,39 @@ def test_temperature_rejected_is_dropped_and_recorded(store, fake_judge):
 
 
 # --- the answer cache ------------------------------------------------------------------------------------------
+
+def test_an_answer_that_arrived_is_kept_when_its_grading_is_cancelled_while_storing_it(pg_url, fake_judge):
+    """Stop's grace ends by cancelling the grading (the calls still in flight); an answer that already arrived was
+    paid for and is kept all the same. On a database server the storing is awaited in steps (the host budget's
+    correction, then the cache): here the first step is held while the grading is cancelled."""
+    store = Store(pg_url)
+    judge = make_judge(settings_for(fake_judge), "sk-test")
+    entered, release = threading.Event(), threading.Event()
+
+    def budget(prompt):
+        def settle(reply):
+            entered.set()
+            release.wait(30)
+        return settle
+
+    call = CachedCaller(judge, store, budget=budget)
+
+    async def main() -> None:
+        task = asyncio.ensure_future(call("a prompt", 0.0, 0, V1.samples["v1_0"], "A cat on a mat."))
+        await asyncio.to_thread(entered.wait, 30)
+        task.cancel()
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.to_thread(wait_until, lambda: store.cache_size() == 1, 30, "the answer in the cache")
+        await judge.aclose()
+
+    try:
+        asyncio.run(main())
+        assert len(fake_judge.state.calls) == 1
+    finally:
+        store.close()
+
 
 def test_second_run_with_same_predictions_makes_no_call(store, fake_judge):
     bench = tiny(12)

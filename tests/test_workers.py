@@ -354,6 +354,44 @@ def test_a_worker_leaving_hands_its_slice_over_after_its_calls_in_flight_answere
             s.close()
 
 
+def test_a_worker_whose_heartbeat_is_late_never_queues_again_the_slice_it_is_grading(pg_url, judge):
+    """A worker's heartbeat row can fall behind while it lives (a busy machine; it stops while the worker hands its
+    slices over): its own sweep must not take for dead the slice it is grading, which it would then fetch and
+    ask the judge again for while the first calls are still in flight (seen once in a busy suite: 13 answers paid
+    twice). Here the row's heartbeat is set an hour back and frozen while the judge holds the slice's calls."""
+    import psycopg
+
+    store, wstore = Store(pg_url), Store(pg_url)
+    settings = JudgeSettings(base_url=judge.url)
+    worker = Worker(wstore, host_settings(judge), lease=2.0, poll=0.05)
+    stop = threading.Event()
+    thread = threading.Thread(target=worker.run, args=(stop,))
+    try:
+        gate = hold_after(judge, 0)
+        run_id = queue_for_workers(store, tiny(4), settings)
+        thread.start()
+        gate.wait_held(4)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("UPDATE procrastinate_workers SET last_heartbeat = now() - interval '1 hour'")
+            conn.execute("CREATE FUNCTION frozen() RETURNS trigger LANGUAGE plpgsql AS "
+                         "$$ BEGIN NEW.last_heartbeat := OLD.last_heartbeat; RETURN NEW; END $$")
+            conn.execute("CREATE TRIGGER frozen BEFORE UPDATE ON procrastinate_workers "
+                         "FOR EACH ROW EXECUTE FUNCTION frozen()")
+            swept = worker.sweeps
+            wait_until(lambda: worker.sweeps >= swept + 2, what="two sweeps with the heartbeat an hour old")
+            status, attempts = conn.execute("SELECT status, attempts FROM procrastinate_jobs").fetchone()
+            assert (status, attempts) == ("doing", 0)          # still the worker's, never queued again
+            gate.open()
+            wait_until(lambda: store.get_run(run_id).status == "done", what="the run to finish")
+        asked = Counter((c["prompt"], c["temperature"]) for c in judge.state.calls)
+        assert max(asked.values()) == 1 and store.get_run(run_id).message == "4 grades"
+    finally:
+        stop.set()
+        thread.join(60)
+        for s in (store, wstore):
+            s.close()
+
+
 def test_replicas_on_one_database_name_a_visitor_alike(tmp_path, pg_url):
     """Two app replicas (each its own data folder, as on two machines) on one PostgreSQL database: a visitor's id
     (what budgets and run slots count) is the same on both, and the second replica sees the first's runs grading

@@ -96,13 +96,18 @@ class CachedCaller:
         settle = await off_loop(self.store, self.budget, prompt) if self.budget is not None else None
         reply = await self.judge.complete(prompt, temperature, sample=sample, prediction=prediction,
                                           priority=priority)
+        self.stats.calls += 1
+        # the answer is paid for: keeping it (the budget's correction, then the cache) is not cancelled with the
+        # grading (Stop's grace ends the calls in flight, not the storing of an answer that arrived)
+        await asyncio.shield(self._keep(reply, settle, sha, temperature, k))
+        return reply, False
+
+    async def _keep(self, reply: JudgeReply, settle, sha: str, temperature: float, k: int) -> None:
         if callable(settle):
             await off_loop(self.store, settle, reply)
-        self.stats.calls += 1
         await off_loop(self.store, self.store.put_answer, self.fingerprint, sha, temperature, k,
                        content=reply.content, model=reply.model, prompt_tokens=reply.prompt_tokens,
                        completion_tokens=reply.completion_tokens, sent=reply.sent)
-        return reply, False
 
 
 def _attempt(reply: JudgeReply, temperature: float, retry: bool, cached: bool, score: float | None) -> dict:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Collection
 
 log = logging.getLogger("mmvet_grader")
 
@@ -109,24 +110,34 @@ class SliceQueue:
 
 
 def worker_app(conninfo: str, grade_slice, *, retry_wait: float = 1.0):
-    """The worker's procrastinate app: one task, `grade_slice(run_id, generation, pairs)` (a coroutine), retried
-    (the slice goes back to the queue) when it raises `HandOver` or a database fault."""
+    """The worker's procrastinate app: one task, `grade_slice(run_id, generation, pairs, job_id=...)` (a coroutine;
+    `job_id` is procrastinate's id of the slice's job), retried (the slice goes back to the queue) when it raises
+    `HandOver` or a database fault."""
     import procrastinate
 
     from ..store import StoreError
 
     app = procrastinate.App(connector=procrastinate.PsycopgConnector(
         conninfo=conninfo, min_size=1, max_size=4, kwargs={"application_name": "mmvet-grader-worker"}))
-    app.task(name=TASK, retry=procrastinate.RetryStrategy(max_attempts=1000, wait=retry_wait,
-                                                          retry_exceptions={HandOver, StoreError}))(grade_slice)
+
+    async def grade(context, run_id: str, generation: float, pairs: list):
+        return await grade_slice(run_id, generation, pairs, job_id=context.job.id)
+
+    app.task(name=TASK, pass_context=True,
+             retry=procrastinate.RetryStrategy(max_attempts=1000, wait=retry_wait,
+                                               retry_exceptions={HandOver, StoreError}))(grade)
     return app
 
 
-async def requeue_stalled(app, seconds: float) -> list[int]:
+async def requeue_stalled(app, seconds: float, mine: Collection[int] = ()) -> list[int]:
     """Queue again the slices taken by workers that sent no heartbeat for `seconds` (dead, or cut off): the ids
-    of the jobs queued again. Any live worker may do it; a job another worker queued first is skipped."""
+    of the jobs queued again. Any live worker may do it; a job another worker queued first is skipped. `mine`:
+    the jobs the calling worker is grading itself, never queued again by it (it knows it lives, whatever its
+    heartbeat row says: a heartbeat late on a busy machine, or stopped while it hands its slices over)."""
     moved = []
     for job in await app.job_manager.get_stalled_jobs(seconds_since_heartbeat=seconds):
+        if job.id in mine:
+            continue
         try:
             await app.job_manager.retry_job(job)
         except Exception:       # noqa: BLE001 — another worker queued it again first

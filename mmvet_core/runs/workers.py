@@ -406,8 +406,10 @@ class Worker:
         self.endpoints = [""] + ([endpoint_of(host)] if settings.host_key else [])
         self.runs: set[str] = set()          # runs this worker graded a slice of
         self.slices_done = 0
+        self.sweeps = 0                       # looks for stalled slices made (each `lease / 4` s, 0.5 s at least)
         self.grades = 0                       # grades this worker stored
         self._active: dict[str, set[asyncio.Event]] = {}     # run -> the stop events of its slices graded here
+        self._jobs_here: set[int] = set()     # procrastinate's ids of the slices' jobs being processed here
         self._context: dict[tuple[str, float], tuple] = {}  # (run, generation) -> (run, benchmark, work, visitor)
         self._judges: dict[tuple[str, float], Judge] = {}   # (run, generation) -> its judge (the loop's only)
         self._skipped: set[str] = set()       # queued runs this worker said it cannot serve
@@ -512,11 +514,12 @@ class Worker:
                         while True:
                             await asyncio.sleep(max(0.5, self.lease / 4))
                             try:
-                                for job_id in await requeue_stalled(app, self.lease):
+                                for job_id in await requeue_stalled(app, self.lease, self._jobs_here):
                                     log.warning("slice %s was taken by a worker that stopped answering: queued "
                                                 "again", job_id)
                             except Exception as e:      # noqa: BLE001 — the next sweep tries again
                                 log.warning("stalled slices could not be looked for: %s", e)
+                            self.sweeps += 1
 
                     sweeper = asyncio.create_task(sweep())
                     await app.run_worker_async(
@@ -561,8 +564,16 @@ class Worker:
             if judge is not None:
                 await judge.aclose()
 
-    async def _grade_slice(self, run_id: str, generation: float, pairs: list) -> str:
-        """procrastinate's task: grade `pairs` of a run; the worker that stores the run's last grade ends it."""
+    async def _grade_slice(self, run_id: str, generation: float, pairs: list, *, job_id: int) -> str:
+        """procrastinate's task (its job `job_id`): grade `pairs` of a run; the worker that stores the run's last
+        grade ends it. The job is this worker's until the task returns: its sweep never queues it again."""
+        self._jobs_here.add(job_id)
+        try:
+            return await self._grade_slice_here(run_id, generation, pairs)
+        finally:
+            self._jobs_here.discard(job_id)
+
+    async def _grade_slice_here(self, run_id: str, generation: float, pairs: list) -> str:
         from ..judging.grading import grade_pairs, run_outcome
         from .taskqueue import HandOver
         from ..judging.transport import EndpointPolicy
