@@ -16,7 +16,7 @@ from playwright.sync_api import expect
 
 from app import BENCH_UPLOAD, JUDGE_BASELINE
 from tests.app_fixtures import (  # noqa: F401  (fixtures)
-    PAGE_TIMEOUT_MS, app_server, browser, fake_server, track_requests, wait_loaded, write_json)
+    PAGE_TIMEOUT_MS, app_server, browser, fake_server, new_context, track_requests, wait_loaded, write_json)
 
 
 EVIL_ID = 'v1_6<img src=x onerror="window.__pwned=6">'
@@ -99,8 +99,7 @@ class Watch:
 
 
 def open_page(browser, url):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
+    page = new_context(browser).new_page()
     track_requests(page)
     page.set_default_timeout(PAGE_TIMEOUT_MS)
     return page

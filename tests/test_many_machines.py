@@ -24,7 +24,8 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.app_fixtures import (  # noqa: F401  (fixtures)
-    HOST_KEY, PAGE_TIMEOUT_MS, RESULTS_DIR, browser, track_requests, upload_results, wait_loaded, wait_progress)
+    HOST_KEY, PAGE_TIMEOUT_MS, RESULTS_DIR, browser, new_context, track_requests, upload_results, wait_loaded,
+    wait_progress)
 from tests.call_gate import CallGate
 from tests.fake_judge import FakeJudgeServer, FakeState, free_port
 from tests.waiting import wait_until
@@ -158,7 +159,7 @@ def nginx_replica(cluster) -> int:
 def page_at(browser, url: str, path: str = "", owner_token: str | None = None):
     """A browser page of `url` (nginx, or one replica directly), with the visitor's stored owner token when
     given (the page keeps it in the browser's storage, which is per origin)."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context = new_context(browser)
     if owner_token is not None:
         context.add_init_script(f"localStorage.setItem('mmvet-grader-owner', {json.dumps(owner_token)});")
     page = context.new_page()
