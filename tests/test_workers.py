@@ -19,7 +19,7 @@ from mmvet_core.store import RunSlots, SlotsTaken, Store
 from mmvet_core.runs.workers import EXTERNAL, LeasedJobs, Worker, make_jobs
 from tests.call_gate import CallGate
 from tests.fake_judge import FakeJudgeServer, FakeState
-from tests.test_grading import new_run, tiny
+from tests.test_grading import new_run, predictions_for, samples_called, tiny
 from tests.waiting import wait_until
 
 WORK = {"judge": {"model": "m"}, "host": True}
@@ -507,15 +507,17 @@ def test_two_worker_processes_share_a_run_and_one_finishes_it_after_the_other_is
              for url in (judge.url, localhost)]
     try:
         wait_until(lambda: len(store.live_workers(30)) == 2, what="both workers to start")
-        gate = hold_after(judge, 6)
-        run_id = queue_for_workers(store, tiny(48), JudgeSettings(base_url=judge.url))       # 4 slices
+        gate, bench = hold_after(judge, 6), tiny(48)
+        run_id = queue_for_workers(store, bench, JudgeSettings(base_url=judge.url))          # 4 slices
         doing = "SELECT count(DISTINCT worker_id) FROM procrastinate_jobs WHERE status = 'doing'"
         with psycopg.connect(pg_url, autocommit=True) as conn:
             wait_until(lambda: conn.execute(doing).fetchone()[0] == 2, what="both workers to grade slices")
-        wait_until(lambda: gate.held > 0 and store.cache_size() == answered(judge), what="the workers' calls held")
+        # every pair asked (each slice's calls go out at once): 6 answered and stored, the others held
+        wait_until(lambda: len(samples_called(list(judge.state.calls), predictions_for(bench))) == 48
+                   and store.cache_size() == answered(judge), what="every pair asked, the calls held")
+        in_flight = gate.held                       # the calls held at its death (and the survivor's): an upper bound
         procs[1].send_signal(signal.SIGKILL)        # the worker that spelled the URL differently dies
         procs[1].wait(10)
-        in_flight = gate.held                       # the calls held at its death (and the survivor's): an upper bound
         gate.open()
         wait_until(lambda: store.get_run(run_id).status == "done", timeout=120, what="the survivor to finish")
         assert store.get_run(run_id).message == "48 grades" and store.queued_run(run_id) is None
