@@ -392,6 +392,47 @@ def test_a_worker_whose_heartbeat_is_late_never_queues_again_the_slice_it_is_gra
             s.close()
 
 
+def test_a_slice_that_begins_while_the_worker_looks_at_the_queue_is_graded_not_stopped(pg_url, judge):
+    """A worker looks at the queue every `poll` seconds (`Worker.tend`) to pass Stop on to its slices. A run's first
+    slice that began between that look's read and its verdict has no mark in what was read: it used to be taken
+    for a run gone from the queue, its slice stopped before its first call and its job ended, so the run stayed
+    ``running`` with no grade for good (seen once in a suite). Here the look is held between the two."""
+    store, wstore = Store(pg_url), Store(pg_url)
+    worker = Worker(wstore, host_settings(judge), slices=1, lease=5.0, poll=0.05)
+    looks, after_read, go_on = [], threading.Event(), threading.Event()
+    read_marks = wstore.queue_marks
+
+    def held_after_the_read(run_ids):
+        marks = read_marks(run_ids)
+        looks.append(run_ids)
+        if len(looks) == 1:
+            after_read.set()
+            go_on.wait(60)
+        return marks
+
+    wstore.queue_marks = held_after_the_read
+    stop = threading.Event()
+    thread = threading.Thread(target=worker.run, args=(stop,))
+    try:
+        gate, bench = hold_after(judge, 0), tiny(4)
+        thread.start()
+        after_read.wait(60)                          # the worker's look read the marks of no run
+        run_id = queue_for_workers(store, bench, JudgeSettings(base_url=judge.url))
+        gate.wait_held(4)                            # its slice began: every call in flight
+        go_on.set()
+        wait_until(lambda: len(looks) >= 3, what="two more looks at the queue")
+        assert worker.busy() == 1 and gate.held == 4
+        gate.open()
+        wait_until(lambda: store.get_run(run_id).status == "done", what="the run to finish")
+        assert store.get_run(run_id).message == "4 grades"
+    finally:
+        go_on.set()
+        stop.set()
+        thread.join(60)
+        for s in (store, wstore):
+            s.close()
+
+
 def test_replicas_on_one_database_name_a_visitor_alike(tmp_path, pg_url):
     """Two app replicas (each its own data folder, as on two machines) on one PostgreSQL database: a visitor's id
     (what budgets and run slots count) is the same on both, and the second replica sees the first's runs grading

@@ -471,8 +471,13 @@ class Worker:
         runs resumed since) to the slices graded here, say once why a queued run is not served here."""
         try:
             self.store.announce_worker(self.holder, self.endpoints, {"slices": self.slots})
-            marks = self.store.queue_marks(list(self._active))
+            # the runs known before the marks are read: a run whose first slice begins meanwhile has no mark read
+            # and is left to the next look (taken for gone, its new slice would be stopped and never graded)
+            known = {run_id for run_id, _ in list(self._context)} | set(self._active)
+            marks = self.store.queue_marks(sorted(known))
             for (run_id, generation), _ctx in list(self._context.items()):
+                if run_id not in known:
+                    continue
                 mark = marks.get(run_id)
                 if mark is None or mark[0] != generation or mark[1]:
                     for event in list(self._active.get(run_id, ())):
