@@ -42,9 +42,10 @@ PAGE_TIMEOUT_MS = 60_000
 expect.set_options(timeout=PAGE_TIMEOUT_MS)
 
 
-#: Gradio 6.31's frontend leaves one `requestAnimationFrame` loop running for a page's whole life: the status tracker
-#: of the app's own "Loading..." is unmounted while its elapsed-time timer runs (the timer's flag is reset only when
-#: that tracker's status changes), so its chain of frames never ends. An idle test page then costs its renderer and
+#: Gradio 6.31's frontend leaves one `requestAnimationFrame` loop running for a page's whole life: the elapsed-time
+#: timer of the app's own "Loading..." status tracker, whose flag only an effect on that tracker's status resets
+#: (by the minified code, the tracker goes away with the loader before that effect runs), so its chain of frames
+#: never ends. An idle test page then costs its renderer and
 #: GPU processes ≈ 75 CPU-ms a second for as long as it is open (measured on a bare ``gr.Blocks()``: 0.73-0.76
 #: CPU-s per 10 s idle; 0.03 with this script), the largest idle cost of the browser tests. Injected into every test
 #: page before Gradio's own scripts: a chain of status-tracker frames that has run for `STATUS_TIMER_MAX_MS` ends
