@@ -45,12 +45,12 @@ expect.set_options(timeout=PAGE_TIMEOUT_MS)
 #: Gradio 6.31's frontend leaves one `requestAnimationFrame` loop running for a page's whole life: the elapsed-time
 #: timer of the app's own "Loading..." status tracker, whose flag only an effect on that tracker's status resets
 #: (by the minified code, the tracker goes away with the loader before that effect runs), so its chain of frames
-#: never ends. An idle test page then costs its renderer and
-#: GPU processes ≈ 75 CPU-ms a second for as long as it is open (measured on a bare ``gr.Blocks()``: 0.73-0.76
-#: CPU-s per 10 s idle; 0.03 with this script), the largest idle cost of the browser tests. Injected into every test
-#: page before Gradio's own scripts: a chain of status-tracker frames that has run for `STATUS_TIMER_MAX_MS` ends
-#: there (the elapsed seconds of a status still pending then stop counting; no test reads them). Nothing else of the
-#: page changes. The app's visitors keep Gradio's loop (a fix belongs to Gradio's frontend).
+#: never ends. An idle test page then costs its renderer and GPU processes ≈ 75 CPU-ms a second for as long as it is
+#: open (measured on a bare ``gr.Blocks()``: 0.73-0.76 CPU-s per 10 s idle; 0.03 with this script), the largest idle
+#: cost of the browser tests. Injected into every test page before Gradio's own scripts: a chain of status-tracker
+#: frames that has run for `STATUS_TIMER_MAX_MS` ends there (the elapsed seconds of a status still pending then stop
+#: counting; no test reads them). Nothing else of the page changes. The app's visitors keep Gradio's loop (a fix
+#: belongs to Gradio's frontend).
 STATUS_TIMER_MAX_MS = 2000
 END_GRADIO_IDLE_LOOP = """(() => {
   const raf = window.requestAnimationFrame.bind(window);
@@ -189,12 +189,19 @@ def browser():
             b.close()
 
 
+def tracked_page(context, timeout_ms: int = PAGE_TIMEOUT_MS):
+    """A new page of `context` whose requests are counted from before its first navigation (`track_requests`, for
+    `wait_loaded`), with the suite's timeout."""
+    page = context.new_page()
+    track_requests(page)
+    page.set_default_timeout(timeout_ms)
+    return page
+
+
 def new_page(browser, url: str, *, timeout_ms: int = PAGE_TIMEOUT_MS, viewport: tuple[int, int] = (1400, 1000)):
     """A page in a fresh browser context (its own localStorage, hence its own owner token)."""
     t0 = time.time()
-    page = new_context(browser, viewport=viewport).new_page()
-    track_requests(page)
-    page.set_default_timeout(timeout_ms)
+    page = tracked_page(new_context(browser, viewport=viewport), timeout_ms)
     page.goto(url)
     wait_loaded(page)
     if os.environ.get("APP_TEST_TIMING"):

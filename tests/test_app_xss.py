@@ -16,7 +16,7 @@ from playwright.sync_api import expect
 
 from app import BENCH_UPLOAD, JUDGE_BASELINE
 from tests.app_fixtures import (  # noqa: F401  (fixtures)
-    PAGE_TIMEOUT_MS, app_server, browser, fake_server, new_context, track_requests, wait_loaded, write_json)
+    app_server, browser, fake_server, new_context, tracked_page, wait_loaded, write_json)
 
 
 EVIL_ID = 'v1_6<img src=x onerror="window.__pwned=6">'
@@ -99,10 +99,7 @@ class Watch:
 
 
 def open_page(browser, url):
-    page = new_context(browser).new_page()
-    track_requests(page)
-    page.set_default_timeout(PAGE_TIMEOUT_MS)
-    return page
+    return tracked_page(new_context(browser))
 
 
 def text_of(page, elem_id):

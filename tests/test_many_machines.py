@@ -24,8 +24,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.app_fixtures import (  # noqa: F401  (fixtures)
-    HOST_KEY, PAGE_TIMEOUT_MS, RESULTS_DIR, browser, new_context, track_requests, upload_results, wait_loaded,
-    wait_progress)
+    HOST_KEY, RESULTS_DIR, browser, new_context, tracked_page, upload_results, wait_loaded, wait_progress)
 from tests.call_gate import CallGate
 from tests.fake_judge import FakeJudgeServer, FakeState, free_port
 from tests.waiting import wait_until
@@ -162,9 +161,7 @@ def page_at(browser, url: str, path: str = "", owner_token: str | None = None):
     context = new_context(browser)
     if owner_token is not None:
         context.add_init_script(f"localStorage.setItem('mmvet-grader-owner', {json.dumps(owner_token)});")
-    page = context.new_page()
-    track_requests(page)
-    page.set_default_timeout(PAGE_TIMEOUT_MS)            # the suite's one value: only a broken page nears it
+    page = tracked_page(context)                         # (the suite's one timeout: only a broken page nears it)
     page.goto(url + path)
     wait_loaded(page)
     return page
