@@ -122,11 +122,17 @@ def start_app(data_dir: Path, port: int | None = None, **settings_kwargs) -> App
     """Build the app with `AppSettings(data_dir=…, **settings_kwargs)` and launch it on `port` (default: a free
     one; a restarted app takes its predecessor's port, so the browser's origin and storage stay the same)."""
     from app import AppSettings, build_demo, launch_options, queue_options
+    from mmvet_app import common
 
     # the fake judges are on 127.0.0.1: visitors' endpoints there need the private deployment's allowance
     settings_kwargs.setdefault("allow_private_endpoints", True)
     settings = AppSettings(data_dir=Path(data_dir), **settings_kwargs)
-    demo = build_demo(settings)
+    with pytest.MonkeyPatch.context() as mp:
+        # plotly.js is loaded by the page's first chart, not beforehand when the page is idle: ≈ 1.1 CPU-s of
+        # Chromium per page load, about a third of it, and many test pages draw no chart. Apps started as
+        # `python app.py` (test_app_ux's restart, test_many_machines, test_deploy, bench/) preload it as visitors get it.
+        mp.setattr(common, "plotly_preload_js", lambda: None)
+        demo = build_demo(settings)
     demo.queue(**queue_options())
     port = port or free_port()
     # exactly what `python app.py` passes (allowed paths, upload limit, ...)
