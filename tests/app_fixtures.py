@@ -108,7 +108,7 @@ def wait_http(url: str, timeout: float = 120.0) -> None:
     deadline = time.time() + timeout
     while True:
         try:
-            with urllib.request.urlopen(url, timeout=2) as r:
+            with urllib.request.urlopen(url, timeout=10) as r:
                 if r.status == 200:
                     return
         except OSError:
@@ -122,6 +122,8 @@ def start_app(data_dir: Path, port: int | None = None, **settings_kwargs) -> App
     """Build the app with `AppSettings(data_dir=…, **settings_kwargs)` and launch it on `port` (default: a free
     one; a restarted app takes its predecessor's port, so the browser's origin and storage stay the same)."""
     from app import AppSettings, build_demo, launch_options, queue_options
+    from gradio import networking as gr_networking
+
     from mmvet_app import common
 
     # the fake judges are on 127.0.0.1: visitors' endpoints there need the private deployment's allowance
@@ -133,11 +135,15 @@ def start_app(data_dir: Path, port: int | None = None, **settings_kwargs) -> App
         # `python app.py` (test_app_ux's restart, test_many_machines, test_deploy, bench/) preload it as visitors get it.
         mp.setattr(common, "plotly_preload_js", lambda: None)
         demo = build_demo(settings)
-    demo.queue(**queue_options())
-    port = port or free_port()
-    # exactly what `python app.py` passes (allowed paths, upload limit, ...)
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                **launch_options(settings))
+        demo.queue(**queue_options())
+        port = port or free_port()
+        # Gradio's launch asks the new server for its page, 3 s at most, and on a timeout refuses to start ("When
+        # localhost is not accessible, a shareable link must be created"): on a machine the suite keeps busy the
+        # page took longer once. The test's app waits for its server as long as `wait_http` does.
+        mp.setattr(gr_networking, "url_ok", lambda url: wait_http(url) is None)
+        # exactly what `python app.py` passes (allowed paths, upload limit, ...)
+        demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                    **launch_options(settings))
     url = f"http://127.0.0.1:{port}/"
     wait_http(url + "gradio_api/info")
     return AppHandle(demo, url, settings)
