@@ -28,6 +28,8 @@ class CallGate:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._arrived = 0       # calls that came to the gate so far (each call's number is its arrival's)
+        self._through = 0       # calls numbered up to this one may go through (`release_held`)
         self.passes = 0         # calls that may still go through
         self.is_open = False
         self.held = 0           # calls waiting now
@@ -38,6 +40,14 @@ class CallGate:
         with self._lock:
             self.passes += n
 
+    def release_held(self) -> int:
+        """Let through exactly the calls held now, however late each looks for its pass: a call that arrives
+        afterwards stays held (`release(n)` gives its n passes to whichever held calls look first). Returns how
+        many calls were held."""
+        with self._lock:
+            self._through = self._arrived
+            return self.held
+
     def open(self) -> None:
         with self._lock:
             self.is_open = True
@@ -47,11 +57,13 @@ class CallGate:
         with self._lock:
             self.held += 1
             self.peak_held = max(self.peak_held, self.held)
+            self._arrived += 1
+            number = self._arrived
         try:
             while True:
                 with self._lock:
-                    if self.is_open or self.passes > 0:
-                        if not self.is_open:
+                    if self.is_open or number <= self._through or self.passes > 0:
+                        if not self.is_open and number > self._through:
                             self.passes -= 1
                         self.passed += 1
                         return True
