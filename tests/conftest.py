@@ -65,14 +65,15 @@ def pytest_xdist_auto_num_workers(config) -> int | None:
 
 #: The longest modules, longest first (seconds in the README's parallel phase, 4 workers on 2 cores, 2026-12-06: ux 173,
 #: app_leaderboard 91, app_judgecheck 85, app_browser 76, app_judge_attacks 66, many_machines 65, ratelimit 61, docs
-#: 57, app_page 46, workers 45, package 44, service_check_attacks 42; the phase ≈ 410), handed out to the workers
-#: first: with ``--dist loadfile`` a worker takes whole modules in this order, then the others in collection order,
-#: and a long module taken last would run alone while the other workers sit idle. Only the order between modules
-#: changes, never within one.
+#: 57, app_page 46, workers 45, package 44, service_check_attacks 42; the phase ≈ 410; deploy ≈ 18 alone, in this
+#: phase since 2026-12-07), handed out to the workers first: with ``--dist loadfile`` a worker takes whole modules in
+#: this order, then the others in collection order, and a long module taken last would run alone while the other
+#: workers sit idle. Only the order between modules changes, never within one.
 LONG_MODULES = ("test_app_ux", "test_app_leaderboard", "test_app_judgecheck", "test_app_browser",
                 "test_app_judge_attacks", "test_many_machines", "test_ratelimit", "test_docs", "test_app_page",
-                "test_workers", "test_package", "test_service_check_attacks", "test_app_uploads", "test_app_ratelimit",
-                "test_app_mcp", "test_app_grade_files", "test_app_sessions", "test_grading", "test_app_xss")
+                "test_workers", "test_deploy", "test_package", "test_service_check_attacks", "test_app_uploads",
+                "test_app_ratelimit", "test_app_mcp", "test_app_grade_files", "test_app_sessions", "test_grading",
+                "test_app_xss")
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -12,7 +12,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import pytest
 from gradio_client import handle_file
 from tests.api_client import ApiClient
 
@@ -47,7 +46,6 @@ def processes_of(folder: Path) -> list[str]:
     return found
 
 
-@pytest.mark.serial
 def test_the_local_stack_starts_grades_a_run_through_nginx_and_stops_leaving_nothing():
     assert shutil.which("nginx") or Path("/usr/sbin/nginx").exists(), "nginx is not installed (apt-get install nginx)"
     folder = Path(tempfile.mkdtemp(prefix="mmvet-stack-"))      # (under /tmp: the postgres user reaches it)
