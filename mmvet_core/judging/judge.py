@@ -11,6 +11,9 @@ A judge answers one filled prompt at one temperature (`Judge.complete`). Two imp
   key and no network and is clearly *not* the MM-Vet metric.
 
 API keys live only in the judge object (never in `JudgeSettings`, its fingerprint, the store or any export).
+
+Its size (over 600 lines) has a reason: it is the single place that calls a judge, so the call, its retries, its
+parameter fallbacks and the reading of every reply stay together; the limiter and the transport live apart.
 """
 from __future__ import annotations
 

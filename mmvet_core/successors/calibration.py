@@ -39,6 +39,9 @@ leave-one-out error of the column, widened beyond the references' range of offic
 leave-one-out predictions of the outermost models show (`LomoTable.drift`), and the bounds are clipped to [0, 100]. The estimate targets the number the official evaluator
 would have printed for this run's answers: the run's own sampling error over questions is not part of it (the
 questions are the benchmark's, not a sample).
+
+Its size (over 600 lines) has a reason: the correction, its leave-one-model-out error and the estimate built on
+both share one set of strata and pairs; the check that supplies the pairs and the naming of results live apart.
 """
 from __future__ import annotations
 
