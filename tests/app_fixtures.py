@@ -132,7 +132,8 @@ def start_app(data_dir: Path, port: int | None = None, **settings_kwargs) -> App
     with pytest.MonkeyPatch.context() as mp:
         # plotly.js is loaded by the page's first chart, not beforehand when the page is idle: ≈ 1.1 CPU-s of
         # Chromium per page load, about a third of it, and many test pages draw no chart. Apps started as
-        # `python app.py` (test_app_ux's restart, test_many_machines, test_deploy, bench/) preload it as visitors get it.
+        # `python app.py` (test_app_ux's restart, test_many_machines, test_deploy, bench/) preload it as
+        # visitors get it.
         mp.setattr(common, "plotly_preload_js", lambda: None)
         demo = build_demo(settings)
         demo.queue(**queue_options())
