@@ -37,9 +37,9 @@ SURE_BETTER, SURE_NOT = 6.5, -0.2
 
 @lru_cache(maxsize=8)
 def _draws(n: int, resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(counts R × n, their mean over draws n, their covariance n × n): shared by every group of n samples."""
+    """(counts R × n, read-only as `draw_counts` shares it; their mean over draws n; their covariance n × n):
+    shared by every group of n samples."""
     counts = draw_counts(n, resamples, seed)
-    counts.setflags(write=False)
     mean = counts.mean(axis=0)
     centred = counts - mean
     cov = centred.T @ centred / resamples
